@@ -1,0 +1,3 @@
+"""Registers the conformance plugin (options, parametrization, result rows); see harness/plugin.py."""
+
+pytest_plugins = ["harness.plugin"]

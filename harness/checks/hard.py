@@ -1,0 +1,264 @@
+"""Checks that need no statistics: any violation is impossible under the law and fails at once.
+
+`finite`, `written` and `bounds` read the Summary. `contract`, `generator` and `arguments` call the
+candidate on small tensors of their own (they test the API, not the law) under a deadline, so a
+candidate that hangs on bad arguments fails instead of stalling the run.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+
+from ..engine import _INT_VIEW, _Timeout, call_deadline, dtype_bits, poison_, poison_value
+from ..result import Result
+from ..summary import Summary
+
+
+def _sigma(value: float, summary: Summary, mean: float, std: float) -> str:
+    return f"{(value - mean) / std:+.4g} sigma"
+
+
+def check_finite(summary: Summary) -> Result:
+    bad = summary.n_nonfinite
+    if bad:
+        return Result("finite", "fail", f"{bad} of {summary.n} values are not finite "
+                      f"(NaN {summary.n_nan}, +inf {summary.n_posinf}, -inf {summary.n_neginf})",
+                      statistic=bad, p_value=0.0, n=summary.n)
+    return Result("finite", "pass", f"all {summary.n} written values finite", statistic=0,
+                  p_value=1.0, n=summary.n)
+
+
+def check_written(summary: Summary) -> Result:
+    bad = summary.n_unwritten
+    if bad:
+        per_call = bad / max(summary.n_calls, 1)
+        return Result("written", "fail", f"{bad} of {summary.n} elements never written "
+                      f"({per_call:.4g} per call of {math.prod(summary.shape)} elements)",
+                      statistic=bad, p_value=0.0, n=summary.n)
+    return Result("written", "pass", "every element written on every call", statistic=0,
+                  p_value=1.0, n=summary.n)
+
+
+def check_bounds(summary: Summary, mean: float, std: float, strict: bool = False) -> Result:
+    if strict:
+        bad, worst, lo, hi, which = (summary.n_outside_strict, summary.worst_outside_strict,
+                                     summary.a, summary.b, "[a, b]")
+    else:
+        bad, worst, lo, hi, which = (summary.n_outside_rounded, summary.worst_outside,
+                                     summary.rn_a, summary.rn_b, "[RN(a), RN(b)]")
+    if bad:
+        return Result("bounds", "fail",
+                      f"{bad} of {summary.n} values outside {which} = [{lo:.10g}, {hi:.10g}]; worst "
+                      f"{worst:.10g} ({_sigma(worst, summary, mean, std)})",
+                      statistic=bad, p_value=0.0, n=summary.n, effect=(worst - mean) / std,
+                      effect_unit="sigma")
+    return Result("bounds", "pass", f"all values inside {which}; min {summary.min:.10g}, "
+                  f"max {summary.max:.10g}", statistic=0, p_value=1.0, n=summary.n)
+
+
+# --------------------------------------------------------------------------------------------
+# API checks: they call the candidate themselves.
+
+
+class _Probe:
+    """Call a candidate under a deadline, turning every outcome into data."""
+
+    def __init__(self, candidate, timeout: float):
+        self.candidate = candidate
+        self.timeout = timeout
+
+    def __call__(self, tensor, mean, std, a, b, generator=None):
+        """-> ("ok", returned) | ("raised", exc) | ("hang", None)"""
+        try:
+            with call_deadline(self.timeout), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return "ok", self.candidate(tensor, mean, std, a, b, generator)
+        except _Timeout:
+            return "hang", None
+        except Exception as exc:
+            return "raised", exc
+
+
+def _unwritten(tensor: torch.Tensor) -> int:
+    bits = dtype_bits(tensor.dtype)
+    return int((tensor.view(_INT_VIEW[bits]) == poison_value(tensor.dtype)).sum())
+
+
+def _gen(device, seed):
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def check_contract(candidate, case, dtype, device, seed: int, timeout: float) -> Result:
+    """In place, same tensor back, metadata unchanged, views written and nothing else, edge shapes."""
+    probe = _Probe(candidate, timeout)
+    m, s, a, b = case.mean, case.std, case.a, case.b
+    problems: list[str] = []
+    notes: list[str] = []
+
+    def call(t, label):
+        status, out = probe(t, m, s, a, b, _gen(device, seed))
+        if status != "ok":
+            what = "did not return" if status == "hang" else f"raised {type(out).__name__}: {out}"
+            problems.append(f"{label}: {what}"[:200])
+            return None
+        return out
+
+    # Plain tensor: same object back, metadata unchanged, fully written.
+    t = poison_(torch.empty((8, 6), dtype=dtype, device=device))
+    meta = (t.dtype, tuple(t.shape), t.device, t.stride(), t.data_ptr())
+    out = call(t, "plain 8x6")
+    if out is not None or not problems:
+        if out is not t:
+            problems.append("plain 8x6: did not return the tensor it was given")
+        if (t.dtype, tuple(t.shape), t.device, t.stride(), t.data_ptr()) != meta:
+            problems.append("plain 8x6: dtype/shape/device/strides/storage changed")
+        if _unwritten(t):
+            problems.append(f"plain 8x6: {_unwritten(t)} of 48 elements unwritten")
+
+    # Non-contiguous views: every element of the view written, the rest of the base untouched.
+    for label, make in (("transposed view", lambda base: base.t()),
+                        ("stepped slice [:, ::2]", lambda base: base[:, ::2])):
+        base = poison_(torch.empty((6, 10), dtype=dtype, device=device))
+        view = make(base)
+        mask = torch.zeros(base.shape, dtype=torch.bool, device=device)
+        make(mask).fill_(True)
+        out = call(view, label)
+        if out is None and problems and problems[-1].startswith(label):
+            continue
+        if _unwritten(view):
+            problems.append(f"{label}: {_unwritten(view)} of {view.numel()} view elements unwritten")
+        outside = base[~mask]
+        if outside.numel() and _unwritten(outside) != outside.numel():
+            problems.append(f"{label}: wrote {outside.numel() - _unwritten(outside)} elements "
+                            "outside the view")
+        if out is not None and out is not view:
+            problems.append(f"{label}: did not return the view it was given")
+
+    # Edge shapes.
+    empty = torch.empty((0, 3), dtype=dtype, device=device)
+    out = call(empty, "empty 0x3 tensor")
+    scalar = poison_(torch.empty((), dtype=dtype, device=device))
+    out = call(scalar, "0-d tensor")
+    if out is not None and _unwritten(scalar):
+        problems.append("0-d tensor: not written")
+
+    # nn.Parameter with requires_grad: works and records no autograd history.
+    param = torch.nn.Parameter(torch.empty((4, 5), dtype=dtype, device=device), requires_grad=True)
+    out = call(param, "nn.Parameter(requires_grad=True)")
+    if out is not None:
+        if getattr(out, "grad_fn", None) is not None or param.grad_fn is not None:
+            problems.append("nn.Parameter: the fill recorded autograd history")
+        if not param.requires_grad:
+            problems.append("nn.Parameter: requires_grad was switched off")
+
+    # Meta tensors: torch.nn.init semantics make them a no-op.
+    if getattr(candidate, "torch_init_semantics", False):
+        meta_t = torch.empty((4, 5), dtype=dtype, device="meta")
+        call(meta_t, "meta tensor")
+    else:
+        notes.append("meta tensors not tried (candidate does not claim torch.nn.init semantics)")
+
+    if problems:
+        return Result("contract", "fail", "; ".join(problems), statistic=len(problems), p_value=0.0)
+    return Result("contract", "pass", "in place, same tensor, views exact, edge shapes ok"
+                  + (f" ({'; '.join(notes)})" if notes else ""), statistic=0, p_value=1.0)
+
+
+def _rng_state(device) -> torch.Tensor:
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_rng_state(device)
+    return torch.get_rng_state()
+
+
+def check_generator(candidate, case, dtype, device, seed: int, timeout: float,
+                    collision_prob: float) -> Result:
+    """Same seed -> bit-identical output; other seed -> other output; global RNG left alone."""
+    probe = _Probe(candidate, timeout)
+    shape = (16, 64)
+    numel = math.prod(shape)
+    bits = _INT_VIEW[dtype_bits(dtype)]
+
+    def draw(s):
+        t = poison_(torch.empty(shape, dtype=dtype, device=device))
+        status, out = probe(t, case.mean, case.std, case.a, case.b, _gen(device, s))
+        return status, out, t
+
+    problems, notes = [], []
+    st1, o1, t1 = draw(seed)
+    st2, o2, t2 = draw(seed)
+    st3, o3, t3 = draw(seed + 1)
+    for st, o in ((st1, o1), (st2, o2), (st3, o3)):
+        if st != "ok":
+            what = "did not return" if st == "hang" else f"raised {type(o).__name__}: {o}"
+            return Result("generator", "fail", f"call {what}"[:300], p_value=0.0)
+    if not torch.equal(t1.view(bits), t2.view(bits)):
+        diff = int((t1.view(bits) != t2.view(bits)).sum())
+        problems.append(f"same seed gave different output ({diff} of {numel} elements differ)")
+    # With one atom (or a tiny support) two seeds may legitimately agree everywhere.
+    log_p_equal = numel * math.log(collision_prob) if collision_prob > 0 else -math.inf
+    if log_p_equal < math.log(1e-12):
+        if torch.equal(t1.view(bits), t3.view(bits)):
+            problems.append("seeds s and s+1 gave bit-identical output")
+    else:
+        notes.append("different-seed check not applicable: the law has almost one atom")
+
+    if candidate.accepts_generator:
+        before = _rng_state(device).clone()
+        st, o, _ = draw(seed)
+        if not torch.equal(before, _rng_state(device)):
+            problems.append("an explicit generator was passed, but the global RNG state changed")
+    else:
+        notes.append("no generator parameter: seeded through torch.manual_seed")
+
+    if problems:
+        return Result("generator", "fail", "; ".join(problems), statistic=len(problems), p_value=0.0)
+    return Result("generator", "pass", "reproducible, seed-sensitive, global RNG untouched"
+                  + (f" ({'; '.join(notes)})" if notes else ""), statistic=0, p_value=1.0)
+
+
+BAD_ARGUMENTS = (
+    ("a > b", dict(a=1.0, b=-1.0)),
+    ("std = 0", dict(std=0.0)),
+    ("std < 0", dict(std=-1.0)),
+    ("std = NaN", dict(std=math.nan)),
+    ("std = inf", dict(std=math.inf)),
+    ("mean = NaN", dict(mean=math.nan)),
+    ("a = NaN", dict(a=math.nan)),
+    ("b = NaN", dict(b=math.nan)),
+)
+
+
+def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Result:
+    """Invalid arguments must raise; returning anything or hanging fails. a == b is recorded."""
+    probe = _Probe(candidate, timeout)
+    problems = []
+    for label, override in BAD_ARGUMENTS:
+        args = dict(mean=0.0, std=1.0, a=-2.0, b=2.0) | override
+        t = poison_(torch.empty((4, 8), dtype=dtype, device=device))
+        status, out = probe(t, args["mean"], args["std"], args["a"], args["b"], _gen(device, seed))
+        if status == "hang":
+            problems.append(f"{label}: hung (no return within {timeout:g} s)")
+        elif status == "ok":
+            x = t.to(torch.float64)
+            what = ("NaN" if bool(torch.isnan(x).all()) and not _unwritten(t)
+                    else "nothing" if _unwritten(t) == t.numel() else "values")
+            problems.append(f"{label}: returned without raising (wrote {what})")
+    t = poison_(torch.empty((4, 8), dtype=dtype, device=device))
+    status, out = probe(t, 0.0, 1.0, 0.5, 0.5, _gen(device, seed))
+    a_eq_b = {"ok": "fills", "raised": "raises", "hang": "hangs"}[status]
+    if status == "ok":
+        expected = torch.tensor(0.5, dtype=dtype)
+        if not bool((t.cpu() == expected).all()):
+            problems.append("a == b: returned, but did not fill with a")
+    elif status == "hang":
+        problems.append(f"a == b: hung (no return within {timeout:g} s)")
+    details = {"a_equals_b": a_eq_b}
+    if problems:
+        return Result("arguments", "fail", "; ".join(problems), statistic=len(problems),
+                      p_value=0.0, details=details)
+    return Result("arguments", "pass", f"every invalid argument raised; a == b {a_eq_b}",
+                  statistic=0, p_value=1.0, details=details)

@@ -1,0 +1,376 @@
+"""The streaming engine: call a candidate again and again and fold its output into a Summary.
+
+The candidate fills the case's tensor (poisoned first, so unwritten elements show); each output is
+copied into a chunk buffer on the same device, and each full chunk is folded, on its device, into
+the Summary's accumulators. Only the accumulators (a histogram of at most 2**20 bins and a few
+scalars) and a bounded number of row extremes cross to the host, so memory does not grow with n.
+
+`summarize_samples` folds samples that are already there (self-tests, offline audits) through the
+very same code.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+from contextlib import contextmanager
+
+import torch
+
+from .summary import ROW_EXTREMES_CAP, LagSums, Summary
+
+_INT_VIEW = {8: torch.int8, 16: torch.int16, 32: torch.int32, 64: torch.int64}
+
+# Poison patterns (unsigned bit patterns): NaNs with a payload a sampler is unlikely to compute.
+_POISON = {
+    torch.float64: 0x7FF4A5A5A5A5A5A5,
+    torch.float32: 0x7FA5A5A5,
+    torch.float16: 0x7E5A,
+    torch.bfloat16: 0x7FA5,
+}
+if hasattr(torch, "float8_e4m3fn"):
+    _POISON[torch.float8_e4m3fn] = 0x7F  # the format's only +NaN: a written NaN reads as unwritten
+if hasattr(torch, "float8_e5m2"):
+    _POISON[torch.float8_e5m2] = 0x7D
+
+
+class CandidateFailure(Exception):
+    """The candidate did not produce a chunk: it raised, hung, or broke the tensor."""
+
+    def __init__(self, kind: str, message: str, summary: Summary | None = None):
+        super().__init__(message)
+        self.kind = kind  # "raised" | "hang"
+        self.summary = summary
+
+
+def dtype_bits(dtype: torch.dtype) -> int:
+    return torch.finfo(dtype).bits
+
+
+def hist_bits_for(dtype: torch.dtype) -> int:
+    bits = dtype_bits(dtype)
+    return bits if bits <= 16 else 20
+
+
+def _signed(pattern: int, bits: int) -> int:
+    return pattern - (1 << bits) if pattern >= 1 << (bits - 1) else pattern
+
+
+def poison_value(dtype: torch.dtype) -> int:
+    """The poison bit pattern as the signed integer of the dtype's width."""
+    bits = dtype_bits(dtype)
+    return _signed(_POISON[dtype], bits)
+
+
+def poison_(tensor: torch.Tensor) -> torch.Tensor:
+    """Fill with the poison pattern (works for non-contiguous views too)."""
+    bits = dtype_bits(tensor.dtype)
+    tensor.view(_INT_VIEW[bits]).fill_(poison_value(tensor.dtype))
+    return tensor
+
+
+def ordered_keys(ints: torch.Tensor, bits: int) -> torch.Tensor:
+    """Signed-int view of floats -> int64 keys increasing with the value (see summary.py)."""
+    u = ints.to(torch.int64)
+    if bits == 64:
+        # -x for negatives flips every bit; positives get the sign bit (int64 wraps negative, and
+        # the later arithmetic shift + mask restores the unsigned order).
+        return torch.where(u < 0, ~u, u | torch.iinfo(torch.int64).min)
+    mask = (1 << bits) - 1
+    u = u & mask
+    sign = 1 << (bits - 1)
+    return torch.where(u >= sign, (~u) & mask, u | sign)
+
+
+def hist_bins(ints: torch.Tensor, bits: int, hist_bits: int) -> torch.Tensor:
+    keys = ordered_keys(ints, bits)
+    shift = bits - hist_bits
+    if shift == 0:
+        return keys
+    return (keys >> shift) & ((1 << hist_bits) - 1)
+
+
+def new_summary(law, shape: tuple, dtype: torch.dtype) -> Summary:
+    scale = float(law.std)
+    if not (scale > 0 and math.isfinite(scale)):
+        scale = float(law.dist.std)
+    dist = law.dist
+    return Summary(
+        dtype=str(dtype).replace("torch.", ""),
+        shape=tuple(shape),
+        hist_bits=hist_bits_for(dtype),
+        center=float(law.mean),
+        scale=scale,
+        rn_a=float(law.rn_a),
+        rn_b=float(law.rn_b),
+        a=float(dist.a),
+        b=float(dist.b),
+        row_len=int(shape[-1]) if len(shape) else 0,
+    )
+
+
+class _Folder:
+    """Device-side accumulators for one Summary; `finish` moves them to the host once."""
+
+    def __init__(self, summary: Summary, dtype: torch.dtype, device: torch.device):
+        self.s = summary
+        self.dtype = dtype
+        self.device = device
+        self.bits = dtype_bits(dtype)
+        self.int_dtype = _INT_VIEW[self.bits]
+        self.poison = poison_value(dtype)
+        self.hist = torch.zeros(1 << summary.hist_bits, dtype=torch.int64, device=device)
+        self.prev_z: torch.Tensor | None = None  # last call of the previous chunk
+        self.prev_ints: torch.Tensor | None = None
+        self.rows_kept: list = []
+        self.n_rows_kept = 0
+
+    def fold(self, batch: torch.Tensor) -> None:
+        """batch: (calls, *shape) outputs of successive calls, in call order."""
+        s = self.s
+        calls = batch.shape[0]
+        if calls == 0:
+            return
+        shape = tuple(batch.shape[1:])
+        flat = batch.reshape(-1)
+        ints = flat.view(self.int_dtype)
+        self.hist += torch.bincount(hist_bins(ints, self.bits, s.hist_bits), minlength=self.hist.numel())
+
+        x = flat.to(torch.float64)
+        unwritten = ints == self.poison
+        nan = torch.isnan(x) & ~unwritten
+        posinf = x == math.inf
+        neginf = x == -math.inf
+        finite = torch.isfinite(x)
+        counts = torch.stack([
+            unwritten.sum(), nan.sum(), posinf.sum(), neginf.sum(),
+            (finite & ((x < s.rn_a) | (x > s.rn_b))).sum(),
+            (finite & ((x < s.a) | (x > s.b))).sum(),
+            (x == s.rn_a).sum(), (x == s.rn_b).sum(),
+        ]).tolist()
+        (n_unw, n_nan, n_pinf, n_ninf, n_out_r, n_out_s, n_at_a, n_at_b) = counts
+        s.n += flat.numel()
+        s.n_calls += calls
+        s.n_unwritten += n_unw
+        s.n_nan += n_nan
+        s.n_posinf += n_pinf
+        s.n_neginf += n_ninf
+        s.n_outside_rounded += n_out_r
+        s.n_outside_strict += n_out_s
+        s.n_at_rn_a += n_at_a
+        s.n_at_rn_b += n_at_b
+
+        xf = torch.where(finite, x, torch.zeros((), dtype=torch.float64, device=x.device))
+        if bool(finite.any()):
+            lo = float(torch.where(finite, x, math.inf).min())
+            hi = float(torch.where(finite, x, -math.inf).max())
+            s.min = min(s.min, lo)
+            s.max = max(s.max, hi)
+        if n_out_r:
+            s.worst_outside = _worst(s.worst_outside, xf, finite, s.rn_a, s.rn_b)
+        if n_out_s:
+            s.worst_outside_strict = _worst(s.worst_outside_strict, xf, finite, s.a, s.b)
+
+        z = (xf - s.center) / s.scale
+        z = torch.where(finite, z, torch.zeros((), dtype=torch.float64, device=z.device))
+        z2 = z * z
+        sums = torch.stack([z.sum(), z2.sum(), (z2 * z).sum(), (z2 * z2).sum()]).tolist()
+        s.power_sums += [float(finite.sum()), *sums]
+
+        zb = z.view(calls, *shape)
+        ib = ints.view(calls, *shape)
+        self._fold_lags(zb)
+        self._fold_successive(zb, ib)
+        self._fold_rows(batch, ib)
+
+    def _fold_lags(self, zb: torch.Tensor) -> None:
+        for dim in range(1, zb.dim()):
+            length = zb.shape[dim]
+            if length < 2:
+                continue
+            u = zb.narrow(dim, 0, length - 1)
+            v = zb.narrow(dim, 1, length - 1)
+            acc = self.s.lag1.setdefault(dim - 1, LagSums())
+            acc.add(_lag_sums(u, v))
+
+    def _fold_successive(self, zb: torch.Tensor, ib: torch.Tensor) -> None:
+        s = self.s
+        if self.prev_z is not None:
+            u = torch.cat([self.prev_z.unsqueeze(0), zb[:-1]])
+            ui = torch.cat([self.prev_ints.unsqueeze(0), ib[:-1]])
+            v, vi = zb, ib
+        else:
+            u, ui, v, vi = zb[:-1], ib[:-1], zb[1:], ib[1:]
+        if u.numel():
+            s.successive.add(_lag_sums(u, v))
+            s.n_equal_successive += int((ui == vi).sum())
+            s.n_pairs_successive += ui.numel()
+        self.prev_z = zb[-1].clone()
+        self.prev_ints = ib[-1].clone()
+
+    def _fold_rows(self, batch: torch.Tensor, ib: torch.Tensor) -> None:
+        s = self.s
+        m = s.row_len
+        if m < 1 or batch[0].numel() == 0:
+            return
+        calls = batch.shape[0]
+        rows_per_call = batch[0].numel() // m
+        s.n_rows_total += calls * rows_per_call
+        room = ROW_EXTREMES_CAP - self.n_rows_kept
+        if room > 0:
+            rows = batch.reshape(-1, m)[:room].to(torch.float64)
+            self.rows_kept.append((rows.amin(dim=1).cpu().numpy(), rows.amax(dim=1).cpu().numpy()))
+            self.n_rows_kept += rows.shape[0]
+        if m >= 2 and rows_per_call >= 2:
+            # Hash each row (wrapping int64 arithmetic), sort per call, count equal neighbours;
+            # a false match needs a 64-bit hash collision.
+            r = ib.reshape(calls, rows_per_call, m).to(torch.int64)
+            coef = _row_hash_coefficients(m, r.device)
+            h = (r * coef).sum(dim=2)
+            h = (h ^ (h >> 29)) * 0x5851F42D4C957F2D
+            hs, _ = torch.sort(h, dim=1)
+            s.n_duplicate_rows += int((hs[:, 1:] == hs[:, :-1]).sum())
+            s.n_rows_compared += calls * rows_per_call
+
+    def finish(self) -> Summary:
+        s = self.s
+        s.hist = self.hist.cpu().numpy()
+        if self.rows_kept:
+            import numpy as np
+
+            s.row_min = np.concatenate([lo for lo, _ in self.rows_kept])
+            s.row_max = np.concatenate([hi for _, hi in self.rows_kept])
+        return s
+
+
+_COEF_CACHE: dict = {}
+
+
+def _row_hash_coefficients(m: int, device: torch.device) -> torch.Tensor:
+    key = (m, str(device))
+    if key not in _COEF_CACHE:
+        g = torch.Generator().manual_seed(0x5EED + m)
+        coef = torch.randint(1, 2**62, (m,), generator=g, dtype=torch.int64) | 1
+        _COEF_CACHE[key] = coef.to(device)
+    return _COEF_CACHE[key]
+
+
+def _lag_sums(u: torch.Tensor, v: torch.Tensor) -> LagSums:
+    vals = torch.stack([u.sum(), v.sum(), (u * u).sum(), (v * v).sum(), (u * v).sum()]).tolist()
+    return LagSums(u.numel(), *vals)
+
+
+def _worst(current: float, x: torch.Tensor, finite: torch.Tensor, lo: float, hi: float) -> float:
+    """The value farthest outside [lo, hi] so far (by distance to the interval)."""
+    below = torch.where(finite & (x < lo), lo - x, torch.zeros_like(x))
+    above = torch.where(finite & (x > hi), x - hi, torch.zeros_like(x))
+    i_b, i_a = int(below.argmax()), int(above.argmax())
+    candidates = [v for v in (current,) if not math.isnan(v)]
+    if float(below[i_b]) > 0:
+        candidates.append(float(x[i_b]))
+    if float(above[i_a]) > 0:
+        candidates.append(float(x[i_a]))
+
+    def distance(v: float) -> float:
+        return max(lo - v, v - hi, 0.0)
+
+    return max(candidates, key=distance) if candidates else current
+
+
+def summarize_samples(samples: torch.Tensor, law, shape: tuple | None = None) -> Summary:
+    """Fold samples shaped (calls, *shape) — or flat, with `shape` given — into a Summary."""
+    if shape is None:
+        shape = tuple(samples.shape[1:])
+    samples = samples.reshape(-1, *shape) if len(shape) else samples.reshape(-1)
+    summary = new_summary(law, shape, samples.dtype)
+    folder = _Folder(summary, samples.dtype, samples.device)
+    folder.fold(samples)
+    return folder.finish()
+
+
+class _Timeout(BaseException):
+    """Raised inside the candidate by SIGALRM; a BaseException so `except Exception` can't eat it."""
+
+
+@contextmanager
+def call_deadline(seconds: float | None):
+    """Interrupt the enclosed code after `seconds` (main thread only; otherwise no limit).
+
+    SIGALRM interrupts Python-level loops (a redraw loop calling torch ops returns to the
+    interpreter between ops); a single C call that never returns is left to pytest-timeout.
+    """
+    usable = (seconds and seconds > 0 and hasattr(signal, "setitimer")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise _Timeout()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: int, *,
+               call_timeout: float | None = 60.0, chunk_elements: int = 1 << 22,
+               min_calls: int = 2) -> Summary:
+    """Draw at least n samples of `case` from `candidate` and fold them into a Summary.
+
+    Raises CandidateFailure (kind "raised" or "hang") when a call raises or exceeds call_timeout;
+    the exception carries the partial Summary.
+    """
+    device = torch.device(device)
+    shape = tuple(case.shape)
+    numel = max(1, math.prod(shape))
+    calls_total = max(min_calls, math.ceil(n / numel))
+    per_chunk = max(1, min(calls_total, chunk_elements // numel))
+    summary = new_summary(law, shape, dtype)
+    summary.notes["seed"] = seed
+    folder = _Folder(summary, dtype, device)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    target = torch.empty(shape, dtype=dtype, device=device)
+    buffer = torch.empty((per_chunk, *shape), dtype=dtype, device=device)
+    filled = 0
+    done = 0
+    t_candidate = 0.0
+    t_start = time.perf_counter()
+    while done < calls_total:
+        poison_(target)
+        t0 = time.perf_counter()
+        try:
+            with call_deadline(call_timeout):
+                candidate(target, case.mean, case.std, case.a, case.b, generator)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+        except _Timeout:
+            summary.candidate_s = t_candidate + (time.perf_counter() - t0)
+            raise CandidateFailure(
+                "hang", f"call {done + 1} did not return within {call_timeout:g} s", folder.finish()
+            ) from None
+        except Exception as exc:  # the candidate's own error, reported as a fail row
+            summary.candidate_s = t_candidate + (time.perf_counter() - t0)
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise CandidateFailure(
+                "raised", f"call {done + 1} raised {type(exc).__name__}: {text[:300]}", folder.finish()
+            ) from exc
+        t_candidate += time.perf_counter() - t0
+        buffer[filled].copy_(target)
+        filled += 1
+        done += 1
+        if filled == per_chunk or done == calls_total:
+            folder.fold(buffer[:filled])
+            filled = 0
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    summary = folder.finish()
+    summary.candidate_s = t_candidate
+    summary.engine_s = time.perf_counter() - t_start - t_candidate
+    return summary

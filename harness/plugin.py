@@ -1,0 +1,451 @@
+"""The pytest plugin: options, parametrization of the suites, result rows, reports at the end.
+
+Registered by the root `conftest.py`. It stays plumbing: which (candidate, case, dtype, device)
+combinations exist, how a Result becomes a pytest outcome, and how rows travel from xdist workers
+to the controller (as `user_properties` on the test reports) to be written once, there.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shlex
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from .cases import GRID, PROFILES, case_by_id
+from .run import CASE_CHECKS, RunConfig, RunnerCache, dtype_name
+from .seeds import DEFAULT_RUN_SEED
+
+DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
+          "bfloat16": torch.bfloat16}
+for _name in ("float8_e4m3fn", "float8_e5m2"):
+    if hasattr(torch, _name):
+        DTYPES[_name] = getattr(torch, _name)
+DEFAULT_DTYPES = ("float64", "float32", "float16", "bfloat16")
+DEFAULT_REPORT_DIR = "harness-report"
+ROW_KEY = "harness_row"
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("harness", "truncated-normal conformance harness")
+    g.addoption("--candidate", action="append", default=[], metavar="SPEC",
+                help="sampler under test: a registered name, pkg.mod:fn or path/file.py:fn; "
+                     "repeatable (default: torch)")
+    g.addoption("--profile", choices=sorted(PROFILES), default="pr",
+                help="samples per case: smoke, pr (default), nightly")
+    g.addoption("--samples", type=int, default=None, metavar="N",
+                help="stage-1 samples per (case, dtype, device); overrides the profile")
+    g.addoption("--seed", type=int, default=DEFAULT_RUN_SEED, metavar="S", help="run seed")
+    g.addoption("--dtypes", default=",".join(DEFAULT_DTYPES), metavar="LIST",
+                help=f"comma-separated dtypes (default {','.join(DEFAULT_DTYPES)}; also "
+                     f"{', '.join(d for d in DTYPES if d not in DEFAULT_DTYPES)})")
+    g.addoption("--devices", default=None, metavar="LIST",
+                help="comma-separated devices (default: cpu and every cuda device present)")
+    g.addoption("--cases", default=None, metavar="IDS", help="comma-separated case ids (default: all)")
+    g.addoption("--bounds", choices=("rounded", "strict"), default="rounded",
+                help="accept values in [RN(a), RN(b)] (default) or demand [a, b]")
+    g.addoption("--case-timeout", type=float, default=60.0, metavar="SECONDS",
+                help="seconds one candidate call may take before it counts as a hang (default 60)")
+    g.addoption("--alpha-suspect", type=float, default=1e-3,
+                help="stage-1 p below this draws stage 2 (default 1e-3)")
+    g.addoption("--alpha-fail", type=float, default=1e-3,
+                help="stage-2 p below this fails (default 1e-3)")
+    g.addoption("--report-dir", default=DEFAULT_REPORT_DIR, metavar="DIR",
+                help=f"where results go (default ./{DEFAULT_REPORT_DIR}); '' to write nothing")
+    g.addoption("--xfails-file", default=None, metavar="FILE",
+                help="known failures, one pattern per line with '# cause'")
+
+
+# ------------------------------------------------------------------------------------------------
+# Session state
+
+
+@dataclass(frozen=True)
+class Combo:
+    """One (candidate, case, dtype, device): the parameter of every conformance test."""
+
+    candidate: object
+    case: object
+    dtype: torch.dtype
+    device: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.candidate.name}-{self.case.id}-{dtype_name(self.dtype)}-{self.device}"
+
+
+@dataclass(frozen=True)
+class ApiCombo:
+    candidate: object
+    dtype: torch.dtype
+    device: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.candidate.name}-{dtype_name(self.dtype)}-{self.device}"
+
+
+class XfailPattern:
+    def __init__(self, pattern: str, cause: str, line: int):
+        self.pattern, self.cause, self.line = pattern, cause, line
+        self.used = False
+
+
+def load_xfails(path: str) -> list[XfailPattern]:
+    patterns = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            text, _, cause = raw.partition("#")
+            text = text.strip()
+            if text:
+                patterns.append(XfailPattern(text, cause.strip() or "no cause given", lineno))
+    return patterns
+
+
+class HarnessSession:
+    def __init__(self, config):
+        from candidates import CandidateNotFound, resolve
+
+        opt = config.option
+        specs = opt.candidate or ["torch"]
+        self.candidates = []
+        for spec in specs:
+            try:
+                self.candidates.append(resolve(spec))
+            except CandidateNotFound as exc:
+                raise pytest.UsageError(str(exc)) from None
+        self.run_config = RunConfig(profile=opt.profile, samples=opt.samples, run_seed=opt.seed,
+                                    bounds=opt.bounds, case_timeout=opt.case_timeout,
+                                    alpha_suspect=opt.alpha_suspect, alpha_fail=opt.alpha_fail)
+        try:
+            self.cases = ([case_by_id(c) for c in _csv(opt.cases)] if opt.cases else list(GRID))
+        except KeyError as exc:
+            raise pytest.UsageError(f"--cases: {exc.args[0]}") from None
+        unknown = [d for d in _csv(opt.dtypes) if d not in DTYPES]
+        if unknown:
+            raise pytest.UsageError(f"--dtypes: unknown {', '.join(unknown)}; known: {', '.join(DTYPES)}")
+        self.dtypes = [DTYPES[d] for d in _csv(opt.dtypes)]
+        self.devices = _csv(opt.devices) if opt.devices else default_devices()
+        for d in self.devices:
+            try:
+                torch.device(d)
+            except (RuntimeError, ValueError):
+                raise pytest.UsageError(f"--devices: {d!r} is not a torch device") from None
+        self.xfails = load_xfails(opt.xfails_file) if opt.xfails_file else []
+        self.runners = RunnerCache()
+        self.rows: list[dict] = []
+        self.started = time.time()
+        self.node_params: dict = {}  # nodeid -> row skeleton (to report crashed workers)
+        self.report_dir = opt.report_dir
+
+    def combos(self):
+        for cand in self.candidates:
+            for case in self.cases:
+                for dtype in self.dtypes:
+                    for device in self.devices:
+                        yield Combo(cand, case, dtype, device)
+
+    def api_combos(self):
+        for cand in self.candidates:
+            for dtype in self.dtypes:
+                for device in self.devices:
+                    yield ApiCombo(cand, dtype, device)
+
+    def skip_reason(self, candidate, dtype, device) -> str | None:
+        dev = torch.device(device)
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            return f"device {device}: CUDA is not available on this machine"
+        if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+            return f"device {device}: only {torch.cuda.device_count()} CUDA device(s) present"
+        return candidate.skip_reason(dtype, device)
+
+    def xfail_for(self, test_name: str) -> XfailPattern | None:
+        for p in self.xfails:
+            if fnmatch.fnmatchcase(test_name, p.pattern):
+                p.used = True
+                return p
+        return None
+
+    def repro(self, candidate, case_id, dtype, device, check) -> str:
+        cfg = self.run_config
+        parts = ["pytest", "suites", "--candidate", candidate.spec]
+        if case_id != "api":
+            parts += ["--cases", case_id]
+        parts += ["--dtypes", dtype_name(dtype), "--devices", device, "--seed", str(cfg.run_seed),
+                  "--profile", cfg.profile]
+        if cfg.samples:
+            parts += ["--samples", str(cfg.samples)]
+        if cfg.bounds != "rounded":
+            parts += ["--bounds", cfg.bounds]
+        parts += ["-k", f"test_{check}"]
+        return " ".join(shlex.quote(p) for p in parts)
+
+
+def default_devices() -> list[str]:
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    return devices
+
+
+def _session(config) -> HarnessSession:
+    return config.stash[_SESSION_KEY]
+
+
+_SESSION_KEY = pytest.StashKey[HarnessSession]()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "harness_check(name): a conformance check test")
+    config.stash[_SESSION_KEY] = HarnessSession(config)
+    if getattr(config.option, "dist", "no") == "load":
+        # A case's checks share one Summary: keep them on one worker (plain -n implies "load").
+        config.option.dist = "loadgroup"
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        # One worker must not oversubscribe the cores the others use.
+        count = int(workerinput.get("workercount", 1))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // count))
+
+
+def pytest_report_header(config):
+    s = _session(config)
+    cands = ", ".join(f"{c.name} ({c.version})" for c in s.candidates)
+    cfg = s.run_config
+    n = cfg.samples or PROFILES[cfg.profile].n
+    return [f"harness: candidates {cands}",
+            f"harness: torch {torch.__version__}; devices {', '.join(s.devices)}; dtypes "
+            f"{', '.join(dtype_name(d) for d in s.dtypes)}",
+            f"harness: profile {cfg.profile} (n={n} per case, stage 2 x4); seed {cfg.run_seed}; "
+            f"bounds {cfg.bounds}; alpha {cfg.alpha_suspect:g}/{cfg.alpha_fail:g}"]
+
+
+def pytest_generate_tests(metafunc):
+    s = _session(metafunc.config)
+    if "conformance_case" in metafunc.fixturenames:
+        params = []
+        for combo in s.combos():
+            group = pytest.mark.xdist_group(combo.id)
+            params.append(pytest.param(combo, id=combo.id, marks=group))
+        metafunc.parametrize("conformance_case", params)
+    if "api_case" in metafunc.fixturenames:
+        params = [pytest.param(c, id=c.id, marks=pytest.mark.xdist_group(c.id)) for c in s.api_combos()]
+        metafunc.parametrize("api_case", params)
+
+
+def _check_of(item) -> str | None:
+    marker = item.get_closest_marker("harness_check")
+    return marker.args[0] if marker else None
+
+
+def _param_of(item):
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    return callspec.params.get("conformance_case") or callspec.params.get("api_case")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    s = _session(config)
+    from .run import all_check_names
+
+    order = {name: i for i, name in enumerate(all_check_names() + ("arguments",))}
+    # Keep every check of one (candidate, case, dtype, device) together: its Summary is generated
+    # once and shared, and a runner cache of a few cases suffices.
+    indexed = list(enumerate(items))
+
+    def key(pair):
+        i, item = pair
+        param = _param_of(item)
+        check = _check_of(item)
+        if param is None or check is None:
+            return (0, "", i, 0)
+        return (1, param.id, order.get(check, 99), i)
+
+    items[:] = [item for _, item in sorted(indexed, key=key)]
+    for item in items:
+        param, check = _param_of(item), _check_of(item)
+        if param is None or check is None:
+            continue
+        test_name = f"{check}[{param.id}]"
+        reason = s.skip_reason(param.candidate, param.dtype, param.device)
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
+        s.node_params[item.nodeid] = _row_skeleton(param, check)
+        xf = s.xfail_for(test_name)
+        if xf is not None:
+            item.stash[_XFAIL_KEY] = xf
+    stale = [p for p in s.xfails if not p.used]
+    for p in stale:
+        # array-api-tests style: a pattern that matches nothing is probably stale.
+        config.issue_config_time_warning(
+            pytest.PytestConfigWarning(f"xfails file line {p.line}: {p.pattern!r} matches no test"),
+            stacklevel=2)
+
+
+_XFAIL_KEY = pytest.StashKey[XfailPattern]()
+
+
+def _row_skeleton(param, check: str) -> dict:
+    case = getattr(param, "case", None)
+    row = {"candidate": param.candidate.name, "candidate_spec": param.candidate.spec,
+           "candidate_version": param.candidate.version, "case": case.id if case else "api",
+           "dtype": dtype_name(param.dtype), "device": param.device, "check": check}
+    if case is not None:
+        row.update(mean=case.mean, std=case.std, a=case.a, b=case.b,
+                   shape="x".join(map(str, case.shape)))
+    return row
+
+
+# ------------------------------------------------------------------------------------------------
+# Fixtures and the bridge from Result to pytest outcome
+
+
+class Verifier:
+    def __init__(self, session: HarnessSession, request):
+        self.s = session
+        self.request = request
+
+    def __call__(self, check: str, param) -> None:
+        s = self.s
+        if isinstance(param, Combo):
+            runner = s.runners.get(param.candidate, param.case, param.dtype, param.device,
+                                   s.run_config)
+            result = runner.run(check)
+            case_id = param.case.id
+        else:
+            from .run import run_candidate_check
+
+            result = run_candidate_check(check, param.candidate, param.dtype, param.device,
+                                         s.run_config)
+            case_id = "api"
+        row = _row_skeleton(param, check) | result.as_row()
+        row["worker"] = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        row["profile"] = s.run_config.profile
+        repro = s.repro(param.candidate, case_id, param.dtype, param.device, check)
+        xf = self.request.node.stash.get(_XFAIL_KEY, None)
+        if result.verdict in ("fail", "error"):
+            row["repro"] = repro
+            if xf is not None:
+                row["verdict"] = "xfail"
+                row["xfail_cause"] = xf.cause
+        self.request.node.user_properties.append((ROW_KEY, row))
+        text = f"{check} [{param.id}]: {result.message}"
+        if result.verdict == "pass":
+            return
+        if result.verdict == "skip":
+            pytest.skip(text)
+        if xf is not None:
+            pytest.xfail(f"known: {xf.cause} -- {text}")
+        if result.verdict == "error":
+            pytest.fail(f"HARNESS ERROR {text}\n  reproduce: {repro}", pytrace=False)
+        pytest.fail(f"{text}\n  reproduce: {repro}", pytrace=False)
+
+
+@pytest.fixture
+def verify(request) -> Verifier:
+    """verify(check_name, param): run one check and turn its verdict into the test's outcome."""
+    return Verifier(_session(request.config), request)
+
+
+# ------------------------------------------------------------------------------------------------
+# Rows to the controller, reports at the end
+
+
+def pytest_runtest_logreport(report):
+    config = _CONFIG.get("config")
+    if config is None or hasattr(config, "workerinput"):
+        return
+    s = _session(config)
+    rows = [v for k, v in report.user_properties if k == ROW_KEY]
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        if rows:
+            s.rows.extend(rows)
+            return
+        skeleton = s.node_params.get(report.nodeid)
+        if skeleton is None:
+            return
+        if report.skipped:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            s.rows.append(skeleton | {"verdict": "skip", "message": str(reason)[:300]})
+        elif report.failed:
+            # No row rode on the report: the worker crashed or the test body blew up.
+            text = str(report.longrepr).strip().splitlines()
+            s.rows.append(skeleton | {"verdict": "error",
+                                      "message": (text[-1] if text else "no result")[:300]})
+
+
+_CONFIG: dict = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    _CONFIG["config"] = session.config
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    if hasattr(config, "workerinput"):
+        return
+    s = _session(config)
+    if not s.rows or not s.report_dir:
+        return
+    from reports.results import write_run
+
+    s.written = write_run(s.rows, s.report_dir, config=config, session=s)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if hasattr(config, "workerinput"):
+        return
+    s = _session(config)
+    if not s.rows:
+        return
+    tr = terminalreporter
+    tr.section("truncated-normal conformance")
+    counts = Counter(r.get("verdict", "?") for r in s.rows)
+    tr.write_line("verdicts: " + ", ".join(f"{k} {counts[k]}" for k in
+                                           ("pass", "fail", "error", "xfail", "skip") if counts[k]))
+    fails = defaultdict(list)
+    for r in s.rows:
+        if r.get("verdict") in ("fail", "error"):
+            fails[r["check"]].append(r)
+    for check, rows in sorted(fails.items()):
+        tr.write_line(f"  {check}: {len(rows)} failing")
+        for r in rows[:6]:
+            tr.write_line(f"    {r['candidate']} {r['case']} {r['dtype']} {r['device']}: "
+                          f"{str(r.get('message', ''))[:150]}")
+        if len(rows) > 6:
+            tr.write_line(f"    ... {len(rows) - 6} more (see the report)")
+    for name, (n, secs) in throughput(s.rows).items():
+        rate = f"{n / secs / 1e6:.2f} M samples/s inside the candidate" if secs > 0 and n else "n/a"
+        tr.write_line(f"throughput {name}: {n} samples in {secs:.1f} s, {rate}")
+    written = getattr(s, "written", None)
+    if written:
+        tr.write_line(f"report written to {written}")
+
+
+def throughput(rows: list[dict]) -> dict:
+    """candidate -> (samples generated, seconds inside the candidate), over both stages."""
+    samples: dict = defaultdict(int)
+    stage2: dict = {}
+    seconds: dict = defaultdict(float)
+    for r in rows:
+        seconds[r["candidate"]] += float(r.get("candidate_s") or 0.0)
+        key = (r["candidate"], r["case"], r["dtype"], r["device"])
+        if r["check"] == "hang":
+            samples[r["candidate"]] += int(r.get("n_stage1") or 0)
+        stage2[key] = max(stage2.get(key, 0), int(r.get("n_stage2") or 0))
+    for (cand, *_), n2 in stage2.items():
+        samples[cand] += n2
+    return {c: (samples[c], seconds[c]) for c in seconds}

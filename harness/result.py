@@ -1,0 +1,65 @@
+"""What a check says: `Outcome` (one stage of one statistic) and `Result` (the verdict row).
+
+A statistical check is a pure function ``(Summary, RoundedLaw, **options) -> Outcome``. The staging
+logic (`harness.staging`) turns one or two Outcomes into a `Result`; the hard checks (finite, bounds,
+contract, ...) build Results directly. Results are plain data so they ride on pytest reports and land
+in the results table unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+VERDICTS = ("pass", "fail", "error", "skip", "xfail")
+
+
+@dataclass
+class Outcome:
+    """One evaluation of one statistic on one Summary."""
+
+    statistic: float
+    p_value: float
+    effect: float = math.nan  # in `effect_unit`, e.g. sigma for a location shift, obs/exp for counts
+    effect_unit: str = ""
+    mde: float = math.nan  # minimum detectable effect (same unit) at this n and alpha, power 0.5
+    message: str = ""  # one line naming the worst bin / atom / row
+    decisive: bool = False  # a zero-probability event under the law: fails without a second stage
+    applicable: bool = True  # False when the law makes the statistic meaningless (e.g. one atom)
+    details: dict = field(default_factory=dict)
+
+
+@dataclass
+class Result:
+    """The verdict of one check on one (candidate, case, dtype, device)."""
+
+    check: str
+    verdict: str  # one of VERDICTS
+    message: str = ""
+    statistic: float = math.nan
+    p_value: float = math.nan  # the deciding p-value (stage 2 where it ran)
+    p_value_stage1: float = math.nan
+    p_value_stage2: float = math.nan
+    n: int = 0  # samples behind the deciding stage
+    n_stage1: int = 0
+    n_stage2: int = 0
+    seed: int | None = None
+    seed_stage2: int | None = None
+    effect: float = math.nan
+    effect_unit: str = ""
+    mde: float = math.nan
+    alpha_suspect: float = math.nan
+    alpha_fail: float = math.nan
+    candidate_s: float = 0.0
+    harness_s: float = 0.0
+    details: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+
+    def as_row(self) -> dict:
+        """Plain builtins only (floats, ints, str): safe to send across xdist and into pandas."""
+        row = asdict(self)
+        row["details"] = repr(self.details) if self.details else ""
+        return row

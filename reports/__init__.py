@@ -1,0 +1,2 @@
+"""Reports of a conformance run: the results table (pandas -> parquet/csv), the environment, and
+the views people and CI read (`python -m reports show|compare|merge`)."""

@@ -1,0 +1,93 @@
+"""One test per check; each runs on every (candidate, case, dtype, device) of the run.
+
+The statistics live in `harness/`; these tests only name the check. Run with
+`pytest suites --candidate SPEC` (see README.md for the options).
+"""
+
+import pytest
+
+check = pytest.mark.harness_check
+
+
+@check("finite")
+def test_finite(verify, conformance_case):
+    """No NaN or infinity, ever."""
+    verify("finite", conformance_case)
+
+
+@check("written")
+def test_written(verify, conformance_case):
+    """Every element of the tensor is written on every call (the tensor is poisoned before)."""
+    verify("written", conformance_case)
+
+
+@check("bounds")
+def test_bounds(verify, conformance_case):
+    """Every value lies in [RN(a), RN(b)] (or [a, b] with --bounds strict)."""
+    verify("bounds", conformance_case)
+
+
+@check("hang")
+def test_hang(verify, conformance_case):
+    """Every call returns within --case-timeout seconds."""
+    verify("hang", conformance_case)
+
+
+@check("contract")
+def test_contract(verify, conformance_case):
+    """In place, same tensor back, views written exactly, edge shapes, nn.Parameter, meta."""
+    verify("contract", conformance_case)
+
+
+@check("generator")
+def test_generator(verify, conformance_case):
+    """Same seed, same bits; other seed, other bits; an explicit generator leaves the global RNG alone."""
+    verify("generator", conformance_case)
+
+
+@check("gof")
+def test_gof(verify, conformance_case):
+    """Chi-square / G over exact histogram bins of the rounded law."""
+    verify("gof", conformance_case)
+
+
+@check("ks")
+def test_ks(verify, conformance_case):
+    """Kolmogorov-Smirnov against the rounded law's CDF at the bin edges."""
+    verify("ks", conformance_case)
+
+
+@check("atoms")
+def test_atoms(verify, conformance_case):
+    """Mass of the boundary atoms RN(a) and RN(b)."""
+    verify("atoms", conformance_case)
+
+
+@check("tails")
+def test_tails(verify, conformance_case):
+    """Counts beyond the law's 1e-3, 1e-5 and 1e-7 quantiles on each side."""
+    verify("tails", conformance_case)
+
+
+@check("moments")
+def test_moments(verify, conformance_case):
+    """Mean, std, skewness and kurtosis of the rounded law."""
+    verify("moments", conformance_case)
+
+
+@check("extremes")
+def test_extremes(verify, conformance_case):
+    """Row minima and maxima against the exact order-statistic law."""
+    verify("extremes", conformance_case)
+
+
+@check("independence")
+def test_independence(verify, conformance_case):
+    """Lag-1 correlation along every dim and across calls; duplicate rows."""
+    verify("independence", conformance_case)
+
+
+@check("arguments")
+def test_arguments(verify, api_case):
+    """Invalid arguments raise; a == b raises or fills with a (recorded)."""
+    verify("arguments", api_case)

@@ -1,0 +1,157 @@
+"""The plugin end to end: real pytest (pytester, in a subprocess), real xdist, real candidates.
+
+Each test runs the suites in a scratch directory against built-in candidates, including the
+self-test saboteurs, and reads the results.csv the run leaves behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture
+def suite(pytester, monkeypatch):
+    """A scratch project holding the suites, with the repo importable; returns a runner."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    pytester.makeconftest('pytest_plugins = ["harness.plugin"]\n')
+    shutil.copytree(ROOT / "suites", pytester.path / "suites")
+    pytester.makeini("[pytest]\nmarkers =\n    harness_check(name): check\n    slow: slow\n")
+
+    def run(*args, report="report"):
+        result = pytester.runpytest_subprocess("suites", "-p", "no:cacheprovider",
+                                               "--report-dir", report, *args, timeout=600)
+        csv = pytester.path / report / "results.csv"
+        df = pd.read_csv(csv) if csv.exists() else None
+        return result, df
+
+    return run
+
+
+SMOKE = ("--profile", "smoke", "--samples", "4096")
+
+
+def test_unknown_candidate_is_a_one_line_usage_error(suite):
+    result, df = suite("--candidate", "no_such_module:fn")
+    assert result.ret == 4
+    err = result.stderr.str()
+    assert "no_such_module" in err
+    assert "Traceback" not in err and "Traceback" not in result.stdout.str()
+    assert df is None
+
+
+def test_unknown_case_and_dtype_are_usage_errors(suite):
+    result, _ = suite("--candidate", "exact", "--cases", "no-such-case")
+    assert result.ret == 4 and "no-such-case" in result.stderr.str()
+    result, _ = suite("--candidate", "exact", "--dtypes", "float7")
+    assert result.ret == 4 and "float7" in result.stderr.str()
+
+
+def test_exact_passes_and_csv_has_the_columns(suite):
+    result, df = suite("--candidate", "exact", *SMOKE, "--cases", "normal-2sigma,tail-5",
+                       "--dtypes", "float32,bfloat16")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    for col in ("candidate", "case", "dtype", "device", "check", "n", "statistic", "p_value",
+                "verdict", "message", "seed", "candidate_s", "harness_s"):
+        assert col in df.columns
+    assert set(df.verdict) <= {"pass", "skip"}
+    assert {"finite", "written", "bounds", "hang", "contract", "generator", "arguments"} <= set(df.check)
+    out = result.stdout.str()
+    assert "harness: candidates exact" in out and "report written to" in out
+
+
+def test_verdicts_do_not_depend_on_xdist(suite):
+    args = ("--candidate", "exact", "--candidate", "clamp", *SMOKE, "--cases",
+            "normal-2sigma,abs-bounds-trap", "--dtypes", "bfloat16,float32")
+    _, serial = suite(*args, "-n", "0", report="serial")
+    _, parallel = suite(*args, "-n", "2", report="parallel")
+    keys = ["candidate", "case", "dtype", "device", "check"]
+    cols = keys + ["verdict", "statistic", "p_value", "n", "seed"]
+    a = serial[cols].sort_values(keys).reset_index(drop=True)
+    b = parallel[cols].sort_values(keys).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
+    assert set(parallel.worker) - {"main"}, "the -n 2 run did not use xdist workers"
+
+
+def test_hang_becomes_a_fail_row_and_the_run_goes_on(suite):
+    result, df = suite("--candidate", "selftest-infinite-loop", *SMOKE, "--cases",
+                       "normal-2sigma", "--dtypes", "float32", "--case-timeout", "1")
+    assert result.ret == 1
+    hang = df[df.check == "hang"].iloc[0]
+    assert hang.verdict == "fail" and "did not return within 1 s" in hang.message
+    assert "normal-2sigma" in hang.message
+    assert (df.verdict != "pass").all()
+
+
+def test_rejection_loop_hangs_on_the_deep_tail_only(suite):
+    result, df = suite("--candidate", "rejection-loop", *SMOKE, "--cases",
+                       "normal-2sigma,deep-window-10-1000", "--dtypes", "float32",
+                       "--case-timeout", "2", "-k", "hang or bounds")
+    assert result.ret == 1
+    hang = df[df.check == "hang"].set_index("case").verdict
+    assert hang["deep-window-10-1000"] == "fail"
+    assert hang["normal-2sigma"] == "pass"
+
+
+@pytest.mark.parametrize("saboteur, check", [
+    ("selftest-skip-last", "written"),
+    ("selftest-nan-on-bad-args", "arguments"),
+    ("selftest-contiguous-copy", "contract"),
+    ("selftest-ignores-generator", "generator"),
+])
+def test_each_saboteur_fails_its_check(suite, saboteur, check):
+    result, df = suite("--candidate", saboteur, *SMOKE, "--cases", "normal-2sigma",
+                       "--dtypes", "float32", "-k", f"test_{check}")
+    assert result.ret == 1, result.stdout.str()[-2000:]
+    row = df[df.check == check].iloc[0]
+    assert row.verdict == "fail", row.message
+    assert "reproduce: pytest suites --candidate " + saboteur in result.stdout.str()
+
+
+def test_candidate_that_raises_gets_fail_rows_not_a_traceback(suite):
+    result, df = suite("--candidate", "selftest-raises", *SMOKE, "--cases", "normal-2sigma",
+                       "--dtypes", "float32")
+    assert result.ret == 1
+    assert (df.verdict == "fail").all()
+    assert df[df.check == "finite"].message.iloc[0].startswith("candidate raised")
+
+
+def test_xfails_file_marks_known_failures_and_warns_on_stale_lines(suite, pytester):
+    xf = pytester.path / "xfails.txt"
+    xf.write_text("written[selftest-skip-last-*]  # leaves the last elements unwritten\n"
+                  "bounds[nothing-matches-this]  # stale\n")
+    result, df = suite("--candidate", "selftest-skip-last", *SMOKE, "--cases", "normal-2sigma",
+                       "--dtypes", "float32", "-k", "test_written", "--xfails-file", str(xf))
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert df[df.check == "written"].verdict.iloc[0] == "xfail"
+    assert "matches no test" in result.stdout.str()
+
+
+def test_options_select_dtypes_cases_devices(suite):
+    result, df = suite("--candidate", "exact", *SMOKE, "--cases", "half-normal",
+                       "--dtypes", "float16", "--devices", "cpu,cuda:0", "-k", "finite")
+    assert result.ret == 0
+    assert set(df.dtype) == {"float16"} and set(df.case) == {"half-normal"}
+    cuda = df[df.device == "cuda:0"]
+    import torch
+
+    if not torch.cuda.is_available():
+        assert (cuda.verdict == "skip").all() and len(cuda) == 1
+
+
+def test_strict_bounds_see_rounded_bounds_outside_the_interval(suite):
+    # In bfloat16, RN(0.30001) = RN(0.3) = 0.30078125 > 0.30001: allowed by "rounded", not "strict".
+    args = ("--candidate", "exact", *SMOKE, "--cases", "sub-ulp-window", "--dtypes",
+            "bfloat16", "-k", "test_bounds")
+    result, df = suite(*args)
+    assert result.ret == 0
+    result, df = suite(*args, "--bounds", "strict")
+    assert result.ret == 1 and df.verdict.iloc[0] == "fail"
