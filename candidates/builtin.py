@@ -1,0 +1,451 @@
+"""Built-in candidates: the installed torch, the gold sampler, scipy, the systems people used, and
+known-bad samplers that prove the harness's power.
+
+``REGISTRY`` maps each registered (hyphenated) name to a zero-argument factory returning a `Candidate`.
+
+Good (expected to pass everything):
+
+* ``torch`` — the installed ``torch.nn.init.trunc_normal_`` (the default candidate; not assumed correct).
+* ``exact`` — the harness's gold sampler (`exact_trunc_normal_`): u ~ U(0, 1) in float64 from the
+  generator on the tensor's device, the exact inverse CDF of `reference.TruncatedNormal` (log space,
+  lower tail by ``ppf``, upper tail by ``isf`` so both deep tails are exact), then ONE round-to-nearest
+  cast (`candidates.rounding.rn_cast`; torch's own float64 -> 16-bit cast rounds twice).
+* ``scipy`` — ``scipy.stats.truncnorm`` in float64 on the CPU, numpy Generator seeded from torch
+  generator draws, then the same RN cast.
+
+Systems people used (known bad, or bad in some regime):
+
+* ``torch-legacy`` — the algorithm torch shipped up to 2.12, in the tensor's dtype.
+* ``fp32-upcast`` — torch-legacy in float32, cast back: the common workaround.
+* ``rejection-loop`` — ``normal_`` and redraw out-of-bounds elements until none is left.
+* ``clamp`` — ``normal_`` then ``clamp_``.
+
+Known-bad by construction (issue 4), each the exact sampler with one defect, named for it:
+``scale-2pct-wide``, ``shift-0.02sigma``, ``no-tail-beyond-3.5sigma``, ``antithetic-neighbours``,
+``round-toward-zero``, ``point-mass-1e-4-at-a``. Never "fix" them: they exist to be caught.
+
+Every built-in follows torch.nn.init's semantics: fills in place and returns the tensor, works on
+non-contiguous views, runs under ``torch.no_grad`` (an ``nn.Parameter`` records no history), and is a
+no-op on meta tensors. The exact-based ones and ``scipy`` validate their arguments (`validate_args`):
+ValueError for a > b, std <= 0, NaN/inf std, NaN mean, NaN bound; a == b fills with RN(a). With an
+explicit generator they leave the global RNG state unchanged; the same seed gives bit-identical output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from candidates.protocol import Candidate
+from candidates.rounding import rn_cast, rz_cast
+
+__all__ = [
+    "REGISTRY",
+    "CHUNK",
+    "validate_args",
+    "exact_trunc_normal_",
+    "exact_fill",
+    "scipy_trunc_normal_",
+    "torch_legacy_trunc_normal_",
+    "fp32_upcast_trunc_normal_",
+    "rejection_loop_trunc_normal_",
+    "clamp_trunc_normal_",
+    "scale_2pct_wide_",
+    "shift_0p02_sigma_",
+    "no_tail_beyond_3p5_sigma_",
+    "antithetic_neighbours_",
+    "round_toward_zero_",
+    "point_mass_at_a_",
+    "harness_version",
+]
+
+#: Elements per chunk in the float64 samplers: bounds their scratch memory (a few float64 arrays of
+#: this size) independently of the tensor's size. Even, so antithetic pairs never straddle chunks.
+CHUNK = 2**22
+
+# u is a multiple of 2**-53 in [0, 1) (torch's CPU float64 uniform); shifting by half a cell maps it to
+# the midpoints (2k+1)*2**-54, symmetric under u <-> 1-u and never 0, so neither tail ever yields +-inf
+# (ppf(0) = a = -inf for an untruncated law) and both tails are resolved down to 2**-54.
+_HALF_CELL = 2.0**-54
+
+
+def harness_version() -> str:
+    """sha256[:12] over the harness-side code the built-ins run (candidates/ and reference/)."""
+    if _VERSION_CACHE:
+        return _VERSION_CACHE[0]
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for sub in ("candidates", "reference"):
+        for p in sorted((root / sub).glob("*.py")):
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
+    _VERSION_CACHE.append(h.hexdigest()[:12])
+    return _VERSION_CACHE[0]
+
+
+_VERSION_CACHE: list[str] = []
+
+
+def validate_args(mean, std, a, b) -> tuple[float, float, float, float]:
+    """Floats (mean, std, a, b), or ValueError for parameters that define no truncated normal."""
+    mean, std, a, b = float(mean), float(std), float(a), float(b)
+    if math.isnan(mean) or math.isinf(mean):
+        raise ValueError(f"trunc_normal: mean must be finite, got {mean}")
+    if not math.isfinite(std) or std <= 0:
+        raise ValueError(f"trunc_normal: std must be finite and > 0, got {std}")
+    if math.isnan(a) or math.isnan(b):
+        raise ValueError(f"trunc_normal: bounds must not be NaN, got a={a}, b={b}")
+    if a > b:
+        raise ValueError(f"trunc_normal: need a <= b, got a={a} > b={b}")
+    if a == b and math.isinf(a):
+        raise ValueError(f"trunc_normal: a == b == {a} is not a finite point")
+    return mean, std, a, b
+
+
+def _rn_scalar(v: float, tensor: torch.Tensor) -> torch.Tensor:
+    """RN(v) in the tensor's dtype as a 0-d tensor (fill_(float) would round twice for 16-bit)."""
+    return rn_cast(torch.tensor(v, dtype=torch.float64), tensor.dtype).to(tensor.device)
+
+
+def _inverse_cdf(dist, u: torch.Tensor) -> torch.Tensor:
+    """X = F^-1(u) for u in [0, 1), float64 on u's device, exact in both tails (see _HALF_CELL)."""
+    un = u.cpu().numpy()
+    lower = un < 0.5
+    # Index arrays with take/put: several times faster than boolean-mask get/set on 4M elements.
+    lo, hi = np.flatnonzero(lower), np.flatnonzero(~lower)
+    x = np.empty_like(un)
+    if lo.size:
+        x.put(lo, dist.ppf(un.take(lo) + _HALF_CELL))
+    if hi.size:
+        # 1 - u is exact for u >= 0.5 (Sterbenz), so the upper tail probability loses nothing.
+        x.put(hi, dist.isf(np.maximum((1.0 - un.take(hi)) - _HALF_CELL, _HALF_CELL)))
+    return torch.from_numpy(x).to(u.device)
+
+
+def exact_fill(
+    tensor: torch.Tensor,
+    dist,
+    generator: torch.Generator | None,
+    *,
+    u_map: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    x_map: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    cast: Callable[[torch.Tensor, torch.dtype], torch.Tensor] = rn_cast,
+) -> torch.Tensor:
+    """Fill ``tensor`` (any layout) with ``cast(x_map(F^-1(u_map(u))))`` chunk by chunk, in row-major
+    order of its elements. The hooks let the known-bad samplers inject exactly one defect each.
+    Caller handles validation, meta tensors, empty tensors and no_grad."""
+    n = tensor.numel()
+    # A contiguous tensor is written through a flat view; any other layout gets a contiguous scratch
+    # copied in at the end (copy_ honours the view's strides, leaving the rest of its base untouched).
+    out = tensor.view(-1) if tensor.is_contiguous() else torch.empty(n, dtype=tensor.dtype, device=tensor.device)
+    for start in range(0, n, CHUNK):
+        k = min(CHUNK, n - start)
+        u = torch.rand(k, dtype=torch.float64, device=tensor.device, generator=generator)
+        if u_map is not None:
+            u = u_map(u)
+        x = _inverse_cdf(dist, u)
+        if x_map is not None:
+            x = x_map(x)
+        out[start:start + k].copy_(cast(x, tensor.dtype))
+    if not tensor.is_contiguous():
+        tensor.copy_(out.view(tensor.shape))
+    return tensor
+
+
+def _law(mean: float, std: float, a: float, b: float):
+    from reference import TruncatedNormal  # imported late: reference is numpy-heavy and optional for loading
+
+    return TruncatedNormal(mean, std, a, b)
+
+
+def _exact_based(tensor, mean, std, a, b, generator, make_dist=None, **hooks):
+    """Shared shell of the exact family: validation, meta/empty/point cases, no_grad."""
+    mean, std, a, b = validate_args(mean, std, a, b)
+    if tensor.is_meta:
+        return tensor
+    with torch.no_grad():
+        if tensor.numel() == 0:
+            return tensor
+        if a == b:
+            tensor.copy_(_rn_scalar(a, tensor).expand(tensor.shape))
+            return tensor
+        dist = (make_dist or _law)(mean, std, a, b)
+        return exact_fill(tensor, dist, generator, **hooks)
+
+
+# --------------------------------------------------------------------------------------------- good
+
+
+def exact_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The gold sampler: exact inverse CDF in float64 (log space), one round-to-nearest cast.
+
+    Draws u ~ U(0,1) in float64 with ``generator`` on the tensor's device, maps it through
+    `reference.TruncatedNormal` (ppf below the median, isf above, so both deep tails are exact) and
+    rounds once to the tensor's dtype: its output law *is* the harness's rounded law.
+    """
+    return _exact_based(tensor, mean, std, a, b, generator)
+
+
+def scipy_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """scipy.stats.truncnorm in float64 on the CPU, then one RN cast and a copy to the tensor's device.
+
+    The numpy Generator is seeded with four 62-bit words drawn from the torch generator (or the global
+    torch RNG of the tensor's device), so torch seeds fully determine the output.
+    """
+    import scipy.stats
+
+    mean, std, a, b = validate_args(mean, std, a, b)
+    if tensor.is_meta:
+        return tensor
+    with torch.no_grad():
+        n = tensor.numel()
+        if n == 0:
+            return tensor
+        if a == b:
+            tensor.copy_(_rn_scalar(a, tensor).expand(tensor.shape))
+            return tensor
+        dev = generator.device if generator is not None else tensor.device
+        words = torch.randint(0, 2**62, (4,), generator=generator, device=dev).tolist()
+        rng = np.random.default_rng(words)
+        law = scipy.stats.truncnorm((a - mean) / std, (b - mean) / std, loc=mean, scale=std)
+        out = tensor.view(-1) if tensor.is_contiguous() else torch.empty(n, dtype=tensor.dtype, device=tensor.device)
+        for start in range(0, n, CHUNK):
+            k = min(CHUNK, n - start)
+            x = torch.from_numpy(np.asarray(law.rvs(size=k, random_state=rng), dtype=np.float64))
+            out[start:start + k].copy_(rn_cast(x, tensor.dtype).to(tensor.device))
+        if not tensor.is_contiguous():
+            tensor.copy_(out.view(tensor.shape))
+        return tensor
+
+
+# ------------------------------------------------------------------------------ systems people used
+
+
+def torch_legacy_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """torch.nn.init.trunc_normal_ as shipped up to torch 2.12, reproduced verbatim.
+
+    Defect: everything happens in the tensor's dtype. With bounds far out (std 0.02, ±2 = ±100σ) the
+    uniform range is [-1, 1); in bfloat16 a draw of exactly -1 is common (~0.2%), erfinv(-1) = -inf,
+    and the clamp turns it into ``a``: a point mass 100σ out, and the upper tail cut near 2.7σ.
+    Caught by: atoms, extremes, tails, gof (and ks/moments at larger n).
+    """
+
+    def norm_cdf(x):
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+    if (mean < a - 2 * std) or (mean > b + 2 * std):
+        warnings.warn(
+            "mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
+            "The distribution of values may be incorrect.",
+            stacklevel=2,
+        )
+    with torch.no_grad():
+        l = norm_cdf((a - mean) / std)  # noqa: E741 (the original's names)
+        u = norm_cdf((b - mean) / std)
+        tensor.uniform_(2 * l - 1, 2 * u - 1, generator=generator)
+        tensor.erfinv_()
+        tensor.mul_(std * math.sqrt(2.0))
+        tensor.add_(mean)
+        tensor.clamp_(min=a, max=b)
+        return tensor
+
+
+def fp32_upcast_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The circulated workaround: torch-legacy on a float32 copy, then cast back with copy_.
+
+    Defect: the same failure as torch-legacy, at ~2**-24 per element (a uniform draw of exactly -1 in
+    float32 becomes a point mass at ``a``), plus float32's own tail cut; a float64 tensor is *down*cast.
+    Caught by: atoms/tails at the nightly n (a few -100σ values in 600M elements), not at pr n.
+    """
+    if tensor.is_meta:
+        return tensor
+    with torch.no_grad():
+        tmp = torch.empty(tensor.shape, dtype=torch.float32, device=tensor.device)
+        torch_legacy_trunc_normal_(tmp, mean, std, a, b, generator=generator)
+        tensor.copy_(tmp)
+        return tensor
+
+
+def rejection_loop_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """normal_, then redraw the out-of-bounds elements with normal_ until none is left.
+
+    Correct in law up to rounding (it compares in the tensor's dtype, i.e. rounds first and truncates
+    after, so the atom at RN(a) gets a whole rounding cell), but it loops practically forever when
+    [a, b] holds little mass ([5, inf): 2.9e-7; [10, 1000]: 7.6e-24) and forever for a > b.
+    Deliberately no iteration cap. Caught by: hang (deep tails, a > b), arguments, atoms (16-bit).
+    """
+    if tensor.is_meta:
+        return tensor
+    with torch.no_grad():
+        tensor.normal_(mean, std, generator=generator)
+        while True:
+            bad = (tensor < a) | (tensor > b)
+            k = int(bad.sum())
+            if k == 0:
+                return tensor
+            tensor[bad] = torch.empty(k, dtype=tensor.dtype, device=tensor.device).normal_(
+                mean, std, generator=generator)
+
+
+def clamp_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """normal_ then clamp_(a, b): the mass outside [a, b] piles up on the bounds.
+
+    Defect: atoms at a and b of mass Φ(α) and 1-Φ(β) (4.6% together at ±2σ), scale too narrow.
+    Caught by: atoms, gof, ks, moments, tails (and hang-free, so every check sees it).
+    """
+    if tensor.is_meta:
+        return tensor
+    with torch.no_grad():
+        tensor.normal_(mean, std, generator=generator)
+        tensor.clamp_(min=a, max=b)
+        return tensor
+
+
+# ------------------------------------------------------------------------------ known-bad (issue 4)
+
+
+def scale_2pct_wide_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact sampler with std*1.02 (bounds unchanged): a scale 2% too wide.
+
+    Models a sampler whose σ is off (e.g. a wrong variance correction). Caught by: moments (std,
+    kurtosis), gof, ks — on cases where the bounds do not hide the scale (not the near-uniform ones).
+    """
+    return _exact_based(tensor, mean, std, a, b, generator,
+                        make_dist=lambda m, s, lo, hi: _law(m, s * 1.02, lo, hi))
+
+
+def shift_0p02_sigma_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact sampler with mean + 0.02*std: a location shifted by 0.02σ.
+
+    Models an off-by-a-bit location (e.g. a bias from an asymmetric rounding of the mean).
+    Caught by: moments (mean), ks, gof.
+    """
+    return _exact_based(tensor, mean, std, a, b, generator,
+                        make_dist=lambda m, s, lo, hi: _law(m + 0.02 * s, s, lo, hi))
+
+
+def no_tail_beyond_3p5_sigma_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact law additionally truncated to mean ± 3.5σ: no mass beyond 3.5σ.
+
+    Models a sampler with a hard internal cut (a fixed-width table, a float32 erfinv saturating). Where
+    [a, b] lies entirely beyond 3.5σ ([5, inf), [10, 1000]) the window is empty and it writes the bound
+    nearest the cut. Caught by: tails, extremes, gof (kurtosis in moments at large n).
+    """
+    mean, std, a, b = validate_args(mean, std, a, b)
+    lo, hi = max(a, mean - 3.5 * std), min(b, mean + 3.5 * std)
+    if lo > hi:
+        point = a if a > mean else b
+        return _exact_based(tensor, mean, std, point, point, generator)
+    return _exact_based(tensor, mean, std, a, b, generator,
+                        make_dist=lambda m, s, _a, _b: _law(m, s, lo, hi))
+
+
+def _antithetic(u: torch.Tensor) -> torch.Tensor:
+    # Odd elements mirror their even neighbour: u' = 1 - u - 2**-53 maps the midpoint lattice onto its
+    # mirror image, so quantile p becomes exactly 1 - p.
+    u = u.clone()
+    m = u.numel() // 2
+    u[1:2 * m:2] = (1.0 - u[0:2 * m:2]) - 2.0**-53
+    return u
+
+
+def antithetic_neighbours_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact sampler, but every odd element (flattened, row-major) uses 1-u of its even neighbour.
+
+    Each element is marginally exact, so every marginal check passes; only the pairs are dependent
+    (correlation -1 in quantile space, strongly negative in value). Caught by: independence (lag-1
+    along the last dimension).
+    """
+    return _exact_based(tensor, mean, std, a, b, generator, u_map=_antithetic)
+
+
+def round_toward_zero_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact float64 draw, cast by chopping toward zero instead of rounding to nearest.
+
+    Models 16-bit output made by truncating float32 bits (the cheap bf16 conversion). Identical to
+    exact for float64; for float32 one ulp toward zero where RN moved away. Caught by: gof (16-bit: each
+    atom gets the wrong cell), moments (mean biased toward zero where the lattice is coarse, e.g. mean
+    100 on [98, 102] in bf16), atoms.
+    """
+    return _exact_based(tensor, mean, std, a, b, generator, cast=rz_cast)
+
+
+def point_mass_at_a_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact sampler, but each element independently replaced by RN(a) with probability 1e-4.
+
+    Models the torch-legacy failure at a known rate (a uniform draw hitting its lower end, erfinv
+    giving -inf, the clamp moving it to a). Identity when a is -inf. Caught by: atoms (RN(a)), tails and
+    extremes when a is far out (the ±100σ trap), gof.
+    """
+    def put_a(x: torch.Tensor) -> torch.Tensor:
+        hit = torch.rand(x.numel(), dtype=torch.float64, device=x.device, generator=generator) < 1e-4
+        return torch.where(hit, torch.tensor(float(a), dtype=torch.float64, device=x.device), x)
+
+    if math.isinf(float(a)):
+        return _exact_based(tensor, mean, std, a, b, generator)
+    return _exact_based(tensor, mean, std, a, b, generator, x_map=put_a)
+
+
+# ---------------------------------------------------------------------------------------- registry
+
+
+def _make(name: str, fn: Callable, version: Callable[[], str] = harness_version, **kw) -> Callable[[], Candidate]:
+    def factory() -> Candidate:
+        return Candidate(fn, name=name, spec=name, version=version(), torch_init_semantics=True, **kw)
+
+    factory.__name__ = f"make_{name.replace('-', '_').replace('.', 'p')}"
+    factory.__doc__ = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else name
+    return factory
+
+
+def _torch_fn():
+    # Looked up at resolve time, so a patched or rebuilt torch.nn.init is what gets tested.
+    return torch.nn.init.trunc_normal_
+
+
+def _scipy_version() -> str:
+    import scipy
+
+    return scipy.__version__
+
+
+REGISTRY: dict[str, Callable[[], Candidate]] = {
+    "torch": lambda: Candidate(_torch_fn(), name="torch", spec="torch", version=torch.__version__,
+                               torch_init_semantics=True),
+    "exact": _make("exact", exact_trunc_normal_),
+    "scipy": _make("scipy", scipy_trunc_normal_, version=_scipy_version),
+    "torch-legacy": _make("torch-legacy", torch_legacy_trunc_normal_, known_bad=True,
+                          defect="uniform/erfinv/clamp in the tensor's dtype (torch <= 2.12)",
+                          caught_by=("atoms", "extremes", "tails", "gof")),
+    "fp32-upcast": _make("fp32-upcast", fp32_upcast_trunc_normal_, known_bad=True,
+                         defect="torch-legacy in float32: point mass at a at ~2**-24 per element",
+                         caught_by=("atoms", "tails")),
+    "rejection-loop": _make("rejection-loop", rejection_loop_trunc_normal_, known_bad=True,
+                            defect="redraws until in bounds: hangs when [a, b] holds little mass",
+                            caught_by=("hang", "arguments")),
+    "clamp": _make("clamp", clamp_trunc_normal_, known_bad=True,
+                   defect="normal_ then clamp_: mass outside [a, b] piles up on the bounds",
+                   caught_by=("atoms", "gof", "ks", "moments", "tails")),
+    "scale-2pct-wide": _make("scale-2pct-wide", scale_2pct_wide_, known_bad=True,
+                             defect="std 2% too large", caught_by=("moments", "gof", "ks")),
+    "shift-0.02sigma": _make("shift-0.02sigma", shift_0p02_sigma_, known_bad=True,
+                             defect="mean shifted by 0.02 std", caught_by=("moments", "ks", "gof")),
+    "no-tail-beyond-3.5sigma": _make("no-tail-beyond-3.5sigma", no_tail_beyond_3p5_sigma_, known_bad=True,
+                                     defect="no mass beyond mean +- 3.5 std",
+                                     caught_by=("tails", "extremes", "gof")),
+    "antithetic-neighbours": _make("antithetic-neighbours", antithetic_neighbours_, known_bad=True,
+                                   defect="odd elements use 1-u of their even neighbour",
+                                   caught_by=("independence",)),
+    "round-toward-zero": _make("round-toward-zero", round_toward_zero_, known_bad=True,
+                               defect="cast by chopping toward zero instead of round-to-nearest",
+                               caught_by=("gof", "moments", "atoms")),
+    "point-mass-1e-4-at-a": _make("point-mass-1e-4-at-a", point_mass_at_a_, known_bad=True,
+                                  defect="each element replaced by RN(a) with probability 1e-4",
+                                  caught_by=("atoms", "tails", "extremes", "gof")),
+}

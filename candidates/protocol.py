@@ -1,0 +1,348 @@
+"""The candidate protocol: what a sampler under test is, and adapters for other calling conventions.
+
+The protocol is torch.nn.init's::
+
+    fn(tensor, mean, std, a, b, generator=None) -> tensor
+
+in place, **absolute** bounds ``a <= x <= b`` (either may be infinite), returning the tensor it filled.
+`Candidate` wraps such a function with what the harness needs to know about it:
+
+========================  ==========================================================================
+``name``                  how reports name it (the registered name, or the ``--candidate`` spec)
+``spec``                  the string `candidates.resolve` turns back into this candidate; pickling a
+                          Candidate pickles only this, so pytest-xdist workers resolve it themselves
+``version``               installed package version, module ``__version__``, or sha256[:12] of the file
+``dtypes``                torch dtypes it supports (default float64, float32, float16, bfloat16)
+``devices``               device types it supports (default ``("cpu", "cuda")``)
+``torch_init_semantics``  claims torch.nn.init semantics: meta tensors are a no-op, an
+                          ``nn.Parameter`` with ``requires_grad`` is filled without autograd history
+``accepts_generator``     its function takes a ``generator`` parameter (or ``**kwargs``)
+``convention``            "torch", "sigma", "functional" or "functional-sigma" (how it was adapted)
+``fn``                    the protocol-convention function actually called
+``raw``                   the user's function before adaptation
+``known_bad``/``defect``  built-ins that model a defect say so; ``caught_by`` names the checks
+``caught_by``             that are expected to catch it (documentation for the power self-tests)
+========================  ==========================================================================
+
+Calling a candidate, ``cand(tensor, mean, std, a, b, generator)``, calls its function and returns what
+the function returned (the contract check compares it with the tensor; nothing here wraps the call in
+``torch.no_grad`` because whether the candidate does so itself is part of what is tested).
+**When the function takes no generator**, the harness's generator is honoured by seeding the global RNG
+with ``torch.manual_seed(generator.initial_seed())`` just before the call: the global RNG state (of
+every device) changes as a side effect, so a generator check that watches the global state must not
+count that against such a candidate.
+
+Declaring what a user function supports
+---------------------------------------
+A file or module given to ``--candidate`` can declare its properties with the decorator::
+
+    from candidates import candidate
+
+    @candidate(dtypes=("float32", "bfloat16"), devices=("cuda",), convention="sigma",
+               torch_init_semantics=False, name="my-init", version="1.2")
+    def my_trunc_normal(tensor, mean, std, a_sigma, b_sigma, generator=None): ...
+
+or, without importing this package, with plain attributes on the function (the decorator sets exactly
+these): ``fn.harness_dtypes``, ``fn.harness_devices``, ``fn.harness_convention``,
+``fn.harness_torch_init_semantics``, ``fn.harness_name``, ``fn.harness_version``,
+``fn.harness_accepts_generator``. Dtypes may be torch dtypes or names ("float32", "bf16", "half", ...).
+A module attribute that already is a `Candidate` is used as is.
+
+Conventions (``convention=``):
+
+* ``"torch"`` (default): the protocol itself.
+* ``"sigma"``: ``fn(tensor, mean, std, a_sigma, b_sigma, generator=None)`` with bounds in units of std
+  around mean, as JAX ``truncated_normal``, TF and timm's ``trunc_normal_tf_`` take them; see
+  `sigma_bounds`.
+* ``"functional"``: ``fn(shape, mean, std, a, b, *, dtype, device, generator) -> new tensor``; the result
+  is copied into the tensor; see `functional`.
+* ``"functional-sigma"``: both.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+__all__ = [
+    "Candidate",
+    "DEFAULT_DTYPES",
+    "DEFAULT_DEVICES",
+    "CONVENTIONS",
+    "candidate",
+    "functional",
+    "sigma_bounds",
+    "adapt",
+    "accepts_generator",
+    "detect_accepts_generator",
+    "normalize_dtypes",
+    "normalize_devices",
+]
+
+DEFAULT_DTYPES: tuple[torch.dtype, ...] = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+DEFAULT_DEVICES: tuple[str, ...] = ("cpu", "cuda")
+CONVENTIONS = ("torch", "sigma", "functional", "functional-sigma")
+
+_DTYPE_NAMES = {
+    "float64": torch.float64, "double": torch.float64, "fp64": torch.float64, "f64": torch.float64,
+    "float32": torch.float32, "float": torch.float32, "fp32": torch.float32, "f32": torch.float32,
+    "float16": torch.float16, "half": torch.float16, "fp16": torch.float16, "f16": torch.float16,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+}
+
+
+def normalize_dtypes(dtypes: Iterable[Any] | None) -> tuple[torch.dtype, ...]:
+    """Torch dtypes from dtypes or their names ("float32", "torch.bfloat16", "bf16", ...)."""
+    if dtypes is None:
+        return DEFAULT_DTYPES
+    if isinstance(dtypes, (str, torch.dtype)):
+        dtypes = (dtypes,)
+    out = []
+    for d in dtypes:
+        if isinstance(d, torch.dtype):
+            out.append(d)
+            continue
+        key = str(d).strip().lower().removeprefix("torch.")
+        if key not in _DTYPE_NAMES:
+            raise ValueError(f"unknown dtype {d!r} (known: {', '.join(sorted(_DTYPE_NAMES))})")
+        out.append(_DTYPE_NAMES[key])
+    return tuple(dict.fromkeys(out))
+
+
+def normalize_devices(devices: Iterable[Any] | None) -> tuple[str, ...]:
+    """Device *types* ("cpu", "cuda", ...) from strings or torch.device ("cuda:1" -> "cuda")."""
+    if devices is None:
+        return DEFAULT_DEVICES
+    if isinstance(devices, (str, torch.device)):
+        devices = (devices,)
+    return tuple(dict.fromkeys(torch.device(d).type for d in devices))
+
+
+def detect_accepts_generator(fn: Callable) -> bool:
+    """True when ``fn`` can be called with ``generator=...``: a parameter of that name or ``**kwargs``.
+
+    An explicit ``fn.harness_accepts_generator`` wins (adapters set it to what the wrapped function
+    accepts). Callables whose signature cannot be read (some C builtins) count as not accepting it, so
+    they are seeded through the global RNG, which works for any sampler that uses torch's RNG.
+    """
+    declared = getattr(fn, "harness_accepts_generator", None)
+    if declared is not None:
+        return bool(declared)
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            return True
+        if p.name == "generator" and p.kind is not p.POSITIONAL_ONLY:
+            return True
+    return False
+
+
+accepts_generator = detect_accepts_generator
+
+
+def candidate(
+    fn: Callable | None = None,
+    *,
+    dtypes: Iterable[Any] | None = None,
+    devices: Iterable[Any] | None = None,
+    convention: str | None = None,
+    torch_init_semantics: bool | None = None,
+    name: str | None = None,
+    version: str | None = None,
+    accepts_generator: bool | None = None,
+):
+    """Decorator declaring a user function's properties (see the module docstring).
+
+    Usable bare (``@candidate``) or with arguments. Only sets ``harness_*`` attributes; the function
+    itself is returned unchanged, so it stays usable (and importable by name) on its own.
+    """
+
+    def mark(f: Callable) -> Callable:
+        if convention is not None and convention not in CONVENTIONS:
+            raise ValueError(f"unknown convention {convention!r} (one of {', '.join(CONVENTIONS)})")
+        for attr, value in (
+            ("harness_dtypes", None if dtypes is None else normalize_dtypes(dtypes)),
+            ("harness_devices", None if devices is None else normalize_devices(devices)),
+            ("harness_convention", convention),
+            ("harness_torch_init_semantics", torch_init_semantics),
+            ("harness_name", name),
+            ("harness_version", version),
+            ("harness_accepts_generator", accepts_generator),
+        ):
+            if value is not None:
+                setattr(f, attr, value)
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+def _to_sigma(x: float, mean: float, std: float) -> float:
+    """(x - mean) / std with IEEE semantics: std == 0 gives +-inf or NaN instead of
+    ZeroDivisionError, so a bad-argument case reaches the candidate, whose reaction is what is tested."""
+    x, mean, std = float(x), float(mean), float(std)
+    try:
+        return (x - mean) / std
+    except ZeroDivisionError:
+        d = x - mean
+        return math.nan if d == 0 or math.isnan(d) else math.copysign(math.inf, d) * math.copysign(1.0, std)
+
+
+def sigma_bounds(fn: Callable) -> Callable:
+    """Adapt ``fn(tensor, mean, std, a_sigma, b_sigma, generator=None)`` (bounds in σ units around mean,
+    the JAX/TF/timm ``trunc_normal_tf_`` convention) to the protocol's absolute bounds.
+
+    Infinite bounds stay infinite. The generator is passed only if ``fn`` accepts one; otherwise the
+    wrapper declares ``harness_accepts_generator = False`` and `Candidate` seeds the global RNG.
+    """
+    takes_gen = accepts_generator(fn)
+
+    @functools.wraps(fn)
+    def wrapper(tensor, mean, std, a, b, generator=None):
+        a_s, b_s = _to_sigma(a, mean, std), _to_sigma(b, mean, std)
+        if takes_gen:
+            return fn(tensor, mean, std, a_s, b_s, generator=generator)
+        return fn(tensor, mean, std, a_s, b_s)
+
+    _carry_declarations(fn, wrapper, takes_gen)
+    return wrapper
+
+
+def functional(fn: Callable) -> Callable:
+    """Adapt ``fn(shape, mean, std, a, b, *, dtype, device, generator) -> tensor`` to the protocol:
+    the returned tensor is copied into the given one (under ``torch.no_grad``, so parameters record no
+    history; the copy casts if ``fn`` returned another dtype, which the checks then see as rounding).
+    ``generator`` is passed only if ``fn`` accepts it. Meta tensors: ``fn`` is asked for a meta result and
+    the copy is a no-op.
+    """
+    takes_gen = accepts_generator(fn)
+
+    @functools.wraps(fn)
+    def wrapper(tensor, mean, std, a, b, generator=None):
+        kw = {"dtype": tensor.dtype, "device": tensor.device}
+        if takes_gen:
+            kw["generator"] = generator
+        out = fn(tuple(tensor.shape), mean, std, a, b, **kw)
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"functional candidate returned {type(out).__name__}, not a tensor")
+        with torch.no_grad():
+            tensor.copy_(out)
+        return tensor
+
+    _carry_declarations(fn, wrapper, takes_gen)
+    return wrapper
+
+
+def _carry_declarations(fn: Callable, wrapper: Callable, takes_gen: bool) -> None:
+    # functools.wraps copied fn.__dict__ (the harness_* declarations included); the wrapper's own
+    # generator parameter must not be mistaken for the wrapped function's.
+    wrapper.harness_accepts_generator = takes_gen
+    wrapper.harness_convention = "torch"  # already adapted: never adapt twice
+    wrapper.__wrapped_raw__ = getattr(fn, "__wrapped_raw__", fn)
+    # inspect.signature follows __wrapped__; the wrapper's signature is the protocol's.
+    del wrapper.__wrapped__
+
+
+def adapt(fn: Callable, convention: str) -> Callable:
+    """The protocol-convention function for ``fn`` declared with ``convention``."""
+    if convention == "torch":
+        return fn
+    if convention == "sigma":
+        return sigma_bounds(fn)
+    if convention == "functional":
+        return functional(fn)
+    if convention == "functional-sigma":
+        return sigma_bounds(functional(fn))
+    raise ValueError(f"unknown convention {convention!r} (one of {', '.join(CONVENTIONS)})")
+
+
+class Candidate:
+    """A sampler under test; see the module docstring for the attributes.
+
+    Construct directly with keyword overrides, or let `candidates.resolve` build one from a spec.
+    ``fn`` is adapted according to ``convention`` (default: the function's ``harness_convention``, else
+    "torch"); every other property defaults to the function's ``harness_*`` declaration, then to the
+    protocol defaults.
+    """
+
+    def __init__(
+        self,
+        fn: Callable,
+        *,
+        name: str | None = None,
+        spec: str | None = None,
+        version: str | None = None,
+        dtypes: Iterable[Any] | None = None,
+        devices: Iterable[Any] | None = None,
+        torch_init_semantics: bool | None = None,
+        convention: str | None = None,
+        accepts_generator: bool | None = None,
+        known_bad: bool = False,
+        defect: str = "",
+        caught_by: tuple[str, ...] = (),
+    ):
+        if not callable(fn):
+            raise TypeError(f"candidate function must be callable, got {type(fn).__name__}")
+        decl = lambda attr, value: value if value is not None else getattr(fn, f"harness_{attr}", None)  # noqa: E731
+        self.raw = fn
+        self.convention = decl("convention", convention) or "torch"
+        self.fn = adapt(fn, self.convention)
+        self.name = decl("name", name) or spec or getattr(fn, "__qualname__", None) or repr(fn)
+        self.spec = spec
+        self.version = str(decl("version", version) or "unknown")
+        self.dtypes = normalize_dtypes(decl("dtypes", dtypes))
+        self.devices = normalize_devices(decl("devices", devices))
+        self.torch_init_semantics = bool(decl("torch_init_semantics", torch_init_semantics) or False)
+        self.accepts_generator = (bool(accepts_generator) if accepts_generator is not None
+                                  else detect_accepts_generator(self.fn))
+        self.known_bad = bool(known_bad)
+        self.defect = defect
+        self.caught_by = tuple(caught_by)
+        doc = inspect.getdoc(fn) or ""
+        self.doc = doc.strip().splitlines()[0] if doc.strip() else ""
+
+    def __call__(self, tensor: torch.Tensor, mean: float, std: float, a: float, b: float,
+                 generator: torch.Generator | None = None):
+        if self.accepts_generator:
+            return self.fn(tensor, mean, std, a, b, generator=generator)
+        if generator is not None:
+            # The function cannot take the generator: honour its seed through the global RNG (this
+            # changes the global RNG state of every device; documented in the module docstring).
+            torch.manual_seed(generator.initial_seed())
+        return self.fn(tensor, mean, std, a, b)
+
+    def supports(self, dtype: torch.dtype, device: str | torch.device) -> bool:
+        return self.skip_reason(dtype, device) is None
+
+    def skip_reason(self, dtype: torch.dtype, device: str | torch.device) -> str | None:
+        """None when (dtype, device) is supported, else a one-line reason for a pytest skip."""
+        if dtype not in self.dtypes:
+            have = ", ".join(str(d).removeprefix("torch.") for d in self.dtypes)
+            return f"candidate {self.name} does not support {str(dtype).removeprefix('torch.')} (supports {have})"
+        dev = torch.device(device).type
+        if dev not in self.devices:
+            return f"candidate {self.name} does not support device {dev} (supports {', '.join(self.devices)})"
+        return None
+
+    def describe(self) -> str:
+        """One line for terminal headers: ``name version``."""
+        return f"{self.name} {self.version}"
+
+    def __reduce_ex__(self, protocol):
+        if self.spec is not None:
+            # Pickle by spec: the receiving process (an xdist worker) resolves it itself. A path spec
+            # travels as its absolute form (set by the loader), so a worker in another cwd finds it.
+            from candidates.loader import _restore
+
+            return (_restore, (getattr(self, "_resolve_spec", None) or self.spec, self.spec))
+        return super().__reduce_ex__(protocol)
+
+    def __repr__(self) -> str:
+        return f"Candidate({self.name!r}, version={self.version!r}, spec={self.spec!r})"

@@ -1,0 +1,114 @@
+"""Self-test candidates: deliberately broken in ways the *hard* checks must catch.
+
+They are used by the harness's own tests (tests/, pytester runs of suites/) to prove that each
+non-statistical check can fail. They are not in ``REGISTRY`` (so they never show up in a listing or a
+default run) but `candidates.resolve` finds them by name: ``SELFTEST_REGISTRY`` keys all start with
+``selftest-``.
+
+=============================  ===================================================================
+``selftest-skip-last``         exact, but the last 3 elements (row-major) keep their old values -> written
+``selftest-nan-on-bad-args``   exact, but bad arguments give a NaN-filled tensor instead of an error
+                               -> arguments
+``selftest-contiguous-copy``   on a non-contiguous input fills and returns a contiguous copy, the
+                               input untouched -> contract (and written)
+``selftest-ignores-generator`` exact with an internal generator seeded 0; takes ``generator`` and
+                               ignores it -> generator (different seeds, same output)
+``selftest-infinite-loop``     ``while True: pass`` in pure Python -> hang
+``selftest-raises``            raises RuntimeError on every call -> error rows
+``selftest-crash``             ``os._exit(3)`` on every call -> the report's crash handling
+=============================  ===================================================================
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from candidates.builtin import exact_trunc_normal_, harness_version
+from candidates.protocol import Candidate
+
+__all__ = ["SELFTEST_REGISTRY"]
+
+
+def skip_last_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Exact, but leaves the last 3 elements of the flattened tensor unwritten (caught by: written)."""
+    if tensor.is_meta:
+        return tensor
+    with torch.no_grad():
+        n = tensor.numel()
+        k = min(3, n)
+        # Three elements, addressed by their multi-index so that any layout (views included) works.
+        if tensor.dim() == 0:
+            idx = [()]
+        else:
+            idx = [tuple(int(i) for i in ix) for ix in zip(*np.unravel_index(np.arange(n - k, n), tensor.shape))]
+        saved = [tensor[ix].clone() for ix in idx]
+        exact_trunc_normal_(tensor, mean, std, a, b, generator=generator)
+        for ix, v in zip(idx, saved):
+            tensor[ix] = v
+        return tensor
+
+
+def nan_on_bad_args_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Exact, but for a > b, std <= 0 or NaN arguments returns the tensor filled with NaN instead of
+    raising (caught by: arguments)."""
+    m, s, lo, hi = (float(v) for v in (mean, std, a, b))
+    if any(math.isnan(v) for v in (m, s, lo, hi)) or s <= 0 or math.isinf(s) or lo > hi:
+        with torch.no_grad():
+            return tensor.fill_(math.nan)
+    return exact_trunc_normal_(tensor, mean, std, a, b, generator=generator)
+
+
+def contiguous_copy_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Fills a contiguous copy of a non-contiguous input and returns the copy, leaving the input
+    untouched (caught by: contract). Contiguous inputs are filled in place, correctly."""
+    if tensor.is_contiguous():
+        return exact_trunc_normal_(tensor, mean, std, a, b, generator=generator)
+    with torch.no_grad():
+        copy = tensor.contiguous()
+    return exact_trunc_normal_(copy, mean, std, a, b, generator=generator)
+
+
+def ignores_generator_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Exact with a fixed internal seed 0: accepts ``generator`` and ignores it (caught by: generator)."""
+    fixed = torch.Generator(device=tensor.device if tensor.device.type != "meta" else "cpu").manual_seed(0)
+    return exact_trunc_normal_(tensor, mean, std, a, b, generator=fixed)
+
+
+def infinite_loop_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Never returns: a pure-Python busy loop (caught by: hang)."""
+    while True:
+        pass
+
+
+def raises_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Raises RuntimeError on every call (every check reports an error)."""
+    raise RuntimeError("selftest-raises: this candidate always raises")
+
+
+def crash_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Kills its process with os._exit(3) on every call (the report's crash handling)."""
+    os._exit(3)
+
+
+def _make(name: str, fn: Callable) -> Callable[[], Candidate]:
+    def factory() -> Candidate:
+        return Candidate(fn, name=name, spec=name, version=harness_version(), torch_init_semantics=True,
+                         known_bad=True, defect=(fn.__doc__ or "").strip().splitlines()[0])
+
+    return factory
+
+
+SELFTEST_REGISTRY: dict[str, Callable[[], Candidate]] = {
+    "selftest-skip-last": _make("selftest-skip-last", skip_last_),
+    "selftest-nan-on-bad-args": _make("selftest-nan-on-bad-args", nan_on_bad_args_),
+    "selftest-contiguous-copy": _make("selftest-contiguous-copy", contiguous_copy_),
+    "selftest-ignores-generator": _make("selftest-ignores-generator", ignores_generator_),
+    "selftest-infinite-loop": _make("selftest-infinite-loop", infinite_loop_),
+    "selftest-raises": _make("selftest-raises", raises_),
+    "selftest-crash": _make("selftest-crash", crash_),
+}
