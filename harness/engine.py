@@ -71,25 +71,21 @@ def poison_(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
-def ordered_keys(ints: torch.Tensor, bits: int) -> torch.Tensor:
-    """Signed-int view of floats -> int64 keys increasing with the value (see summary.py)."""
-    u = ints.to(torch.int64)
-    if bits == 64:
-        # -x for negatives flips every bit; positives get the sign bit (int64 wraps negative, and
-        # the later arithmetic shift + mask restores the unsigned order).
-        return torch.where(u < 0, ~u, u | torch.iinfo(torch.int64).min)
-    mask = (1 << bits) - 1
-    u = u & mask
-    sign = 1 << (bits - 1)
-    return torch.where(u >= sign, (~u) & mask, u | sign)
-
-
 def hist_bins(ints: torch.Tensor, bits: int, hist_bits: int) -> torch.Tensor:
-    keys = ordered_keys(ints, bits)
-    shift = bits - hist_bits
-    if shift == 0:
-        return keys
-    return (keys >> shift) & ((1 << hist_bits) - 1)
+    """Signed-int view of floats -> histogram bin of the ordered key (see summary.py).
+
+    In the dtype's own signed width: negatives (sign bit set) get every bit flipped, positives get
+    the sign bit set, i.e. ``key = i ^ ((i >> (bits-1)) | signbit)``; the arithmetic shift to the
+    top ``hist_bits`` then needs a mask, since the key is negative as a signed integer.
+    """
+    if bits <= 16:  # widen first: the results index a bincount
+        ints = ints.to(torch.int32)
+        key = ints & ((1 << bits) - 1)
+        key = torch.where(key >= 1 << (bits - 1), key ^ ((1 << bits) - 1), key | (1 << (bits - 1)))
+        return key >> (bits - hist_bits)
+    sign = torch.iinfo(ints.dtype).min
+    key = ints ^ ((ints >> (bits - 1)) | sign)
+    return (key >> (bits - hist_bits)) & ((1 << hist_bits) - 1)
 
 
 def new_summary(law, shape: tuple, dtype: torch.dtype) -> Summary:
@@ -112,16 +108,31 @@ def new_summary(law, shape: tuple, dtype: torch.dtype) -> Summary:
 
 
 class _Folder:
-    """Device-side accumulators for one Summary; `finish` moves them to the host once."""
+    """Device-side accumulators for one Summary; `finish` moves them to the host once.
+
+    Cost model (what keeps the harness cheaper than the samplers it tests): for 16-bit and 8-bit
+    dtypes every bit pattern has its own histogram bin, so counts, extremes and exact float64 power
+    sums all come from the histogram at the end; per chunk only the bincount and the correlation
+    sums touch the samples. For 32/64-bit dtypes the boundary counts are computed only when the
+    chunk's min/max says a bound was reached, and non-finite bookkeeping only when one is present.
+    """
 
     def __init__(self, summary: Summary, dtype: torch.dtype, device: torch.device):
+        from reference import float_format
+
         self.s = summary
         self.dtype = dtype
         self.device = device
+        self.fmt = float_format(dtype)
         self.bits = dtype_bits(dtype)
+        self.exact_hist = summary.hist_bits == self.bits  # one bin per bit pattern
         self.int_dtype = _INT_VIEW[self.bits]
         self.poison = poison_value(dtype)
         self.hist = torch.zeros(1 << summary.hist_bits, dtype=torch.int64, device=device)
+        # Work dtype for the correlation sums: float64 for float64 samples, float32 otherwise
+        # (exact for every 16-bit value; per-chunk sums are cascade sums folded into float64).
+        self.work = torch.float64 if dtype == torch.float64 else torch.float32
+        self.inner_a, self.inner_b = _representable_inside(self.fmt, summary.a, summary.b)
         self.prev_z: torch.Tensor | None = None  # last call of the previous chunk
         self.prev_ints: torch.Tensor | None = None
         self.rows_kept: list = []
@@ -137,47 +148,23 @@ class _Folder:
         flat = batch.reshape(-1)
         ints = flat.view(self.int_dtype)
         self.hist += torch.bincount(hist_bins(ints, self.bits, s.hist_bits), minlength=self.hist.numel())
-
-        x = flat.to(torch.float64)
-        unwritten = ints == self.poison
-        nan = torch.isnan(x) & ~unwritten
-        posinf = x == math.inf
-        neginf = x == -math.inf
-        finite = torch.isfinite(x)
-        counts = torch.stack([
-            unwritten.sum(), nan.sum(), posinf.sum(), neginf.sum(),
-            (finite & ((x < s.rn_a) | (x > s.rn_b))).sum(),
-            (finite & ((x < s.a) | (x > s.b))).sum(),
-            (x == s.rn_a).sum(), (x == s.rn_b).sum(),
-        ]).tolist()
-        (n_unw, n_nan, n_pinf, n_ninf, n_out_r, n_out_s, n_at_a, n_at_b) = counts
         s.n += flat.numel()
         s.n_calls += calls
-        s.n_unwritten += n_unw
-        s.n_nan += n_nan
-        s.n_posinf += n_pinf
-        s.n_neginf += n_ninf
-        s.n_outside_rounded += n_out_r
-        s.n_outside_strict += n_out_s
-        s.n_at_rn_a += n_at_a
-        s.n_at_rn_b += n_at_b
 
-        xf = torch.where(finite, x, torch.zeros((), dtype=torch.float64, device=x.device))
-        if bool(finite.any()):
-            lo = float(torch.where(finite, x, math.inf).min())
-            hi = float(torch.where(finite, x, -math.inf).max())
-            s.min = min(s.min, lo)
-            s.max = max(s.max, hi)
-        if n_out_r:
-            s.worst_outside = _worst(s.worst_outside, xf, finite, s.rn_a, s.rn_b)
-        if n_out_s:
-            s.worst_outside_strict = _worst(s.worst_outside_strict, xf, finite, s.a, s.b)
+        finite = torch.isfinite(flat)
+        n_nonfinite = flat.numel() - int(finite.sum())
+        if not self.exact_hist:
+            self._fold_counts(flat, ints, finite, n_nonfinite)
 
-        z = (xf - s.center) / s.scale
-        z = torch.where(finite, z, torch.zeros((), dtype=torch.float64, device=z.device))
-        z2 = z * z
-        sums = torch.stack([z.sum(), z2.sum(), (z2 * z).sum(), (z2 * z2).sum()]).tolist()
-        s.power_sums += [float(finite.sum()), *sums]
+        z = flat.to(self.work)
+        z = (z - s.center) * (1.0 / s.scale)
+        if n_nonfinite:
+            z = torch.where(finite, z, torch.zeros((), dtype=z.dtype, device=z.device))
+        if not self.exact_hist:
+            z64 = z.to(torch.float64)
+            z2 = z64 * z64
+            sums = torch.stack([z64.sum(), z2.sum(), (z2 * z64).sum(), (z2 * z2).sum()]).tolist()
+            s.power_sums += [float(flat.numel() - n_nonfinite), *sums]
 
         zb = z.view(calls, *shape)
         ib = ints.view(calls, *shape)
@@ -185,15 +172,55 @@ class _Folder:
         self._fold_successive(zb, ib)
         self._fold_rows(batch, ib)
 
+    def _fold_counts(self, flat, ints, finite, n_nonfinite: int) -> None:
+        """Counts for dtypes whose histogram bins hold many values (32/64-bit)."""
+        s = self.s
+        if n_nonfinite:
+            unwritten = ints == self.poison
+            n_unw = int(unwritten.sum())
+            n_pinf = int((flat == math.inf).sum())
+            n_ninf = int((flat == -math.inf).sum())
+            s.n_unwritten += n_unw
+            s.n_posinf += n_pinf
+            s.n_neginf += n_ninf
+            s.n_nan += n_nonfinite - n_unw - n_pinf - n_ninf
+            if n_nonfinite == flat.numel():
+                return
+            flat = flat[finite]
+        lo, hi = (float(v) for v in torch.aminmax(flat))
+        s.min, s.max = min(s.min, lo), max(s.max, hi)
+        # Scalars below are representable in the dtype, so comparing in the dtype is exact.
+        if lo <= s.rn_a <= hi:
+            s.n_at_rn_a += int((flat == s.rn_a).sum())
+        if lo <= s.rn_b <= hi:
+            s.n_at_rn_b += int((flat == s.rn_b).sum())
+        if lo < s.rn_a or hi > s.rn_b:
+            out = (flat < s.rn_a) | (flat > s.rn_b)
+            s.n_outside_rounded += int(out.sum())
+            s.worst_outside = _farthest(s.worst_outside, lo, hi, s.rn_a, s.rn_b)
+        if lo < self.inner_a or hi > self.inner_b:
+            out = (flat < self.inner_a) | (flat > self.inner_b)
+            s.n_outside_strict += int(out.sum())
+            s.worst_outside_strict = _farthest(s.worst_outside_strict, lo, hi, s.a, s.b)
+
     def _fold_lags(self, zb: torch.Tensor) -> None:
+        total = zb.sum(dtype=torch.float64)
+        total_sq = None
         for dim in range(1, zb.dim()):
             length = zb.shape[dim]
             if length < 2:
                 continue
+            if total_sq is None:
+                total_sq = (zb * zb).sum(dtype=torch.float64)
+            first, last = zb.select(dim, 0), zb.select(dim, length - 1)
             u = zb.narrow(dim, 0, length - 1)
             v = zb.narrow(dim, 1, length - 1)
-            acc = self.s.lag1.setdefault(dim - 1, LagSums())
-            acc.add(_lag_sums(u, v))
+            vals = torch.stack([total - last.sum(dtype=torch.float64),
+                                total - first.sum(dtype=torch.float64),
+                                total_sq - (last * last).sum(dtype=torch.float64),
+                                total_sq - (first * first).sum(dtype=torch.float64),
+                                (u * v).sum(dtype=torch.float64)]).tolist()
+            self.s.lag1.setdefault(dim - 1, LagSums()).add(LagSums(u.numel(), *vals))
 
     def _fold_successive(self, zb: torch.Tensor, ib: torch.Tensor) -> None:
         s = self.s
@@ -219,30 +246,102 @@ class _Folder:
         rows_per_call = batch[0].numel() // m
         s.n_rows_total += calls * rows_per_call
         room = ROW_EXTREMES_CAP - self.n_rows_kept
-        if room > 0:
-            rows = batch.reshape(-1, m)[:room].to(torch.float64)
-            self.rows_kept.append((rows.amin(dim=1).cpu().numpy(), rows.amax(dim=1).cpu().numpy()))
-            self.n_rows_kept += rows.shape[0]
-        if m >= 2 and rows_per_call >= 2:
+        if room <= 0:
+            return
+        # Row extremes and the duplicate-row search cover the first ROW_EXTREMES_CAP rows only:
+        # their cost and memory stay fixed whatever n is.
+        rows = batch.reshape(-1, m)[:room]
+        lo, hi = torch.aminmax(rows, dim=1)
+        self.rows_kept.append((lo.to(torch.float64).cpu().numpy(), hi.to(torch.float64).cpu().numpy()))
+        self.n_rows_kept += rows.shape[0]
+        whole_calls = rows.shape[0] // rows_per_call
+        if m >= 2 and rows_per_call >= 2 and whole_calls:
             # Hash each row (wrapping int64 arithmetic), sort per call, count equal neighbours;
             # a false match needs a 64-bit hash collision.
-            r = ib.reshape(calls, rows_per_call, m).to(torch.int64)
+            r = ib[:whole_calls].reshape(whole_calls, rows_per_call, m).to(torch.int64)
             coef = _row_hash_coefficients(m, r.device)
             h = (r * coef).sum(dim=2)
             h = (h ^ (h >> 29)) * 0x5851F42D4C957F2D
             hs, _ = torch.sort(h, dim=1)
             s.n_duplicate_rows += int((hs[:, 1:] == hs[:, :-1]).sum())
-            s.n_rows_compared += calls * rows_per_call
+            s.n_rows_compared += whole_calls * rows_per_call
 
     def finish(self) -> Summary:
         s = self.s
         s.hist = self.hist.cpu().numpy()
+        if self.exact_hist:
+            _counts_from_exact_histogram(s, self.fmt, self.poison)
         if self.rows_kept:
             import numpy as np
 
             s.row_min = np.concatenate([lo for lo, _ in self.rows_kept])
             s.row_max = np.concatenate([hi for _, hi in self.rows_kept])
         return s
+
+
+def _representable_inside(fmt, a: float, b: float) -> tuple[float, float]:
+    """Smallest representable >= a and largest representable <= b (x < a iff x < the first)."""
+    import numpy as np
+
+    lo, hi = float(fmt.round(np.float64(a))), float(fmt.round(np.float64(b)))
+    if math.isfinite(a) and lo < a:
+        lo = float(fmt.next_up(np.float64(lo)))
+    if math.isfinite(b) and hi > b:
+        hi = float(fmt.next_down(np.float64(hi)))
+    return lo, hi
+
+
+def _farthest(current: float, lo: float, hi: float, a: float, b: float) -> float:
+    """Of the running worst value and this chunk's extremes, the one farthest outside [a, b]."""
+    def distance(v: float) -> float:
+        return max(a - v, v - b, 0.0)
+
+    options = [v for v in (current, lo, hi) if not math.isnan(v) and distance(v) > 0]
+    return max(options, key=distance) if options else current
+
+
+def _counts_from_exact_histogram(s: Summary, fmt, poison: int) -> None:
+    """Everything a per-pattern histogram knows: counts, extremes, exact float64 power sums."""
+    import numpy as np
+
+    values = _pattern_values(fmt)
+    hist = s.hist
+    finite = np.isfinite(values)
+    poison_key = int(fmt.keys_from_bits(np.array([poison % (1 << fmt.bits)], dtype=np.uint64))[0])
+    s.n_unwritten = int(hist[poison_key])
+    s.n_posinf = int(hist[values == np.inf].sum())
+    s.n_neginf = int(hist[values == -np.inf].sum())
+    s.n_nan = int(hist[np.isnan(values)].sum()) - s.n_unwritten
+    seen = finite & (hist > 0)
+    if not seen.any():
+        return
+    v, c = values[seen], hist[seen]
+    s.min, s.max = float(v.min()), float(v.max())
+    out = (v < s.rn_a) | (v > s.rn_b)
+    s.n_outside_rounded = int(c[out].sum())
+    s.worst_outside = _farthest(math.nan, s.min, s.max, s.rn_a, s.rn_b) if out.any() else math.nan
+    out_strict = (v < s.a) | (v > s.b)
+    s.n_outside_strict = int(c[out_strict].sum())
+    s.worst_outside_strict = (_farthest(math.nan, s.min, s.max, s.a, s.b)
+                              if out_strict.any() else math.nan)
+    s.n_at_rn_a = int(c[v == s.rn_a].sum())
+    s.n_at_rn_b = int(c[v == s.rn_b].sum())
+    z = (v - s.center) / s.scale
+    cf = c.astype(np.float64)
+    s.power_sums = np.array([cf.sum(), (cf * z).sum(), (cf * z**2).sum(), (cf * z**3).sum(),
+                             (cf * z**4).sum()])
+
+
+_VALUES_CACHE: dict = {}
+
+
+def _pattern_values(fmt):
+    """float64 value of every ordered key of a <= 16-bit format (NaN for NaN patterns)."""
+    import numpy as np
+
+    if fmt.name not in _VALUES_CACHE:
+        _VALUES_CACHE[fmt.name] = fmt.values_from_keys(np.arange(1 << fmt.bits, dtype=np.uint64))
+    return _VALUES_CACHE[fmt.name]
 
 
 _COEF_CACHE: dict = {}
@@ -260,23 +359,6 @@ def _row_hash_coefficients(m: int, device: torch.device) -> torch.Tensor:
 def _lag_sums(u: torch.Tensor, v: torch.Tensor) -> LagSums:
     vals = torch.stack([u.sum(), v.sum(), (u * u).sum(), (v * v).sum(), (u * v).sum()]).tolist()
     return LagSums(u.numel(), *vals)
-
-
-def _worst(current: float, x: torch.Tensor, finite: torch.Tensor, lo: float, hi: float) -> float:
-    """The value farthest outside [lo, hi] so far (by distance to the interval)."""
-    below = torch.where(finite & (x < lo), lo - x, torch.zeros_like(x))
-    above = torch.where(finite & (x > hi), x - hi, torch.zeros_like(x))
-    i_b, i_a = int(below.argmax()), int(above.argmax())
-    candidates = [v for v in (current,) if not math.isnan(v)]
-    if float(below[i_b]) > 0:
-        candidates.append(float(x[i_b]))
-    if float(above[i_a]) > 0:
-        candidates.append(float(x[i_a]))
-
-    def distance(v: float) -> float:
-        return max(lo - v, v - hi, 0.0)
-
-    return max(candidates, key=distance) if candidates else current
 
 
 def summarize_samples(samples: torch.Tensor, law, shape: tuple | None = None) -> Summary:

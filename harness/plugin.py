@@ -147,6 +147,7 @@ class HarnessSession:
         self.started = time.time()
         self.node_params: dict = {}  # nodeid -> row skeleton (to report crashed workers)
         self.report_dir = opt.report_dir
+        self.saved_case_data: set = set()
 
     def combos(self):
         for cand in self.candidates:
@@ -329,6 +330,8 @@ class Verifier:
             result = run_candidate_check(check, param.candidate, param.dtype, param.device,
                                          s.run_config)
             case_id = "api"
+        if result.verdict == "fail" and isinstance(param, Combo):
+            self._save_case_data(param, runner)
         row = _row_skeleton(param, check) | result.as_row()
         row["worker"] = os.environ.get("PYTEST_XDIST_WORKER", "main")
         row["profile"] = s.run_config.profile
@@ -350,6 +353,27 @@ class Verifier:
         if result.verdict == "error":
             pytest.fail(f"HARNESS ERROR {text}\n  reproduce: {repro}", pytrace=False)
         pytest.fail(f"{text}\n  reproduce: {repro}", pytrace=False)
+
+
+    def _save_case_data(self, param, runner) -> None:
+        """Keep the failing case's histogram for the report's figure (never changes a verdict)."""
+        s = self.s
+        key = (param.candidate.name, param.case.id, dtype_name(param.dtype), param.device)
+        if not s.report_dir or key in s.saved_case_data:
+            return
+        summary = next((runner.cached_summary(st) for st in (2, 1)
+                        if runner.cached_summary(st) is not None), None)
+        if summary is None:
+            return
+        s.saved_case_data.add(key)
+        try:
+            from reports.figures import save_case_data
+            from reports.results import case_data_path
+
+            save_case_data(case_data_path(s.report_dir, *key), summary, runner.law,
+                           meta={"candidate": key[0], "case": key[1], "device": key[3]})
+        except Exception as exc:  # a figure problem must not change a verdict
+            runner.warnings.append(f"case data not saved: {type(exc).__name__}: {exc}")
 
 
 @pytest.fixture
@@ -391,6 +415,13 @@ _CONFIG: dict = {}
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session):
     _CONFIG["config"] = session.config
+    config = session.config
+    s = _session(config)
+    if not hasattr(config, "workerinput") and s.report_dir:
+        # Files of an earlier run in the same directory must not mix into this one.
+        from reports.results import prepare_report_dir
+
+        prepare_report_dir(s.report_dir)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -104,6 +104,13 @@ class CaseRunner:
             self._uncharged[stage] = cost
         return self._summaries[stage]
 
+    def cached_summary(self, stage: int):
+        """The stage's Summary if it was generated and completed, else None (generates nothing)."""
+        s = self._summaries.get(stage)
+        if isinstance(s, CandidateFailure):
+            return s.summary
+        return s
+
     def _charge(self, result: Result, stages: tuple, t0: float) -> Result:
         cand = eng = 0.0
         for stage in stages:

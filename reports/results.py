@@ -2,17 +2,28 @@
 
 Rows arrive as plain dicts (assembled on the xdist controller from the test reports); this module
 turns them into a pandas DataFrame with a fixed leading column order and writes it, with the
-environment, into the report directory.
+environment and the views people read (summary.md, index.html and its figures), into the report
+directory. It is also where every reader (`show`, `compare`, `merge`) loads a report directory
+from, so that "what a report directory holds" is defined in one place.
+
+Report directory layout::
+
+    results.parquet  results.csv  environment.json  summary.md  index.html  fig-*.png
+    case-data/<candidate>-<case>-<dtype>-<device>.npz   (written by workers, see reports.figures)
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import platform
+import shlex
 import sys
 import time
+import traceback
 import uuid
+import warnings
 
 import pandas as pd
 
@@ -25,26 +36,86 @@ COLUMNS = ("run_id", "started", "candidate", "candidate_version", "case", "dtype
            "candidate_spec", "details")
 
 SORT_KEYS = ["candidate", "case", "dtype", "device", "check"]
+#: Columns that legitimately differ between two runs of the same thing (time, place, process).
+VOLATILE = ("run_id", "started", "candidate_s", "harness_s", "worker", "device_name")
+#: Text columns: forced to strings so parquet does not guess a type from the first row.
+TEXT_COLUMNS = ("message", "details", "repro", "xfail_cause", "shape", "effect_unit",
+                "candidate_version", "candidate", "case", "dtype", "device", "check", "verdict",
+                "profile", "worker", "candidate_spec", "torch_version", "device_name", "run_id",
+                "started")
+CASE_DATA_DIR = "case-data"
+#: Integer columns that may be missing on some rows: nullable Int64, because float64 would round
+#: 63-bit seeds (and the seed is what makes a failure reproducible).
+INT_COLUMNS = ("seed", "seed_stage2", "n", "n_stage1", "n_stage2")
+
+
+class ReportError(Exception):
+    """A report directory that cannot be read; str() is a one-line reason for the user."""
+
+
+def _int_array(values) -> pd.arrays.IntegerArray:
+    out = []
+    for v in values:
+        if v is None or (isinstance(v, float) and v != v):
+            out.append(None)
+        else:
+            out.append(int(v))
+    return pd.array(out, dtype="Int64")
 
 
 def results_frame(rows: list[dict], run_info: dict | None = None) -> pd.DataFrame:
     df = pd.DataFrame(rows)
+    for c in INT_COLUMNS:  # from the Python ints of the rows, before pandas makes them floats
+        if c in df.columns:
+            df[c] = _int_array(r.get(c) for r in rows)
     for key, value in (run_info or {}).items():
         df[key] = value
+    return normalize(df)
+
+
+def normalize(df: pd.DataFrame) -> pd.DataFrame:
+    """Fixed leading columns (missing ones added empty), stable row order."""
+    df = df.copy()
     for col in COLUMNS:
         if col not in df.columns:
             df[col] = None
     extra = [c for c in df.columns if c not in COLUMNS]
     df = df[list(COLUMNS) + extra]
-    return df.sort_values(SORT_KEYS, kind="stable").reset_index(drop=True)
+    if len(df):
+        df = df.sort_values(SORT_KEYS, kind="stable")
+    return df.reset_index(drop=True)
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    # platform.processor() is often just "x86_64" on Linux, hence the /proc read first.
+    return platform.processor() or platform.machine()
 
 
 def device_name(device: str) -> str:
     import torch
 
     if device.startswith("cuda") and torch.cuda.is_available():
-        return torch.cuda.get_device_name(torch.device(device))
-    return platform.processor() or platform.machine()
+        try:
+            return torch.cuda.get_device_name(torch.device(device))
+        except (RuntimeError, AssertionError):  # an index beyond the devices present
+            return device
+    return cpu_model() if device.startswith("cpu") else device
+
+
+def command_line(config=None) -> str:
+    """The command as typed (pytest's invocation args when known, else sys.argv)."""
+    if config is not None:
+        params = getattr(config, "invocation_params", None)
+        if params is not None:
+            return "pytest " + shlex.join(str(a) for a in params.args)
+    return shlex.join(sys.argv)
 
 
 def environment(config=None, session=None) -> dict:
@@ -52,21 +123,17 @@ def environment(config=None, session=None) -> dict:
     import scipy
     import torch
 
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
     env = {"python": sys.version.split()[0], "torch": torch.__version__, "numpy": numpy.__version__,
            "scipy": scipy.__version__, "pandas": pd.__version__, "platform": platform.platform(),
-           "cpu": cpu, "cpu_count": os.cpu_count(),
+           "hostname": platform.node(),
+           "cpu": cpu_model(), "cpu_count": os.cpu_count(),
+           "torch_cuda": torch.version.cuda, "torch_threads": torch.get_num_threads(),
            "cuda_devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
            if torch.cuda.is_available() else [],
-           "command": " ".join(sys.argv)}
+           "command": command_line(config), "cwd": os.getcwd()}
+    if config is not None:
+        workers = getattr(config.option, "numprocesses", None)
+        env["xdist_workers"] = workers if workers is not None else 0
     if session is not None:
         cfg = session.run_config
         env.update(profile=cfg.profile, samples=cfg.samples, run_seed=cfg.run_seed,
@@ -74,12 +141,57 @@ def environment(config=None, session=None) -> dict:
                    alpha_suspect=cfg.alpha_suspect, alpha_fail=cfg.alpha_fail,
                    candidates=[{"name": c.name, "spec": c.spec, "version": c.version}
                                for c in session.candidates],
-                   devices=session.devices)
+                   devices=session.devices,
+                   device_names={d: device_name(str(d)) for d in session.devices})
+        try:
+            env["n_stage1"], env["n_stage2"] = cfg.n(1), cfg.n(2)
+        except Exception:  # an unknown profile should not cost the report
+            pass
     return env
 
 
+def prepare_report_dir(report_dir: str) -> None:
+    """Remove what a previous run left that this run would otherwise mix in (case data, figures).
+
+    Call on the controller before the workers start (pytest_sessionstart): workers then write
+    case data into a clean `case-data/`.
+    """
+    for path in glob.glob(os.path.join(report_dir, CASE_DATA_DIR, "*.npz")) + \
+            glob.glob(os.path.join(report_dir, "fig-*.png")):
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
+def case_data_path(report_dir: str, candidate: str, case: str, dtype: str, device: str) -> str:
+    """Where a worker puts the figure data of one failing (candidate, case, dtype, device)."""
+    safe = lambda s: str(s).replace(os.sep, "_").replace(" ", "_")  # noqa: E731
+    name = f"{safe(candidate)}-{safe(case)}-{safe(dtype)}-{safe(device)}.npz"
+    return os.path.join(report_dir, CASE_DATA_DIR, name)
+
+
+def write_tables(df: pd.DataFrame, report_dir: str) -> None:
+    df.to_csv(os.path.join(report_dir, "results.csv"), index=False)
+    text = {c: "string" for c in TEXT_COLUMNS if c in df.columns}
+    df.astype(text).to_parquet(os.path.join(report_dir, "results.parquet"), index=False)
+
+
+def write_views(df: pd.DataFrame, env: dict, report_dir: str, figures: bool = True) -> None:
+    """summary.md, index.html and (for the case data present) the figures."""
+    from .figures import render_figures
+    from .html import write_index
+    from .summary import summary_markdown
+
+    figs = render_figures(df, report_dir) if figures else {}
+    with open(os.path.join(report_dir, "summary.md"), "w", encoding="utf-8") as fh:
+        fh.write(summary_markdown(df, env))
+    write_index(df, env, report_dir, figs)
+
+
 def write_run(rows: list[dict], report_dir: str, config=None, session=None) -> str:
-    """Write results.parquet, results.csv and environment.json; return the directory."""
+    """Write results.parquet, results.csv, environment.json, summary.md, index.html and the
+    figures; return the directory (absolute)."""
     import torch
 
     os.makedirs(report_dir, exist_ok=True)
@@ -88,12 +200,64 @@ def write_run(rows: list[dict], report_dir: str, config=None, session=None) -> s
                 "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
                 "torch_version": torch.__version__}
     df = results_frame(rows, run_info)
-    df["device_name"] = [device_name(str(d)) for d in df["device"]]
-    df.to_csv(os.path.join(report_dir, "results.csv"), index=False)
-    df.astype({c: "string" for c in ("message", "details", "repro", "xfail_cause", "shape",
-                                     "effect_unit", "candidate_version")}).to_parquet(
-        os.path.join(report_dir, "results.parquet"), index=False)
-    env = environment(config, session) | {"run_id": run_info["run_id"], "started": run_info["started"]}
+    names = {d: device_name(str(d)) for d in df["device"].dropna().unique()}
+    df["device_name"] = [names.get(d) for d in df["device"]]
+    write_tables(df, report_dir)
+    env = environment(config, session) | {"run_id": run_info["run_id"], "started": run_info["started"],
+                                          "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
     with open(os.path.join(report_dir, "environment.json"), "w", encoding="utf-8") as fh:
         json.dump(env, fh, indent=2, default=str)
+    try:
+        write_views(df, env, report_dir)
+    except Exception:  # the table is the record; a broken view must not cost the run its report
+        with open(os.path.join(report_dir, "views-error.txt"), "w", encoding="utf-8") as fh:
+            fh.write(traceback.format_exc())
+        warnings.warn(f"reports: summary/html could not be written, see {report_dir}/views-error.txt",
+                      stacklevel=2)
     return os.path.abspath(report_dir)
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading a report directory back
+
+
+def read_results(report_dir: str) -> pd.DataFrame:
+    """The results of a report directory (parquet, else csv); ReportError with a one-line reason."""
+    if not os.path.isdir(report_dir):
+        raise ReportError(f"{report_dir!r} is not a directory")
+    pq = os.path.join(report_dir, "results.parquet")
+    csv = os.path.join(report_dir, "results.csv")
+    df = None
+    problems = []
+    if os.path.exists(pq):
+        try:
+            df = pd.read_parquet(pq)
+        except Exception as exc:  # pyarrow raises a zoo of types for a damaged file
+            problems.append(f"results.parquet unreadable ({type(exc).__name__})")
+    if df is None and os.path.exists(csv):
+        try:
+            df = pd.read_csv(csv, dtype={c: "Int64" for c in INT_COLUMNS})
+        except Exception as exc:
+            problems.append(f"results.csv unreadable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+    if df is None:
+        reason = "; ".join(problems) if problems else "no results.parquet or results.csv"
+        raise ReportError(f"{report_dir!r}: {reason}")
+    missing = [c for c in ("candidate", "case", "dtype", "device", "check", "verdict") if c not in df.columns]
+    if missing:
+        raise ReportError(f"{report_dir!r}: results lack column(s) {', '.join(missing)}")
+    df = normalize(df)
+    # Text columns back to object with None for missing: the views test `isinstance(x, str)`.
+    for c in TEXT_COLUMNS:
+        if c in df.columns:
+            df[c] = df[c].astype(object).where(df[c].notna(), None)
+    return df
+
+
+def read_environment(report_dir: str) -> dict:
+    """environment.json, or {} when absent or unreadable (the environment is informative only)."""
+    try:
+        with open(os.path.join(report_dir, "environment.json"), encoding="utf-8") as fh:
+            env = json.load(fh)
+        return env if isinstance(env, dict) else {}
+    except (OSError, ValueError):
+        return {}

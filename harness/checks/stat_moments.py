@@ -1,0 +1,154 @@
+"""`check_moments`: mean, std, skewness and excess kurtosis against the rounded law's.
+
+Sample central moments come from ``summary.power_sums`` (sums of z^k, k = 0..4, z standardized with
+``summary.center``/``summary.scale``). Each statistic T is asymptotically normal with variance
+Var(IF_T(X)) / n, where IF_T is its influence function, a polynomial of degree <= 4 in d = X - mu:
+
+    IF_m2 = d^2 - k2
+    IF_m3 = d^3 - k3 - 3 k2 d
+    IF_m4 = d^4 - k4 - 4 k3 d
+    IF_g1 = IF_m3 / s^3 - 3/2 k3 IF_m2 / s^5          (g1 = m3 / m2^1.5)
+    IF_g2 = IF_m4 / s^4 - 2 k4 IF_m2 / s^6            (g2 = m4 / m2^2 - 3)
+
+and E[IF^2] needs the law's central moments up to 8 (k_j = law.central_moment(j) / scale^j).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..result import Outcome
+from ..summary import Summary
+from .stat_common import quiet, bonferroni, clip_p, norm_two_sided, not_applicable, z_crit
+
+COMPONENTS = ("mean", "std", "skewness", "kurtosis")
+UNITS = {"mean": "sigma (mean shift)", "std": "ratio (std obs/law)",
+         "skewness": "skewness (obs - law)", "kurtosis": "excess kurtosis (obs - law)"}
+
+
+def _law_moments(law, scale: float, center: float):
+    """(mu_z, k[0..8]) of z = (Y - center) / scale under the law; k[j] central moments."""
+    k = np.zeros(9, dtype=np.float64)
+    k[0] = 1.0
+    for j in range(2, 9):
+        k[j] = float(law.central_moment(j)) / scale**j
+    return (float(law.mean) - center) / scale, k
+
+
+def _influence_polys(k: np.ndarray):
+    """Coefficient vectors (increasing powers of d, length 5) of IF_mean, IF_m2, IF_g1, IF_g2."""
+    s = math.sqrt(k[2])
+    if_mean = np.array([0.0, 1.0, 0, 0, 0])
+    if_m2 = np.array([-k[2], 0.0, 1.0, 0, 0])
+    if_m3 = np.array([-k[3], -3 * k[2], 0, 1.0, 0])
+    if_m4 = np.array([-k[4], -4 * k[3], 0, 0, 1.0])
+    if_g1 = if_m3 / s**3 - 1.5 * k[3] * if_m2 / s**5
+    if_g2 = if_m4 / s**4 - 2.0 * k[4] * if_m2 / s**6
+    return if_mean, if_m2, if_g1, if_g2
+
+
+def _expect_square(c: np.ndarray, k: np.ndarray) -> float:
+    prod = np.convolve(c, c)  # coefficients of IF^2, degree <= 8
+    return float(np.dot(prod, k[: prod.size]))
+
+
+def moment_sds(law, scale: float | None = None, center: float | None = None):
+    """Asymptotic sd * sqrt(n) of (mean_z, m2_z, g1, g2) under the law, in z units."""
+    scale = _scale(law) if scale is None else scale
+    center = float(law.mean) if center is None else center
+    _, k = _law_moments(law, scale, center)
+    var = np.array([_expect_square(c, k) for c in _influence_polys(k)])
+    # numerically zero variance (e.g. the kurtosis of a symmetric two-point law): not testable
+    # at first order; such a component is left out.
+    scale_ref = np.array([k[2], k[4], 1.0, 1.0])
+    var = np.where(var > 1e-10 * np.maximum(scale_ref, 1e-300), var, 0.0)
+    return np.sqrt(var), k
+
+
+def _scale(law) -> float:
+    s = float(law.std)
+    if not (s > 0 and math.isfinite(s)):
+        s = float(law.dist.std)
+    return s
+
+
+def moments_mde(law, n: int, alpha: float = 1e-3) -> dict:
+    """MDE of each component at power 0.5 (level alpha, Bonferroni over the testable ones):
+    mean shift in sigma of the law, std ratio (> 1), skewness and excess-kurtosis differences."""
+    if not (float(law.std) > 0) or n <= 1:
+        return {c: math.nan for c in COMPONENTS}
+    sds, k = moment_sds(law)
+    return moments_mde_from(sds, k, n, alpha)
+
+
+@quiet
+def check_moments(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
+    if not (float(law.std) > 0):
+        return not_applicable("the law is a single atom (std 0)", UNITS["mean"])
+    ps_ = np.asarray(summary.power_sums, dtype=np.float64)
+    n = float(ps_[0])
+    if n < 2:
+        return not_applicable("fewer than 2 finite samples", UNITS["mean"])
+    scale, center = float(summary.scale), float(summary.center)
+    if not np.all(np.isfinite(ps_)):
+        return Outcome(statistic=math.inf, p_value=0.0, effect=math.inf, effect_unit=UNITS["mean"],
+                       mde=math.nan, message="power sums overflow: values beyond ~1e75 sigma")
+    mu, k = _law_moments(law, scale, center)
+    sds, _ = moment_sds(law, scale, center)
+    r1, r2, r3, r4 = ps_[1:] / n
+    m1 = r1
+    m2 = max(r2 - m1 * m1, 0.0)
+    m3 = r3 - 3 * m1 * r2 + 2 * m1**3
+    m4 = r4 - 4 * m1 * r3 + 6 * m1 * m1 * r2 - 3 * m1**4
+    s2 = k[2]
+    g1_law = k[3] / s2**1.5
+    g2_law = k[4] / s2**2 - 3.0
+    if m2 > 0:
+        g1, g2 = m3 / m2**1.5, m4 / m2**2 - 3.0
+    else:  # all samples equal: skewness/kurtosis undefined; counts as far off when testable
+        g1, g2 = math.nan, math.nan
+    est = np.array([m1, m2, g1, g2])
+    target = np.array([mu, s2, g1_law, g2_law])
+    se = sds / math.sqrt(n)
+    testable = sds > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(testable, (est - target) / np.where(testable, se, 1.0), 0.0)
+    z = np.where(np.isnan(z), np.inf, z)  # undefined g1/g2 (zero sample variance) is far off
+    pvals = norm_two_sided(z)
+    comp_p = [float(pvals[i]) if testable[i] else math.nan for i in range(4)]
+    p, jj = bonferroni(comp_p)
+    idx = [i for i in range(4) if testable[i]]
+    j = idx[jj] if idx else 0
+    effects = np.array([
+        (m1 - mu) / math.sqrt(s2),
+        math.sqrt(m2 / s2),
+        g1 - g1_law,
+        g2 - g2_law,
+    ])
+    mdes = moments_mde_from(sds, k, n, alpha)
+    obs_txt = {
+        "mean": f"mean {center + m1 * scale:.8g} vs law {center + mu * scale:.8g} "
+                f"({effects[0]:+.3g} sigma)",
+        "std": f"std {math.sqrt(m2) * scale:.6g} vs law {math.sqrt(s2) * scale:.6g} "
+               f"(ratio {effects[1]:.5g})",
+        "skewness": f"skewness {g1:.4g} vs law {g1_law:.4g}",
+        "kurtosis": f"excess kurtosis {g2:.4g} vs law {g2_law:.4g}",
+    }
+    name = COMPONENTS[j]
+    others = ", ".join(f"{c} z {z[i]:+.2f}" for i, c in enumerate(COMPONENTS) if testable[i] and i != j)
+    msg = f"worst: {obs_txt[name]} (z {z[j]:+.2f})" + (f"; {others}" if others else "")
+    details = {f"z_{c}": float(z[i]) for i, c in enumerate(COMPONENTS)}
+    details.update({f"p_{c}": comp_p[i] for i, c in enumerate(COMPONENTS)})
+    details.update({f"mde_{c}": mdes[c] for c in COMPONENTS})
+    return Outcome(statistic=float(abs(z[j])), p_value=clip_p(p), effect=float(effects[j]),
+                   effect_unit=UNITS[name], mde=mdes[name], message=msg, details=details)
+
+
+def moments_mde_from(sds: np.ndarray, k: np.ndarray, n: float, alpha: float) -> dict:
+    testable = sds > 0
+    zc = z_crit(alpha / max(int(testable.sum()), 1))
+    h = zc * sds / math.sqrt(n)
+    vals = [h[0] / math.sqrt(k[2]), math.sqrt(1.0 + h[1] / k[2]), h[2], h[3]]
+    return {c: (float(vals[i]) if testable[i] else math.nan) for i, c in enumerate(COMPONENTS)}

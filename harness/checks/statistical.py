@@ -1,0 +1,142 @@
+"""The seven statistical checks: pure functions ``(Summary, RoundedLaw, *, alpha) -> Outcome``.
+
+``alpha`` is only used to state the minimum detectable effect (MDE); the verdict is taken by
+`harness.staging` from the p-value. Every p-value is valid (exact or conservative) for the rounded
+law, in [0, 1], and never NaN when ``Outcome.applicable``. Zero-probability events under the law
+(counts in bins the law gives no mass, a row extreme outside the support, an atom of mass 0 hit)
+set ``decisive=True`` with p = 0.
+
+MDE convention (all checks): the effect that the whole check, Bonferroni factor included, detects
+with probability 0.5 at level alpha, i.e. the effect that puts the statistic's median on the
+critical value. Power 0.9 needs roughly 1.6x (z-tests) to 2x (counts) the effect, or ~(1.6)^2 the n.
+
+The math lives in the ``stat_*`` modules, one per family; this module only gathers them.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .stat_counts import atoms_mde, check_atoms, check_tails, tails_mde
+from .stat_extremes import check_extremes, extremes_mde
+from .stat_fit import check_gof, check_ks, gof_mde, ks_mde
+from .stat_independence import check_independence, independence_mde
+from .stat_moments import check_moments, moments_mde
+
+STATISTICAL_CHECKS = {
+    "gof": check_gof,
+    "ks": check_ks,
+    "atoms": check_atoms,
+    "tails": check_tails,
+    "moments": check_moments,
+    "extremes": check_extremes,
+    "independence": check_independence,
+}
+
+CHECK_DOCS = {
+    "gof": (
+        "Pearson chi-square goodness of fit over the Summary's histogram (ordered-key bins: every "
+        "bit pattern for 16-bit dtypes, runs of 2^12 / 2^44 consecutive values for float32 / "
+        "float64) against the rounded law's exact bin masses. Null: the samples are iid draws of "
+        "the rounded law. Bins the law gives zero mass are judged apart: any count there is a "
+        "zero-probability event (decisive, p = 0). Positive-mass bins are merged, in order and "
+        "never across a zero-mass bin's count, into groups expecting >= 5 samples (Cochran); the "
+        "statistic X2 = sum (O - E)^2 / E is referred to chi-square(groups - 1). False-alarm rate: "
+        "alpha up to the chi-square approximation (measured calibrated; p-values uniform). Effect: "
+        "excess Cohen's w = sqrt(max(X2 - df, 0) / n); message names the group with the largest "
+        "standardized residual by value range. MDE: the w whose noncentral chi-square "
+        "(lambda = n w^2) has median at the level-alpha critical value."
+    ),
+    "ks": (
+        "Kolmogorov-Smirnov distance D = max |F_n - F| over histogram bin edges, F the rounded "
+        "law's CDF at the top of each bin (cumulative bin masses; the left limit at a bin's bottom "
+        "is the previous bin's top, so for 16-bit dtypes D is the exact sup over the line). Null: "
+        "iid draws of the rounded law. p-value from the continuous one-sample KS law (exact "
+        "scipy.stats.kstwo up to n = 20000, Kolmogorov's limit above, which is conservative): "
+        "conservative for a discrete law and for a sup over a subset of points, so the false-alarm "
+        "rate is <= alpha (close to alpha for 32/64-bit bins, well below it for coarse lattices). "
+        "Effect: D. MDE: the level-alpha critical value of D at this n (an alternative with "
+        "sup |F_alt - F| at that value is detected with probability ~0.5)."
+    ),
+    "atoms": (
+        "Counts at RN(a) and RN(b) against their exact masses law.atom_a / law.atom_b: exact "
+        "two-sided binomial tests (doubled smaller tail, valid for any n and conservative), "
+        "Bonferroni over the finite bounds (one test when RN(a) == RN(b)); not applicable when both "
+        "bounds are infinite. A positive count at an atom of mass 0 is decisive. This is the check "
+        "that sees a sampler that rounds first and truncates after (a whole cell instead of the "
+        "half cell), clamping, or a point mass at a bound. False-alarm rate <= alpha. Effect: "
+        "observed/expected count at the worse bound. MDE: the obs/exp ratio (extra mass) at the "
+        "better-powered bound whose mean sits on the critical count at level alpha / bounds."
+    ),
+    "tails": (
+        "Counts beyond the rounded law's 1e-3, 1e-5 and 1e-7 quantiles on each side. The cuts are "
+        "histogram bin boundaries chosen from the law's cumulative bin masses (lower tail from the "
+        "cumulative sum, upper tail from the reversed one, no 1 - F cancellation) so that the "
+        "exact tail mass is closest to each target (log scale, at most 10x it); duplicate cuts on "
+        "coarse lattices are tested once. Null: iid draws of the rounded law; each count is "
+        "Bin(n, exact tail mass); exact two-sided binomial tests, Bonferroni over the <= 6 tests. "
+        "Catches cut tails (observed << expected) and far outliers (observed >> expected). "
+        "False-alarm rate <= alpha. Effect: obs/exp of the worst tail. MDE: the obs/exp ratio "
+        "below 1 (a deficit, e.g. a cut tail) of the heaviest tail set whose mean sits on the "
+        "lower critical count at level alpha / tests."
+    ),
+    "moments": (
+        "Mean, std, skewness and excess kurtosis of the samples (from the power sums of z) against "
+        "those of the rounded law (not the std argument: 0.88 sigma at +-2 sigma). Each is a "
+        "z-test with the asymptotic (delta-method / influence-function) variance computed from the "
+        "law's central moments up to 8; Bonferroni over the four (components with zero "
+        "first-order variance, e.g. the kurtosis of a symmetric two-atom law, are left out). Not "
+        "applicable when the law is one atom. False-alarm rate ~alpha (asymptotic normality; the "
+        "kurtosis statistic is skewed at small n). Effect: the worst component's deviation, in "
+        "sigma of the law for the mean, obs/law ratio for the std, differences for skewness and "
+        "kurtosis. MDE: the deviation equal to z_(alpha/8) estimator standard errors (mean in "
+        "sigma, std as a ratio > 1), for the worst component."
+    ),
+    "extremes": (
+        "Per-row minima and maxima (along the last dimension) against the exact order-statistic "
+        "law of a row of m iid draws of the rounded law: P(rowmin <= v) = 1 - P(Y > v)^m etc., "
+        "computed in log space. Randomized probability-integral transform for the discrete law "
+        "(V from a fixed seed mixed with a hash of the data: deterministic verdicts), so under the "
+        "null the PITs are exactly iid U(0, 1). Four components, Bonferroni: KS of the row-min "
+        "PITs and of the row-max PITs against U(0, 1), and the smallest PIT of each side against "
+        "the law of the minimum of R uniforms, 1 - (1 - u)^R (one row far beyond what the law "
+        "allows barely moves a KS statistic over 65536 rows but gets p ~ R u). A row extreme "
+        "outside the law's support is decisive. This is the '9 of 10 rows have minimum -100 "
+        "sigma' check. False-alarm rate <= alpha (exact under the null up to KS's own accuracy). "
+        "Effect: the larger KS distance. MDE: the level alpha/4 KS critical value at R rows."
+    ),
+    "independence": (
+        "Lag-1 Pearson correlation along every dimension of the filled tensor and between the same "
+        "element of successive calls (z = sqrt(pairs) r ~ N(0, 1) under independence), bit-identical "
+        "elements between successive calls against law.collision_prob (exact binomial for 16-bit "
+        "with the overlapping-pair variance term when it matters; one-sided above 16 bits, where "
+        "the collision probability is approximate), and rows equal to an earlier row of their call "
+        "(Poisson with mean calls * C(R, 2) * q^m, one-sided, while that is small). Bonferroni over "
+        "the applicable components; correlations not applicable for a one-atom law. False-alarm "
+        "rate <= alpha (asymptotic for the correlations). Effect: the worst component's r (or "
+        "obs/exp for the counts); message names the dimension/component. MDE: |r| = "
+        "z_(alpha/2K) / sqrt(pairs) (for counts: the obs/exp ratio on the critical count)."
+    ),
+}
+
+
+def check_mdes(law, n: int, shape: tuple, alpha: float = 1e-3) -> dict:
+    """MDE of every check at n samples of a tensor of `shape` (no sampling): name -> (mde, unit).
+
+    Moments contributes one entry per component ("moments.mean", ...)."""
+    out = {
+        "gof": (gof_mde(law, n, alpha), "Cohen's w"),
+        "ks": (ks_mde(law, n, alpha), "D (CDF distance)"),
+        "atoms": (atoms_mde(law, n, alpha), "obs/exp (extra mass at a bound)"),
+        "tails": (tails_mde(law, n, alpha), "obs/exp (deficit in the 1e-3 tail)"),
+    }
+    units = {"mean": "sigma", "std": "ratio", "skewness": "difference", "kurtosis": "difference"}
+    for comp, v in moments_mde(law, n, alpha).items():
+        out[f"moments.{comp}"] = (v, units[comp])
+    row_len = int(shape[-1]) if shape else 0
+    out["extremes"] = (extremes_mde(law, n, row_len, alpha), "D (row-extreme PIT vs uniform)")
+    out["independence"] = (independence_mde(law, n, tuple(shape), alpha), "|r| lag-1 last dim")
+    return {k: (float(v) if v is not None else math.nan, u) for k, (v, u) in out.items()}
+
+
+__all__ = ["STATISTICAL_CHECKS", "CHECK_DOCS", "check_mdes", *(f"check_{k}" for k in STATISTICAL_CHECKS)]

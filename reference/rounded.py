@@ -1,0 +1,542 @@
+"""The rounded law: what a perfect sampler writes into a dtype.
+
+A sampler that writes into a floating dtype cannot produce a continuous law; the best it can do is
+Y = RN(X): draw X ~ dist exactly and round once to the nearest representable value, ties to even.
+Every verdict of the harness is relative to this law. `rounded_law(dist, dtype)` returns it as a
+`RoundedLaw` (cached per (dist parameters, dtype, rounding)):
+
+    P(Y = v) = P(X in cell(v) ∩ [a, b]),
+
+where cell(v) is v's rounding cell (`FloatFormat.cell_edges`): the interval between the midpoints to
+its lattice neighbours. Midpoints have probability 0 under a continuous X, so tie rules matter only
+for which value a bound rounds to; they follow the format exactly (and `FloatFormat.round` agrees
+bit for bit with torch's casts from float32). Consequences handled here:
+
+* a representable bound a owns only the half of its cell inside [a, b];
+* a bound that is not representable may round to a value outside [a, b] (RN(a) < a), which still
+  gets the mass of its cell inside [a, b] -- or none when a is exactly its cell's upper edge, in
+  which case `support_lo` is the next value up;
+* -0 owns (-min_subnormal/2, 0) and +0 owns (0, min_subnormal/2): tiny negative X round to -0;
+* overflow follows the format: +-inf get |X| beyond max_finite + ulp/2 (IEEE formats, float8_e5m2),
+  float8_e4m3fn saturates (+-448 own everything beyond), the fnuz formats send it to their NaN.
+
+Every mass comes from ``dist.prob`` on one interval, relatively accurate deep in a tail (never a
+difference of two CDF values); complements too (``prob_gt`` integrates the right side).
+
+``rounding="torch"`` gives the law of torch's own cast of a float64 X instead: torch converts
+float64 -> float32 -> float16/bfloat16/float8, so near each midpoint half a float32 ulp moves to
+the even neighbour: an atom gains (even) or loses (odd) 2**-13 (float16), 2**-16 (bfloat16) of its
+mass, more for a boundary atom's partial cell.
+The canonical law is the single rounding (the default).
+
+float64: a cell [v - ulp/2, v + ulp/2] has edges that float64 cannot hold; the edge is taken as the
+float64 RN of the midpoint (the even neighbour), identically for both cells that share it. A bin of
+consecutive values then loses or gains at most half an ulp at each end: relative error <= 2**-44 for a
+2**44-value histogram bin. Values beyond float64's range are treated as having no mass.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+
+import numpy as np
+
+from .dtypes import FloatFormat, float_format
+
+__all__ = ["RoundedLaw", "rounded_law"]
+
+#: 32/64-bit laws are enumerated atom by atom (exact moments, collision probability) when the
+#: lattice values between the 1e-30 and 1 - 1e-30 quantiles are at most this many.
+ENUMERATE_MAX = 1 << 22
+#: Tail mass ignored when a 32/64-bit law is enumerated (moments change by ~ this times (40 std)^k).
+ENUMERATE_TAIL = 1e-30
+
+_SQRT2 = np.sqrt(2.0)
+_LOG_2_SQRT_PI = np.log(2.0 * np.sqrt(np.pi))
+
+
+@functools.lru_cache(maxsize=None)
+def _finite_cells(fmt: FloatFormat, via_float32: bool):
+    """Every finite lattice value of a <=16-bit format in key order, with its cell edges."""
+    klo, khi = fmt.finite_key_range
+    keys = np.arange(klo, khi + 1, dtype=np.uint64)
+    vals = fmt.values_from_keys(keys)
+    keep = ~np.isnan(vals)  # the fnuz NaN sits inside the finite key range
+    keys, vals = keys[keep], vals[keep]
+    lo, hi = fmt.cell_edges(vals, via_float32)
+    for arr in (keys, vals, lo, hi):
+        arr.setflags(write=False)
+    return keys, vals, lo, hi
+
+
+@functools.lru_cache(maxsize=None)
+def _hist_cells(fmt: FloatFormat):
+    """X-interval [lo, hi] covered by each histogram bin's finite values, and the bin's lattice
+    spacing (NaN where the bin has no finite value); for the 32/64-bit formats, whose finite keys are
+    one contiguous range and whose bins each lie inside one binade."""
+    shift = np.uint64(fmt.bits - fmt.hist_bits)
+    first = np.arange(1 << fmt.hist_bits, dtype=np.uint64) << shift
+    klo, khi = (np.uint64(k) for k in fmt.finite_key_range)
+    kl = np.maximum(first, klo)
+    kh = np.minimum(first + ((np.uint64(1) << shift) - np.uint64(1)), khi)
+    empty = kl > kh
+    kl = np.where(empty, klo, kl)
+    v = fmt.values_from_keys(kl)
+    below = fmt.values_from_keys(np.maximum(kl, klo + np.uint64(1)) - np.uint64(1))
+    # Adjacent bins share an edge: the midpoint below a bin's first value is the top of the bin below.
+    edge = below + (v - below) * 0.5
+    outer = fmt.overflow_threshold
+    lo = np.where(kl == klo, -outer, edge)
+    hi = np.append(lo[1:], outer)
+    hi = np.where(kh == khi, outer, hi)
+    spacing = fmt.spacing(v)
+    lo, hi, spacing = (np.where(empty, np.nan, x) for x in (lo, hi, spacing))
+    for arr in (lo, hi, spacing):
+        arr.setflags(write=False)
+    return lo, hi, spacing
+
+
+class RoundedLaw:
+    """Law of Y = RN(X), X ~ dist, in one floating format. Build it with `rounded_law`."""
+
+    def __init__(self, dist, fmt: FloatFormat, rounding: str = "rn"):
+        if rounding not in ("rn", "torch"):
+            raise ValueError(f"rounding must be 'rn' or 'torch', got {rounding!r}")
+        self.dist = dist
+        self.fmt = fmt
+        self.rounding = rounding
+        self._via32 = rounding == "torch"
+        self._a = float(dist.a)
+        self._b = float(dist.b)
+        self.rn_a = self._rn_bound(self._a)
+        self.rn_b = self._rn_bound(self._b)
+        # Integration limits of "every lattice value": excludes mass the format sends to NaN.
+        self._x_bottom = float(fmt.cell_edges(np.array([-np.inf if fmt.has_inf else -fmt.max_finite]), self._via32)[0][0])
+        self._x_top = float(fmt.cell_edges(np.array([np.inf if fmt.has_inf else fmt.max_finite]), self._via32)[1][0])
+        self._keys = self._values = self._probs = None
+        if fmt.bits <= 16:
+            self._enumerate_all()
+            real = self._values[~np.isnan(self._values)]
+            # Empty only when a fnuz format sends all of [a, b] to NaN.
+            self.support_lo = float(real[0]) if real.size else np.nan
+            self.support_hi = float(real[-1]) if real.size else np.nan
+        else:
+            self.support_lo = self._support_end(self.rn_a, +1)
+            self.support_hi = self._support_end(self.rn_b, -1)
+        self.atom_a = float(self.atom_probs(self.rn_a))
+        self.atom_b = float(self.atom_probs(self.rn_b))
+
+    # ------------------------------------------------------------------ building blocks
+    def _rn(self, x):
+        return self.fmt.round_torch(x) if self._via32 else self.fmt.round(x)
+
+    def _rn_bound(self, x: float) -> float:
+        r = float(self._rn(np.array([x]))[0])
+        # An infinite bound the format cannot hold (fnuz: inf -> NaN) stays infinite; a finite one
+        # beyond a fnuz format's range really rounds to NaN.
+        return x if np.isnan(r) and np.isinf(x) else r
+
+    def _mass(self, lo, hi) -> np.ndarray:
+        """P(lo <= X <= hi) for X-intervals, clipped to [a, b]; 0 for empty or NaN intervals."""
+        lo = np.maximum(np.asarray(lo, dtype=np.float64), self._a)
+        hi = np.minimum(np.asarray(hi, dtype=np.float64), self._b)
+        lo, hi = np.broadcast_arrays(lo, hi)
+        pos = hi > lo
+        out = np.zeros(lo.shape)
+        if pos.any():
+            # Far-tail bins of a wide format make dist.prob's intermediates overflow harmlessly.
+            with np.errstate(over="ignore", under="ignore"):
+                out[pos] = self.dist.prob(lo[pos], hi[pos])
+        return out
+
+    def _log_mass(self, lo, hi) -> np.ndarray:
+        lo = np.maximum(np.asarray(lo, dtype=np.float64), self._a)
+        hi = np.minimum(np.asarray(hi, dtype=np.float64), self._b)
+        lo, hi = np.broadcast_arrays(lo, hi)
+        pos = hi > lo
+        out = np.full(lo.shape, -np.inf)
+        if pos.any():
+            with np.errstate(over="ignore", under="ignore"):
+                out[pos] = self.dist.log_prob(lo[pos], hi[pos])
+        return out
+
+    def _cells(self, v):
+        return self.fmt.cell_edges(v, self._via32)
+
+    def _support_end(self, start: float, step: int) -> float:
+        lo, hi = self._cells(np.array([start]))
+        if min(hi[0], self._b) > max(lo[0], self._a):
+            return start
+        # The bound sits exactly on the far edge of its rounding cell: the neighbour is the first atom.
+        nb = self.fmt.next_up(start) if step > 0 else self.fmt.next_down(start)
+        return float(nb)
+
+    def _enumerate_all(self) -> None:
+        keys, vals, lo, hi = _finite_cells(self.fmt, self._via32)
+        i0 = int(np.searchsorted(hi, self._a, side="right"))
+        i1 = int(np.searchsorted(lo, self._b, side="left"))
+        k, v, cl, ch = keys[i0:i1], vals[i0:i1], lo[i0:i1], hi[i0:i1]
+        p = self._mass(cl, ch)
+        pos = np.minimum(ch, self._b) > np.maximum(cl, self._a)
+        k, v, cl, ch, p = k[pos], v[pos], cl[pos], ch[pos], p[pos]
+        extra_k, extra_p, extra_lo, extra_hi = [], [], [], []
+        for key, olo, ohi in self.fmt.overflow_cells(self._via32):
+            if min(ohi, self._b) > max(olo, self._a):
+                extra_k.append(key)
+                extra_p.append(float(self._mass(olo, ohi)))
+                extra_lo.append(olo)
+                extra_hi.append(ohi)
+        if extra_k:
+            ek = np.array(extra_k, dtype=np.uint64)
+            uk, inv = np.unique(ek, return_inverse=True)  # fnuz: both tails share one NaN
+            up = np.bincount(inv, weights=extra_p)
+            uv = self.fmt.values_from_keys(uk)
+            k = np.concatenate([k, uk])
+            v = np.concatenate([v, uv])
+            p = np.concatenate([p, up])
+            order = np.argsort(k, kind="stable")
+            k, v, p = k[order], v[order], p[order]
+        self._keys, self._values, self._probs = k, v, p
+        for arr in (k, v, p):
+            arr.setflags(write=False)
+
+    def _need_atoms(self):
+        if self._values is None:
+            raise ValueError(
+                f"{self.fmt.name} has 2**{self.fmt.bits} lattice values: its law is not enumerated; "
+                "use bin_probs / hist_bin_probs / atom_probs"
+            )
+
+    # ------------------------------------------------------------------ atoms
+    @property
+    def values(self) -> np.ndarray:
+        """Every atom with (mathematically) positive mass, in ordered-key (= increasing) order:
+        finite values, +-inf where overflow reaches them, NaN for a format's overflow NaN (fnuz).
+        Atoms more than ~37 std out have probs that underflow to 0.0; see `log_probs`."""
+        self._need_atoms()
+        return self._values
+
+    @property
+    def probs(self) -> np.ndarray:
+        self._need_atoms()
+        return self._probs
+
+    @property
+    def keys(self) -> np.ndarray:
+        """Ordered keys (uint64) of `values`."""
+        self._need_atoms()
+        return self._keys
+
+    @functools.cached_property
+    def log_probs(self) -> np.ndarray:
+        """log P(Y = v) for `values`, finite even where `probs` underflows."""
+        self._need_atoms()
+        lo, hi = self._cells(self._values)
+        out = self._log_mass(lo, hi)
+        nan_atoms = np.isnan(self._values)
+        if nan_atoms.any():
+            out[nan_atoms] = np.log(self._probs[nan_atoms])
+        return out
+
+    def atom_probs(self, values) -> np.ndarray:
+        """P(Y == v) for float64 values (0 for values not on the lattice), any dtype."""
+        lo, hi = self._cells(values)
+        return self._mass(lo, hi)
+
+    # ------------------------------------------------------------------ intervals
+    def _floor(self, v: np.ndarray) -> np.ndarray:
+        """Largest lattice value <= v (NaN below the lattice); keeps the sign of a zero v."""
+        r = self.fmt.round(v)
+        r = np.where(r > v, self.fmt.next_down(r), r)
+        return np.where(np.isnan(r) & (v > 0), self.fmt.max_finite, r)
+
+    def _ceil(self, v: np.ndarray) -> np.ndarray:
+        r = self.fmt.round(v)
+        r = np.where(r < v, self.fmt.next_up(r), r)
+        return np.where(np.isnan(r) & (v < 0), -self.fmt.max_finite, r)
+
+    def _edge_le(self, v) -> np.ndarray:
+        """X-edge e with  Y <= v  <=>  X < e  (zeros compare equal)."""
+        v = np.asarray(v, dtype=np.float64)
+        f = self._floor(v)
+        f = np.where(f == 0, 0.0, f)
+        e = self._cells(f)[1]
+        e = np.where(np.isnan(f) & ~np.isnan(v), self._x_bottom, e)
+        return e
+
+    def _edge_ge(self, v) -> np.ndarray:
+        """X-edge e with  Y >= v  <=>  X > e  (zeros compare equal)."""
+        v = np.asarray(v, dtype=np.float64)
+        c = self._ceil(v)
+        c = np.where(c == 0, -0.0 if self.fmt.has_neg_zero else 0.0, c)
+        e = self._cells(c)[0]
+        e = np.where(np.isnan(c) & ~np.isnan(v), self._x_top, e)
+        return e
+
+    def prob_le(self, v) -> np.ndarray:
+        """P(Y <= v), from the X-mass left of the edge (accurate in the left tail); NaN for NaN v."""
+        return self._nan_in(v, self._mass(self._x_bottom, self._edge_le(v)))
+
+    def prob_gt(self, v) -> np.ndarray:
+        """P(Y > v), from the X-mass right of the edge (accurate in the right tail)."""
+        return self._nan_in(v, self._mass(self._edge_le(v), self._x_top))
+
+    def prob_ge(self, v) -> np.ndarray:
+        """P(Y >= v), from the X-mass right of the edge."""
+        return self._nan_in(v, self._mass(self._edge_ge(v), self._x_top))
+
+    def prob_lt(self, v) -> np.ndarray:
+        """P(Y < v), from the X-mass left of the edge."""
+        return self._nan_in(v, self._mass(self._x_bottom, self._edge_ge(v)))
+
+    @staticmethod
+    def _nan_in(v, p):
+        return np.where(np.isnan(np.asarray(v, dtype=np.float64)), np.nan, p)
+
+    def bin_probs(self, lo_values, hi_values) -> np.ndarray:
+        """P(lo <= Y <= hi), vectorized, any dtype. Ends are lattice values (others are moved inwards
+        to the lattice); a zero end keeps its sign, as ordered keys do: [+0, x] excludes -0."""
+        lo, hi = np.broadcast_arrays(np.asarray(lo_values, dtype=np.float64), np.asarray(hi_values, dtype=np.float64))
+        out = np.zeros(lo.shape)
+        # Ranges that miss the support have no mass: skip their edges (half of a 2**20-bin histogram).
+        m = (hi >= self.support_lo) & (lo <= self.support_hi)
+        if m.any():
+            out[m] = self._mass(self._end_edge(lo[m], -1), self._end_edge(hi[m], +1))
+        return out
+
+    def _end_edge(self, v, side: int) -> np.ndarray:
+        """X-edge of a bin end: lower edge of the first lattice value >= v (side=-1) or upper edge of
+        the last one <= v (side=+1). Works on keys; ends off the finite lattice take the slow path."""
+        fmt = self.fmt
+        v = np.asarray(v, dtype=np.float64)
+        u = fmt.encode(v)
+        r = fmt.decode(u)
+        k = fmt.keys_from_bits(u)
+        move = (r < v) if side < 0 else (r > v)
+        k = np.where(move, fmt._step_key(k, -side)[0], k)
+        klo, khi = (np.uint64(x) for x in fmt.finite_key_range)
+        fast = np.isfinite(r) & (k >= klo) & (k <= khi)
+        edge = fmt.key_cell_edge(np.where(fast, k, klo), side, self._via32)
+        if not fast.all():
+            slow = ~fast
+            w = self._ceil(v[slow]) if side < 0 else self._floor(v[slow])
+            edge[slow] = self._cells(w)[0 if side < 0 else 1]
+        return edge
+
+    # ------------------------------------------------------------------ histogram
+    def hist_bin_probs(self) -> np.ndarray:
+        """Mass of each ordered-key histogram bin (float64[2**hist_bits]); cached."""
+        return self._hist
+
+    @functools.cached_property
+    def _hist(self) -> np.ndarray:
+        fmt = self.fmt
+        out = np.zeros(1 << fmt.hist_bits)
+        shift = np.uint64(fmt.bits - fmt.hist_bits)
+        if self._values is not None:
+            out[(self._keys >> shift).astype(np.intp)] = self._probs
+        else:
+            lo, hi, _ = _hist_cells(fmt)
+            live = (np.minimum(hi, self._b) > np.maximum(lo, self._a))
+            idx = np.nonzero(live)[0]
+            out[idx] = self._mass(lo[idx], hi[idx])
+            for key, olo, ohi in fmt.overflow_cells(self._via32):
+                out[int(np.uint64(key) >> shift)] += float(self._mass(olo, ohi))
+        out.setflags(write=False)
+        return out
+
+    # ------------------------------------------------------------------ moments
+    @functools.cached_property
+    def _atom_view(self):
+        """(values, probs) used for moments: every atom for <=16-bit formats; for 32/64-bit the atoms
+        between the 1e-30 quantiles when there are at most ENUMERATE_MAX of them, else None."""
+        if self._values is not None:
+            return self._values, self._probs
+        fmt = self.fmt
+        klo = self._quantile_key(ENUMERATE_TAIL, lower=True)
+        khi = self._quantile_key(ENUMERATE_TAIL, lower=False)
+        if khi - klo + 1 > ENUMERATE_MAX:
+            return None
+        keys = np.arange(klo, khi + 1, dtype=np.uint64)
+        vals = fmt.values_from_keys(keys)
+        vals = vals[~np.isnan(vals)]
+        return vals, self.atom_probs(vals)
+
+    def _quantile_key(self, eps: float, lower: bool) -> int:
+        """Key of the last lattice value with P(Y < v) <= eps (lower) / first with P(Y > v) <= eps."""
+        fmt = self.fmt
+        k0 = int(fmt.ordered_keys(np.array([self.support_lo]))[0])
+        k1 = int(fmt.ordered_keys(np.array([self.support_hi]))[0])
+        val = lambda k: fmt.values_from_keys(np.array([k], dtype=np.uint64))
+        if lower:
+            lo, hi = k0, k1  # invariant: P(Y < value(lo)) <= eps
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if float(self.prob_lt(val(mid))[0]) <= eps:
+                    lo = mid
+                else:
+                    hi = mid
+            return lo
+        lo, hi = k0, k1  # invariant: P(Y > value(hi)) <= eps
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if float(self.prob_gt(val(mid))[0]) <= eps:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    @property
+    def moments_from_atoms(self) -> bool:
+        """True when the moments are those of the atoms; False: the continuous law's (see `sheppard_bound`)."""
+        return self._atom_view is not None
+
+    @functools.cached_property
+    def sheppard_bound(self) -> float:
+        """For continuous-law moments: h**2 / (12 var) with h the widest lattice spacing between the
+        1e-30 quantiles -- Sheppard's relative change of the variance by rounding (0 when exact)."""
+        if self._atom_view is not None:
+            return 0.0
+        fmt = self.fmt
+        ks = [self._quantile_key(ENUMERATE_TAIL, True), self._quantile_key(ENUMERATE_TAIL, False)]
+        v = fmt.values_from_keys(np.array(ks, dtype=np.uint64))
+        h = float(np.max(fmt.spacing(v)))
+        return h * h / (12.0 * float(self.dist.var))
+
+    @functools.cached_property
+    def _moments(self) -> tuple[float, np.ndarray]:
+        """(mean, central moments 0..8) of Y."""
+        view = self._atom_view
+        if view is None:
+            # 32/64-bit with >2**22 atoms in the bulk: the lattice is then fine against the spread
+            # (spacing <= 2**-23 |x|), and rounding changes the variance by h**2/12 relative to var,
+            # below 1e-10 in every case of the grid (`sheppard_bound`), far under any sampling error.
+            d = self.dist
+            cm = np.array([1.0, 0.0] + [float(d.central_moment(k)) for k in range(2, 9)])
+            return float(d.mean), cm
+        v, p = view
+        fin = np.isfinite(v)
+        if np.any(p[~fin] > 0):
+            return np.nan, np.full(9, np.nan)
+        v, p = v[fin & (p > 0)], p[fin & (p > 0)]
+        total = p.sum()
+        # Centre on the heaviest atom first so that a large mean with a tiny spread keeps its digits.
+        c = v[np.argmax(p)]
+        mean = c + float(np.dot(p, v - c)) / total
+        dv = v - mean
+        cm = np.empty(9)
+        pw = p / total
+        for k in range(9):
+            cm[k] = float(np.dot(pw, dv**k)) if k else 1.0
+        cm[1] = 0.0
+        return float(mean), cm
+
+    @property
+    def mean(self) -> float:
+        return self._moments[0]
+
+    @property
+    def var(self) -> float:
+        return float(self._moments[1][2])
+
+    @property
+    def std(self) -> float:
+        return float(np.sqrt(self.var))
+
+    @property
+    def skewness(self) -> float:
+        cm = self._moments[1]
+        return float(cm[3] / cm[2] ** 1.5) if cm[2] > 0 else np.nan
+
+    @property
+    def kurtosis(self) -> float:
+        """Excess kurtosis of Y."""
+        cm = self._moments[1]
+        return float(cm[4] / cm[2] ** 2 - 3.0) if cm[2] > 0 else np.nan
+
+    def central_moment(self, k: int) -> float:
+        if not 0 <= int(k) <= 8:
+            raise ValueError(f"central_moment: k must be in 0..8, got {k}")
+        return float(self._moments[1][int(k)])
+
+    # ------------------------------------------------------------------ collisions
+    @functools.cached_property
+    def collision_prob(self) -> float:
+        """sum_v P(Y = v)**2: exact from the atoms where they are enumerated (<=16-bit, and 32/64-bit
+        laws with few atoms in the bulk). Otherwise each histogram bin, whose cells share one width h,
+        contributes h * integral of f**2 over it (f the density of X): sum p_v**2 with p_v = h f(v),
+        relative error O((h / std)**2). The atoms whose cells are not a full h -- the two bound atoms,
+        the zeros and the powers of two (wider spacing above than below) -- are taken exactly."""
+        view = self._atom_view
+        if view is not None:
+            p = view[1]
+            return float(np.dot(p, p))
+        return self._collision_from_bins()
+
+    def _int_f2(self, lo, hi) -> np.ndarray:
+        """integral of f**2 over [lo, hi] (inside [a, b]), f the density of X, in log space:
+        f**2 is a normal density of std sigma / sqrt(2) times 1 / (2 sqrt(pi) sigma Z**2)."""
+        d = self.dist
+        cls = type(d)
+        log_z = float(np.asarray(cls(d.loc, d.scale, -np.inf, np.inf).log_prob(d.a, d.b)))
+        wl = _SQRT2 * (np.asarray(lo) - d.loc) / d.scale
+        wh = _SQRT2 * (np.asarray(hi) - d.loc) / d.scale
+        lp = np.asarray(cls(0.0, 1.0, -np.inf, np.inf).log_prob(wl, wh))
+        return np.exp(lp - _LOG_2_SQRT_PI - np.log(d.scale) - 2.0 * log_z)
+
+    def _collision_from_bins(self) -> float:
+        fmt = self.fmt
+        lo, hi, h = _hist_cells(fmt)
+        lo = np.maximum(lo, self._a)
+        hi = np.minimum(hi, self._b)
+        live = np.nonzero(hi > lo)[0]
+        total = float(np.sum(h[live] * self._int_f2(lo[live], hi[live])))
+        # Exact terms for the atoms the bin rule gets wrong by a fraction of one atom.
+        e = np.arange(1 - fmt.bias, fmt.bias + 1)
+        pow2 = np.ldexp(1.0, e)
+        special = np.concatenate([pow2, -pow2, [0.0, -0.0, self.support_lo, self.support_hi]])
+        special = special[(special >= self.support_lo) & (special <= self.support_hi)]
+        special = np.unique(fmt.ordered_keys(special))
+        special = fmt.values_from_keys(special)
+        special = special[np.isfinite(special)]
+        clo, chi = self._cells(special)
+        clo, chi = np.maximum(clo, self._a), np.minimum(chi, self._b)
+        ok = chi > clo
+        special, clo, chi = special[ok], clo[ok], chi[ok]
+        bin_h = h[(fmt.ordered_keys(special) >> np.uint64(fmt.bits - fmt.hist_bits)).astype(np.intp)]
+        p = self._mass(clo, chi)
+        total += float(np.sum(p * p) - np.sum(bin_h * self._int_f2(clo, chi)))
+        for _, olo, ohi in fmt.overflow_cells(self._via32):
+            total += float(self._mass(olo, ohi)) ** 2
+        return total
+
+    def __repr__(self) -> str:
+        d = self.dist
+        return (
+            f"RoundedLaw(TN({d.loc!r}, {d.scale!r}, [{d.a!r}, {d.b!r}]) in {self.fmt.name}"
+            f"{', torch rounding' if self._via32 else ''}: rn_a={self.rn_a!r}, rn_b={self.rn_b!r})"
+        )
+
+
+_CACHE: "OrderedDict[tuple, RoundedLaw]" = OrderedDict()
+_CACHE_SIZE = 256
+
+
+def rounded_law(dist, dtype, rounding: str = "rn") -> RoundedLaw:
+    """The law of RN(X), X ~ dist, in `dtype` (torch dtype, name, or FloatFormat); cached.
+
+    rounding="rn" (default): one round-to-nearest-even of the exact X (the canonical law).
+    rounding="torch": torch's cast of a float64 X (via float32 for narrower formats).
+    """
+    fmt = float_format(dtype)
+    key = (type(dist), float(dist.loc), float(dist.scale), float(dist.a), float(dist.b), fmt.name, rounding)
+    law = _CACHE.get(key)
+    if law is None:
+        law = RoundedLaw(dist, fmt, rounding)
+        _CACHE[key] = law
+        if len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+    return law

@@ -1,0 +1,623 @@
+"""The continuous truncated normal law TN(mean, std, a, b), accurate to ~1e-12 in every regime.
+
+This is the law every verdict of the harness is ultimately measured against (the rounded law in
+`reference.rounded` is built from `TruncatedNormal.prob`), so it favours accuracy over brevity:
+
+* Probabilities are relative-accurate down to 1e-300 and below (log space, via `log_prob`), for
+  intervals deep in one tail, 1e-12 sigma wide, or unbounded. Nothing ever subtracts two CDF values
+  near 1: every mass is computed on the side of the density's mode, as ``phi(x) * g(x, w)`` with
+  ``g(x, w) = int_0^w exp(-x s - s^2/2) ds`` evaluated by Gauss-Legendre when the density barely
+  changes over the window, and by Mills ratios (``erfcx``) otherwise.
+* Differences of standardized points are always formed from absolute coordinates
+  (``(hi - lo) / std``), never as ``beta - alpha``, so a 1e-12-sigma window keeps its digits.
+* Moments come from one of three cancellation-free representations: a symmetric quadrature about
+  the window's centre (narrow and moderate windows), a quadrature anchored at the bound for strongly
+  tilted one-sided tails, and Gaussian-deficit recurrences for wide windows around the mean.
+* ``ppf``/``isf`` start from asymptotic or log-space ``ndtri`` guesses and take three Halley steps on
+  the log-mass, tracking the point as offsets from a, b and the mean at once so the answer is
+  returned from whichever reference is nearest.
+
+Laws with the mean right of the interval are handled by mirroring (``X -> -X``), so the internal
+`_Frame` only ever sees the mean at or left of the interval (a right tail) or inside it.
+
+Pure numpy float64 + scipy.special; no torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from scipy import special as sc
+
+__all__ = ["TruncatedNormal"]
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+_LOG_SQRT_HALF_PI = 0.5 * math.log(0.5 * math.pi)
+_SQRT_HALF = math.sqrt(0.5)
+_LOG_HALF = math.log(0.5)
+
+# Windows over which log-density changes by at most _GL_MAX_C are integrated by a fixed 16-point
+# Gauss-Legendre rule (exact to rounding there); wider ones by a Mills-ratio difference that then
+# loses at most a factor 1 / (1 - exp(-_GL_MAX_C)) ~ 1.16 to cancellation.
+_GL_T, _GL_W = np.polynomial.legendre.leggauss(16)
+_GL_MAX_C = 2.0
+
+# Panel rule for moments: 20 nodes integrate (polynomial of degree 8) * exp(varying by <= 1.5).
+_MOM_T, _MOM_W = np.polynomial.legendre.leggauss(20)
+# The centred quadrature needs the mean near the window's centre (its binomial shift to the mean
+# cancels like (shift / std)^k): half-width and tilt |centre| * half-width are bounded.
+_CENTRED_MAX_HALF_WIDTH = 2.0
+_CENTRED_MAX_TILT = 2.0
+# Gaussian-deficit recurrences need both cuts this far out (raw moments near the Gaussian ones).
+_GAUSS_MIN_CUT = 2.0
+# Log-density drop after which the direct quadrature stops (exp(-200) is far below 1e-16).
+_DIRECT_MAX_DROP = 200.0
+
+_HALLEY_STEPS = 3
+_MAX_MOMENT = 8
+
+
+# --------------------------------------------------------------------------------------------------
+# scalar/array kernels in standardized units
+
+
+def _log_mills(x):
+    """log R(x), R(x) = Phi_c(x) / phi(x) (Mills ratio), for x >= 0; -inf at +inf."""
+    with np.errstate(divide="ignore"):
+        return _LOG_SQRT_HALF_PI + np.log(sc.erfcx(np.multiply(x, _SQRT_HALF)))
+
+
+def _log_g(x, w):
+    """log int_0^w exp(-x s - s^2/2) ds for x >= 0, w >= 0 (w may be inf), elementwise.
+
+    ``phi(x) * g(x, w)`` is the N(0,1) mass of [x, x + w]; writing it this way keeps the Gaussian
+    factor exact and leaves only a well-conditioned integral.
+    """
+    x = np.asarray(x, dtype=float)
+    w = np.asarray(w, dtype=float)
+    out = np.full(x.shape, -np.inf)
+    with np.errstate(invalid="ignore", over="ignore"):
+        c = w * (x + 0.5 * w)  # log-density drop across the window
+    live = w != 0.0
+    short = live & (c <= _GL_MAX_C)
+    if short.any():
+        xs, ws = x[short], w[short]
+        half = 0.5 * ws
+        acc = np.zeros(xs.shape)
+        for t, wt in zip(_GL_T, _GL_W):
+            s = half * (1.0 + t)
+            acc += wt * np.exp(-s * (xs + 0.5 * s))
+        # log(w) + log(acc / 2), not log(w / 2): halving a subnormal width would round it.
+        out[short] = np.log(ws) + np.log(0.5 * acc)
+    wide = live & ~short
+    if wide.any():
+        xl, wl, cl = x[wide], w[wide], c[wide]
+        lr = _log_mills(xl)
+        with np.errstate(invalid="ignore"):
+            far = np.exp(_log_mills(xl + wl) - cl - lr)
+        far = np.where(np.isnan(far) & np.isinf(wl), 0.0, far)
+        out[wide] = lr + np.log1p(-far)
+    out[np.isnan(x) | np.isnan(w)] = np.nan
+    return out
+
+
+def _log_mass(xlo, xhi, w, ulo, t0):
+    """log( N(0,1) mass of [xlo, xhi] / phi(t0) ) elementwise (1-D arrays, xlo <= xhi).
+
+    ``w = xhi - xlo`` and ``ulo = xlo - t0`` are passed separately because the caller forms them
+    from absolute coordinates, where they are exact; ``t0`` is 0 unless every xlo is >= t0 >= 0.
+    """
+    out = np.full(xlo.shape, np.nan)
+    zero = w == 0.0
+    right = (xlo >= 0.0) & ~zero
+    left = (xhi <= 0.0) & ~right & ~zero
+    mid = (xlo < 0.0) & (xhi > 0.0) & ~zero
+    nr, nl, nm = int(right.sum()), int(left.sum()), int(mid.sum())
+    zm = np.zeros(nm)
+    lg = _log_g(
+        np.concatenate([xlo[right], -xhi[left], zm, zm]),
+        np.concatenate([w[right], w[left], -xlo[mid], xhi[mid]]),
+    )
+    u = ulo[right]
+    out[right] = -0.5 * u * (2.0 * t0 + u) + lg[:nr]
+    out[left] = -0.5 * xhi[left] ** 2 + lg[nr : nr + nl]
+    out[mid] = np.logaddexp(lg[nr + nl : nr + nl + nm], lg[nr + nl + nm :])
+    out[zero] = -np.inf
+    return out
+
+
+def _binomial_central(raw, m):
+    """Central moments 0..8 from moments ``raw`` about a point and the mean offset ``m``."""
+    mu = np.zeros(_MAX_MOMENT + 1)
+    for k in range(_MAX_MOMENT + 1):
+        mu[k] = sum(math.comb(k, j) * raw[j] * (-m) ** (k - j) for j in range(k + 1))
+    mu[1] = 0.0
+    return mu
+
+
+def _panel_nodes(edges):
+    """Gauss-Legendre nodes and weights of the composite rule on consecutive ``edges``."""
+    lo, hi = edges[:-1, None], edges[1:, None]
+    half = 0.5 * (hi - lo)
+    return (lo + half * (1.0 + _MOM_T)).ravel(), (half * _MOM_W).ravel()
+
+
+# --------------------------------------------------------------------------------------------------
+# the law in a frame where the mean is at or left of the interval
+
+
+class _Frame:
+    """TN with ``mu <= a`` (a right tail, anchored at a) or ``a < mu < b`` (anchored at mu).
+
+    Masses are carried as logs relative to ``phi(t0)``, t0 = alpha (right tail) or 0, so even a
+    mass of 1e-400 of the untruncated normal is a modest number here.
+    """
+
+    def __init__(self, mu, sigma, a, b):
+        self.mu, self.sigma, self.a, self.b = mu, sigma, a, b
+        self.right = a >= mu
+        self.alpha = (a - mu) / sigma
+        self.beta = (b - mu) / sigma
+        self.width = (b - a) / sigma
+        self.t0 = self.alpha if self.right else 0.0
+        one = np.ones(1)
+        self.log_z = float(
+            self._log_mass_std(self.alpha * one, self.beta * one, self.width * one, self._u_a * one)[0]
+        )
+
+    # -- coordinates -------------------------------------------------------------------------------
+
+    @property
+    def _u_a(self):
+        """a - t0 in sigma units."""
+        return 0.0 if self.right else self.alpha
+
+    def _coords(self, x_abs):
+        """Standardized x and the exact offsets from a and to b of absolute points in [a, b]."""
+        with np.errstate(invalid="ignore"):
+            x = (x_abs - self.mu) / self.sigma
+            da = np.where(x_abs == self.a, 0.0, (x_abs - self.a) / self.sigma)
+            db = np.where(x_abs == self.b, 0.0, (self.b - x_abs) / self.sigma)
+        return x, da, db
+
+    def _u(self, x, da):
+        """x - t0, exact: from a in a right tail, from mu otherwise."""
+        return da if self.right else x
+
+    def _log_mass_std(self, xlo, xhi, w, ulo):
+        return _log_mass(xlo, xhi, w, ulo, self.t0)
+
+    def _log_phi(self, x, da):
+        """log(phi(x) / phi(t0))."""
+        u = self._u(x, da)
+        return -0.5 * u * (2.0 * self.t0 + u)
+
+    def _log_mass_below(self, x, da):
+        """log(mass of [a, x] / phi(t0))."""
+        n = x.shape
+        return self._log_mass_std(np.full(n, self.alpha), x, da, np.full(n, self._u_a))
+
+    def _log_mass_above(self, x, da, db):
+        """log(mass of [x, b] / phi(t0))."""
+        return self._log_mass_std(x, np.full(x.shape, self.beta), db, self._u(x, da))
+
+    # -- distribution functions (absolute x, 1-D arrays) -------------------------------------------
+
+    def log_tails(self, x_abs):
+        """(log P(X <= x), log P(X >= x)) without cancellation on either side."""
+        x_abs = np.clip(x_abs, self.a, self.b)
+        x, da, db = self._coords(x_abs)
+        lo = self._log_mass_below(x, da) - self.log_z
+        hi = self._log_mass_above(x, da, db) - self.log_z
+        # The smaller tail is accurate; the larger one is 1 - smaller.
+        with np.errstate(divide="ignore"):
+            log_cdf = np.where(hi < lo, np.log1p(-np.exp(hi)), lo)
+            log_sf = np.where(lo < hi, np.log1p(-np.exp(lo)), hi)
+        log_cdf = np.minimum(log_cdf, 0.0)
+        log_sf = np.minimum(log_sf, 0.0)
+        return log_cdf, log_sf
+
+    def tails(self, x_abs):
+        lo, hi = self.log_tails(x_abs)
+        return np.where(hi < lo, -np.expm1(hi), np.exp(lo)), np.where(lo < hi, -np.expm1(lo), np.exp(hi))
+
+    def logpdf(self, x_abs):
+        inside = (x_abs >= self.a) & (x_abs <= self.b)
+        x, da, _ = self._coords(np.clip(x_abs, self.a, self.b))
+        out = self._log_phi(x, da) - self.log_z - math.log(self.sigma)
+        out = np.where(inside, out, -np.inf)
+        return np.where(np.isnan(x_abs), np.nan, out)
+
+    def log_prob(self, lo, hi):
+        """log P(lo <= X <= hi); the complement is used where the mass is above 1/2."""
+        lo = np.clip(lo, self.a, self.b)
+        hi = np.clip(hi, self.a, self.b)
+        empty = ~(lo < hi)
+        hi = np.where(empty, lo, hi)
+        xlo, dlo, _ = self._coords(lo)
+        xhi, _, _ = self._coords(hi)
+        with np.errstate(invalid="ignore"):
+            w = np.where(empty, 0.0, (hi - lo) / self.sigma)
+        out = self._log_mass_std(xlo, xhi, w, self._u(xlo, dlo)) - self.log_z
+        big = out > _LOG_HALF
+        if big.any():
+            lcdf, _ = self.log_tails(lo[big])
+            _, lsf = self.log_tails(hi[big])
+            rest = np.exp(lcdf) + np.exp(lsf)
+            out[big] = np.where(rest < 0.5, np.log1p(-rest), out[big])
+        out = np.minimum(out, 0.0)
+        out[empty] = -np.inf
+        out[np.isnan(lo) | np.isnan(hi)] = np.nan
+        return out
+
+    # -- quantiles ---------------------------------------------------------------------------------
+
+    def _halley(self, x, da, db, target, upper):
+        """Solve log-mass of [a, x] (or [x, b] if upper) == target; x, da, db kept consistent."""
+        for _ in range(_HALLEY_STEPS):
+            lphi = self._log_phi(x, da)
+            if upper:
+                lm = self._log_mass_above(x, da, db)
+            else:
+                lm = self._log_mass_below(x, da)
+            f = lm - target
+            with np.errstate(invalid="ignore", over="ignore"):
+                r = np.exp(lphi - lm)  # d(log-mass)/dx in magnitude: phi(x) / mass
+                if upper:
+                    den = r - 0.5 * f * (x - r)
+                    newton = f / r
+                    step = f / den
+                else:
+                    den = r + 0.5 * f * (x + r)
+                    newton = -f / r
+                    step = -f / den
+            step = np.where((den > 0.5 * r) & np.isfinite(step), step, newton)
+            step = np.where(np.isfinite(step), step, 0.0)
+            step = np.clip(step, -0.9 * da, 0.9 * db)
+            x, da, db = x + step, da + step, db - step
+        return x, da, db
+
+    def _to_abs(self, x, da, db):
+        """Absolute point from whichever reference (a, b or mu) is nearest, for full precision."""
+        fa = np.where(np.isfinite(da), np.abs(da), np.inf)
+        fb = np.where(np.isfinite(db), np.abs(db), np.inf)
+        fx = np.abs(x)
+        with np.errstate(invalid="ignore"):  # inf - inf where a bound is infinite: never chosen
+            from_a = self.a + self.sigma * da
+            from_b = self.b - self.sigma * db
+            from_mu = self.mu + self.sigma * x
+        out = np.where((fa <= fb) & (fa <= fx), from_a, np.where(fb <= fx, from_b, from_mu))
+        return np.clip(out, self.a, self.b)
+
+    def solve_lower(self, log_p):
+        """x with P(a <= X <= x) = exp(log_p), for log_p <= log(1/2)."""
+        target = log_p + self.log_z
+        k = self.alpha
+        log_big = target - self._log_phi(np.array(self.alpha), np.array(0.0))  # target / phi(alpha)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            near = (log_big + math.log(max(abs(k), 1.0)) <= _LOG_HALF) & np.isfinite(k)
+            big = np.exp(log_big)
+            d_near = -np.log1p(-k * big) / k if k != 0.0 else big
+            if self.right:
+                lc = sc.log_ndtr(-k) + np.log1p(-np.exp(log_p + self.log_z - _log_mills(k)))
+                x_far = -sc.ndtri_exp(lc)
+            else:
+                lz_abs = self.log_z - _LOG_SQRT_2PI
+                x_far = sc.ndtri_exp(np.logaddexp(sc.log_ndtr(k), log_p + lz_abs))
+            x = np.where(near, k + d_near, x_far)
+            da = np.where(near, d_near, x_far - k)
+            db = np.where(near, self.width - d_near, self.beta - x_far)
+        da, db, x = self._into(da, db, x)
+        return self._to_abs(*self._halley(x, da, db, target, upper=False))
+
+    def solve_upper(self, log_q):
+        """x with P(x <= X <= b) = exp(log_q), for log_q <= log(1/2)."""
+        target = log_q + self.log_z
+        k = self.beta
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            lphi_b = -0.5 * self.width * (2.0 * self.alpha + self.width) if self.right else -0.5 * k * k
+            log_big = target - lphi_b
+            near = (log_big + math.log(max(abs(k), 1.0)) <= _LOG_HALF) & np.isfinite(k)
+            big = np.exp(log_big)
+            d_near = np.log1p(k * big) / k if k != 0.0 else big
+            lz_abs = self.log_z - 0.5 * self.t0 * self.t0 - _LOG_SQRT_2PI
+            x_far = -sc.ndtri_exp(np.logaddexp(sc.log_ndtr(-k), log_q + lz_abs))
+            x = np.where(near, k - d_near, x_far)
+            db = np.where(near, d_near, k - x_far)
+            da = np.where(near, self.width - d_near, x_far - self.alpha)
+        da, db, x = self._into(da, db, x)
+        return self._to_abs(*self._halley(x, da, db, target, upper=True))
+
+    def _into(self, da, db, x):
+        """Pull initial guesses strictly inside the interval, keeping the three offsets consistent."""
+        tiny = 1e-300
+        lift = np.where(da <= 0.0, tiny - da, 0.0)
+        drop = np.where(db <= 0.0, tiny - db, 0.0)
+        shift = np.where(np.isfinite(lift), lift, 0.0) - np.where(np.isfinite(drop), drop, 0.0)
+        return da + shift, db - shift, x + shift
+
+    # -- moments -----------------------------------------------------------------------------------
+
+    @functools.cached_property
+    def moments(self):
+        """(mean, standardized central moments mu_0..mu_8, kappa_4 = mu_4 - 3 mu_2^2) in sigma units."""
+        lam = ((self.a - self.mu) + (self.b - self.mu)) / (2.0 * self.sigma)
+        h = 0.5 * self.width
+        if h <= _CENTRED_MAX_HALF_WIDTH and abs(lam) * h <= _CENTRED_MAX_TILT:
+            return self._moments_centred(lam, h)
+        if not self.right and min(-self.alpha, self.beta) >= _GAUSS_MIN_CUT:
+            return self._moments_gauss()
+        return self._moments_direct()
+
+    def _moments_centred(self, lam, h):
+        """Quadrature about the window's centre c: density of t = X - c is exp(-lam t - t^2/2).
+
+        Folding t and -t gives cosh/sinh integrands, so odd moments come out relative-accurate
+        even when the tilt lam * width is 1e-11 (a 1e-12-sigma window at 40 sigma).
+        """
+        panels = max(1, math.ceil((abs(lam) + h) * h / 1.5))
+        t, wt = _panel_nodes(np.linspace(0.0, h, panels + 1))
+        base = wt * np.exp(-0.5 * t * t)
+        even = base * np.cosh(lam * t)
+        odd = -base * np.sinh(lam * t)
+        norm = even.sum()
+        raw = [1.0] + [float(((even if j % 2 == 0 else odd) * t**j).sum() / norm) for j in range(1, 9)]
+        m = raw[1]
+        mu = _binomial_central(raw, m)
+        centre = self.a + 0.5 * (self.b - self.a)
+        return centre + self.sigma * m, mu, mu[4] - 3.0 * mu[2] ** 2
+
+    def _moments_direct(self):
+        """Quadrature in u = x - t0 on panels of equal log-density drop, central moments in 2 passes.
+
+        For laws whose mean sits far from the window's centre (one-sided tails, lopsided windows):
+        no moment is small there, so direct sums (u - mean)^k lose nothing.
+        """
+        t0 = self.t0
+        u_hi = self.beta - t0 if not self.right else self.width
+        edges = [self._drop_edges(t0, u_hi)]
+        if not self.right:
+            edges.insert(0, -self._drop_edges(0.0, -self.alpha)[::-1])
+        u, wt = _panel_nodes(np.unique(np.concatenate(edges)))
+        dens = wt * np.exp(-0.5 * u * (2.0 * t0 + u))
+        norm = dens.sum()
+        m = float((dens * u).sum() / norm)
+        d = u - m
+        mu = np.array([float((dens * d**k).sum() / norm) for k in range(_MAX_MOMENT + 1)])
+        mu[0], mu[1] = 1.0, 0.0
+        anchor = self.a if self.right else self.mu
+        return anchor + self.sigma * m, mu, mu[4] - 3.0 * mu[2] ** 2
+
+    @staticmethod
+    def _drop_edges(t0, u_end):
+        """Points 0 = u_0 < u_1 < ... where u (2 t0 + u) / 2 grows by 1 per panel, up to u_end."""
+        drop = 0.5 * u_end * (2.0 * t0 + u_end) if math.isfinite(u_end) else math.inf
+        top = min(drop, _DIRECT_MAX_DROP)
+        v = np.linspace(0.0, top, max(1, math.ceil(top)) + 1)
+        edges = np.zeros_like(v)
+        edges[1:] = 2.0 * v[1:] / (t0 + np.sqrt(t0 * t0 + 2.0 * v[1:]))
+        if drop <= _DIRECT_MAX_DROP:
+            edges[-1] = u_end
+        return edges
+
+    def _moments_gauss(self):
+        """Wide windows around the mean: raw moments as Gaussian moments minus boundary terms.
+
+        T_j = (beta^j phi(beta) - alpha^j phi(alpha)) / Z are small here, and kappa_4 is written in
+        them directly, so a kurtosis of -1e-19 at +-10 sigma keeps its relative accuracy.
+        """
+        al, be = self.alpha, self.beta
+        ra = math.exp(-0.5 * al * al - self.log_z) if math.isfinite(al) else 0.0
+        rb = math.exp(-0.5 * be * be - self.log_z) if math.isfinite(be) else 0.0
+        T = np.zeros(_MAX_MOMENT)
+        if math.isfinite(al) and math.isfinite(be):
+            # Pair the two bounds: beta^j e^-D - alpha^j with D = (beta^2 - alpha^2)/2 exact.
+            s = ((self.a - self.mu) + (self.b - self.mu)) / self.sigma  # beta + alpha
+            dd = 0.5 * self.width * s
+            lr = math.log1p(s / -al)  # log(beta / |alpha|)
+            for j in range(_MAX_MOMENT):
+                if j % 2 == 0:
+                    T[j] = ra * abs(al) ** j * math.expm1(j * lr - dd)
+                else:
+                    T[j] = ra * (be**j * math.exp(-dd) + abs(al) ** j)
+        else:
+            for j in range(_MAX_MOMENT):
+                T[j] = (be**j * rb if rb else 0.0) - (al**j * ra if ra else 0.0)
+        raw = np.zeros(_MAX_MOMENT + 1)
+        raw[0], raw[1] = 1.0, -T[0]
+        for k in range(2, _MAX_MOMENT + 1):
+            raw[k] = (k - 1) * raw[k - 2] - T[k - 1]
+        m = raw[1]
+        mu = _binomial_central(raw, m)
+        t0, t1, t2, t3 = T[:4]
+        k4 = 3 * t1 - t3 - 3 * t1**2 + 4 * t0**2 - 4 * t0 * t2 - 12 * t1 * t0**2 - 6 * t0**4
+        return self.mu + self.sigma * m, mu, k4
+
+
+# --------------------------------------------------------------------------------------------------
+# public API
+
+
+def _validate(mean, std, a, b):
+    vals = {}
+    for name, v in (("mean", mean), ("std", std), ("a", a), ("b", b)):
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"TruncatedNormal: {name} must be a real number, got {v!r}") from None
+        if math.isnan(f):
+            raise ValueError(f"TruncatedNormal: {name} is NaN")
+        vals[name] = f
+    if not math.isfinite(vals["mean"]):
+        raise ValueError(f"TruncatedNormal: mean must be finite, got {vals['mean']}")
+    if not (math.isfinite(vals["std"]) and vals["std"] > 0.0):
+        raise ValueError(f"TruncatedNormal: std must be positive and finite, got {vals['std']}")
+    if not vals["a"] < vals["b"]:
+        raise ValueError(f"TruncatedNormal: a must be less than b, got a={vals['a']}, b={vals['b']}")
+    return vals["mean"], vals["std"], vals["a"], vals["b"]
+
+
+def _flat(*arrays):
+    """Broadcast, flatten to float64 1-D, and remember the shape."""
+    arrs = np.broadcast_arrays(*[np.asarray(x, dtype=float) for x in arrays])
+    return arrs[0].shape, [np.ascontiguousarray(x).ravel() for x in arrs]
+
+
+def _shaped(values, shape):
+    out = np.asarray(values, dtype=float).reshape(shape)
+    return out[()] if out.ndim == 0 else out
+
+
+class TruncatedNormal:
+    """N(mean, std^2) restricted to [a, b] (absolute bounds, either may be infinite).
+
+    Vectorized: pdf, logpdf, cdf, sf, logcdf, logsf, ppf, isf, prob(lo, hi), log_prob(lo, hi),
+    min_cdf(x, m), max_sf(x, m). Properties: mean, var, std, skewness, kurtosis (excess);
+    central_moment(k) for k <= 8. Raises ValueError (naming the parameter) on invalid parameters.
+    """
+
+    def __init__(self, mean, std, a, b):
+        self.loc, self.scale, self.a, self.b = _validate(mean, std, a, b)
+        self.alpha = (self.a - self.loc) / self.scale
+        self.beta = (self.b - self.loc) / self.scale
+        # The frame needs the mean at or left of the interval's mode side; mirror when it is right.
+        self._flip = self.b <= self.loc
+        if self._flip:
+            self._f = _Frame(-self.loc, self.scale, -self.b, -self.a)
+        else:
+            self._f = _Frame(self.loc, self.scale, self.a, self.b)
+
+    def __repr__(self):
+        return f"TruncatedNormal(mean={self.loc!r}, std={self.scale!r}, a={self.a!r}, b={self.b!r})"
+
+    def _sign(self, x):
+        return -x if self._flip else x
+
+    # -- densities and tails -----------------------------------------------------------------------
+
+    def logpdf(self, x):
+        shape, (x,) = _flat(x)
+        return _shaped(self._f.logpdf(self._sign(x)), shape)
+
+    def pdf(self, x):
+        return np.exp(self.logpdf(x))
+
+    def _log_tails(self, x):
+        shape, (x,) = _flat(x)
+        lo, hi = self._f.log_tails(self._sign(x))
+        if self._flip:
+            lo, hi = hi, lo
+        nan = np.isnan(x)
+        lo[nan] = hi[nan] = np.nan
+        return shape, lo, hi
+
+    def logcdf(self, x):
+        """log P(X <= x)."""
+        shape, lo, _ = self._log_tails(x)
+        return _shaped(lo, shape)
+
+    def logsf(self, x):
+        """log P(X > x)."""
+        shape, _, hi = self._log_tails(x)
+        return _shaped(hi, shape)
+
+    def cdf(self, x):
+        shape, lo, hi = self._log_tails(x)
+        with np.errstate(invalid="ignore"):
+            return _shaped(np.where(hi < lo, -np.expm1(hi), np.exp(lo)), shape)
+
+    def sf(self, x):
+        shape, lo, hi = self._log_tails(x)
+        with np.errstate(invalid="ignore"):
+            return _shaped(np.where(lo < hi, -np.expm1(lo), np.exp(hi)), shape)
+
+    def log_prob(self, lo, hi):
+        """log P(lo <= X <= hi), bounds clipped to [a, b]; -inf where lo >= hi."""
+        shape, (lo, hi) = _flat(lo, hi)
+        if self._flip:
+            lo, hi = -hi, -lo
+        return _shaped(self._f.log_prob(lo, hi), shape)
+
+    def prob(self, lo, hi):
+        """P(lo <= X <= hi), relative-accurate also deep in a tail and for 1e-12-sigma windows."""
+        return np.exp(self.log_prob(lo, hi))
+
+    # -- quantiles ---------------------------------------------------------------------------------
+
+    def _quantile(self, p, lower_is_p):
+        """Quantile at lower-tail mass p (lower_is_p) or upper-tail mass p; both tails accurate."""
+        shape, (p,) = _flat(p)
+        out = np.full(p.shape, np.nan)
+        # In the frame, "lower" is the original lower tail unless mirrored.
+        lower_side = lower_is_p != self._flip
+        f = self._f
+        edge_lo, edge_hi = (f.a, f.b) if lower_side else (f.b, f.a)
+        out[p == 0.0] = edge_lo
+        out[p == 1.0] = edge_hi
+        small = (p > 0.0) & (p <= 0.5)
+        large = (p > 0.5) & (p < 1.0)
+        with np.errstate(divide="ignore"):
+            if small.any():
+                lp = np.log(p[small])
+                out[small] = f.solve_lower(lp) if lower_side else f.solve_upper(lp)
+            if large.any():
+                lq = np.log1p(-p[large])
+                out[large] = f.solve_upper(lq) if lower_side else f.solve_lower(lq)
+        return _shaped(self._sign(out), shape)
+
+    def ppf(self, p):
+        """x with P(X <= x) = p."""
+        return self._quantile(p, lower_is_p=True)
+
+    def isf(self, q):
+        """x with P(X > x) = q (accurate for q down to 1e-300: use it for the upper half)."""
+        return self._quantile(q, lower_is_p=False)
+
+    # -- order statistics --------------------------------------------------------------------------
+
+    def min_cdf(self, x, m):
+        """P(min of m iid draws <= x) = 1 - sf(x)^m, accurate for m up to 1e9 and beyond."""
+        shape, (x, m) = _flat(x, m)
+        _, _, hi = self._log_tails(x)
+        return _shaped(-np.expm1(m * hi), shape)
+
+    def max_sf(self, x, m):
+        """P(max of m iid draws > x) = 1 - cdf(x)^m."""
+        shape, (x, m) = _flat(x, m)
+        _, lo, _ = self._log_tails(x)
+        return _shaped(-np.expm1(m * lo), shape)
+
+    # -- moments -----------------------------------------------------------------------------------
+
+    @property
+    def mean(self):
+        return self._sign(self._f.moments[0])
+
+    @property
+    def var(self):
+        return self.scale**2 * self._f.moments[1][2]
+
+    @property
+    def std(self):
+        return self.scale * math.sqrt(self._f.moments[1][2])
+
+    @property
+    def skewness(self):
+        mu = self._f.moments[1]
+        return self._sign(mu[3] / mu[2] ** 1.5)
+
+    @property
+    def kurtosis(self):
+        """Excess kurtosis mu_4 / mu_2^2 - 3."""
+        _, mu, k4 = self._f.moments
+        return k4 / mu[2] ** 2
+
+    def central_moment(self, k):
+        """E[(X - mean)^k] for integer 0 <= k <= 8."""
+        if int(k) != k or not 0 <= k <= _MAX_MOMENT:
+            raise ValueError(f"central_moment: k must be an integer in [0, {_MAX_MOMENT}], got {k!r}")
+        k = int(k)
+        val = self._f.moments[1][k] * self.scale**k
+        return -val if (self._flip and k % 2) else val

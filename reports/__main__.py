@@ -1,0 +1,75 @@
+"""Command line: `python -m reports show DIR | compare BASE NEW | merge DIR... --out DIR`.
+
+show     print summary.md of a report directory (rebuilt from the results when it is missing)
+compare  markdown diff of two runs; exit 1 when NEW fails what BASE passed (the PR gate)
+merge    one report from several shards of a run
+
+Exit 2 with a one-line reason on stderr when an input cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .results import ReportError, read_environment, read_results
+
+
+def _show(args) -> int:
+    path = os.path.join(args.dir, "summary.md")
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    else:
+        from .summary import summary_markdown
+
+        text = summary_markdown(read_results(args.dir), read_environment(args.dir))
+    sys.stdout.write(text)
+    return 0
+
+
+def _compare(args) -> int:
+    from .compare import compare
+
+    base = read_results(args.base)
+    new = read_results(args.new)
+    text, status = compare(base, new, read_environment(args.base), read_environment(args.new))
+    sys.stdout.write(text)
+    return status
+
+
+def _merge(args) -> int:
+    from .merge import merge
+
+    path = merge(args.dirs, args.out)
+    print(f"merged {len(args.dirs)} report(s) into {path}")
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m reports", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("show", help="print the summary of a report directory")
+    s.add_argument("dir")
+    s.set_defaults(fn=_show)
+    c = sub.add_parser("compare", help="compare two report directories (exit 1 on new failures)")
+    c.add_argument("base")
+    c.add_argument("new")
+    c.set_defaults(fn=_compare)
+    m = sub.add_parser("merge", help="merge report directories of a sharded run")
+    m.add_argument("dirs", nargs="+", metavar="DIR")
+    m.add_argument("--out", required=True, metavar="DIR")
+    m.set_defaults(fn=_merge)
+    args = p.parse_args(argv)  # argparse itself exits 2 on bad usage
+    try:
+        return args.fn(args)
+    except ReportError as exc:
+        print(f"reports {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `... | head` closed the pipe: not an error of ours
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""`python -m reports compare BASE NEW`: the PR gate.
+
+BASE and NEW are report directories, possibly from different machines and different candidates
+(main's build vs the PR's), so rows are matched *candidate-agnostically* on (case, dtype, check,
+device type): `cuda:0` and `cuda:1` are both "cuda", and the candidate's name and version are
+ignored. Where several rows share a key (two candidates in one run, two GPUs), the key's verdict
+is the worst of them and its stage-1 p-value the smallest.
+
+Exit status: 1 when NEW fails (fail or error) a key that BASE passed; 0 otherwise (keys only in
+NEW are listed but do not gate: BASE has no verdict to regress from); 2 when a directory cannot be
+read (one line on stderr, no traceback).
+
+The markdown on stdout lists new failures, fixed keys, stage-1 p-values that became suspicious
+(< alpha_suspect in NEW, not in BASE), effects that moved by more than `EFFECT_MDES` times the
+larger MDE, and candidate time per sample that changed by more than `SPEED_RATIO` (per device type
+overall, and per case where both sides spent at least `MIN_SECONDS` in the candidate).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .results import normalize
+from .summary import RANK, effect_text, fmt_num, short_message, worst
+
+KEY = ["case", "dtype", "check", "device_type"]
+EFFECT_MDES = 2.0  # the difference of two estimates has sd ~ 0.45 MDE: 2 MDE is not noise
+SPEED_RATIO = 1.5
+MIN_SECONDS = 0.05  # below this per case the timing is mostly overhead
+MAX_LINES = 40
+
+
+def _keyed(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    df["device_type"] = df["device"].astype(str).str.split(":").str[0]
+    for c in ("p_value_stage1", "alpha_suspect", "effect", "mde", "candidate_s", "n_stage1", "n_stage2"):
+        df[c] = pd.to_numeric(df[c], errors="coerce")
+    return df
+
+
+def per_key(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per key: worst verdict, smallest stage-1 p, the worst row's message/effect."""
+    df = _keyed(df)
+    df["_rank"] = df["verdict"].map(lambda v: RANK.get(v, 6))
+    # The representative row of a key is its worst one (the failing GPU, the failing candidate).
+    rep = df.sort_values("_rank", ascending=False, kind="stable").groupby(KEY, sort=False).head(1)
+    rep = rep.set_index(KEY)
+    g = df.groupby(KEY)
+    out = pd.DataFrame({
+        "verdict": g["verdict"].agg(worst),
+        "p1": g["p_value_stage1"].min(),
+        "alpha_suspect": g["alpha_suspect"].max(),
+    })
+    for c in ("message", "effect", "effect_unit", "mde", "candidate", "device", "repro"):
+        out[c] = rep[c].reindex(out.index)
+    return out
+
+
+def _samples_seconds(df: pd.DataFrame, by: list) -> pd.DataFrame:
+    """Candidate seconds and samples per group (stage-1 n once per case, stage-2 n once per case)."""
+    df = _keyed(df)
+    case_key = ["candidate", "case", "dtype", "device"]
+    per_case = df.groupby(case_key).agg(s=("candidate_s", "sum"), n1=("n_stage1", "max"),
+                                        n2=("n_stage2", "max")).reset_index()
+    per_case["device_type"] = per_case["device"].astype(str).str.split(":").str[0]
+    per_case["n"] = per_case["n1"].fillna(0) + per_case["n2"].fillna(0)
+    return per_case.groupby(by).agg(s=("s", "sum"), n=("n", "sum"))
+
+
+def _ns(s, n) -> float:
+    return s / n * 1e9 if n and n > 0 and s > 0 else math.nan
+
+
+def _label(env: dict, df: pd.DataFrame) -> str:
+    cands = sorted({f"{c} {v}" if isinstance(v, str) else str(c)
+                    for c, v in zip(df["candidate"], df["candidate_version"])})
+    run = env.get("run_id", "?")
+    return f"run {run}: {', '.join(cands)} · torch {env.get('torch', '?')} · {env.get('cpu', '?')}"
+
+
+def _row_text(key, r) -> str:
+    case, dtype, check, dev = key
+    eff = effect_text(r)
+    return f"`{case}` {dtype} {dev} **{check}**: {short_message(r.get('message'), 160)}" + (f" · {eff}" if eff else "")
+
+
+def compare(base: pd.DataFrame, new: pd.DataFrame, base_env: dict | None = None,
+            new_env: dict | None = None) -> tuple[str, int]:
+    """(markdown, exit status) for two results tables."""
+    base_env, new_env = base_env or {}, new_env or {}
+    base, new = normalize(base), normalize(new)  # crafted frames may lack optional columns
+    b, n = per_key(base), per_key(new)
+    both = b.merge(n, left_index=True, right_index=True, suffixes=("_b", "_n"), how="inner")
+    failing = ("fail", "error")
+    regress = both[both["verdict_n"].isin(failing) & (both["verdict_b"] == "pass")]
+    fixed = both[both["verdict_b"].isin(failing) & (both["verdict_n"] == "pass")]
+    still = both[both["verdict_b"].isin(failing) & both["verdict_n"].isin(failing)]
+    only_new = n[~n.index.isin(b.index)]
+    unrun_fail = only_new[only_new["verdict"].isin(failing)]
+    dropped = b[~b.index.isin(n.index)]
+
+    a_n = both["alpha_suspect_n"].fillna(1e-3)
+    a_b = both["alpha_suspect_b"].fillna(1e-3)
+    suspicious = both[(both["p1_n"] < a_n) & ~(both["p1_b"] < a_b) & both["p1_b"].notna()
+                      & ~both.index.isin(regress.index)]
+
+    eff = both[both["effect_n"].notna() & both["effect_b"].notna()
+               & (both["effect_unit_n"].fillna("") == both["effect_unit_b"].fillna(""))].copy()
+    mde = np.fmax(eff["mde_n"].astype(float), eff["mde_b"].astype(float))
+    eff["delta"] = eff["effect_n"] - eff["effect_b"]
+    moved = eff[mde.notna() & (mde > 0) & (eff["delta"].abs() > EFFECT_MDES * mde)
+                & ~eff.index.isin(regress.index) & ~eff.index.isin(fixed.index)]  # listed above
+
+    out = ["# Conformance comparison", "",
+           f"- BASE: {_label(base_env, base)}", f"- NEW: {_label(new_env, new)}", "",
+           f"Matched {len(both)} (case, dtype, check, device type) keys; {len(only_new)} only in NEW, "
+           f"{len(dropped)} only in BASE.", ""]
+
+    def section(title, frame, render):
+        out.append(f"## {title} ({len(frame)})")
+        out.append("")
+        if not len(frame):
+            out.append("none")
+        for i, (key, r) in enumerate(frame.iterrows()):
+            if i == MAX_LINES:
+                out.append(f"- … {len(frame) - MAX_LINES} more")
+                break
+            out.append("- " + render(key, r))
+        out.append("")
+
+    def new_fail(key, r):
+        rr = {k[:-2]: v for k, v in r.items() if k.endswith("_n")}
+        text = _row_text(key, rr) + " (BASE passed)"
+        return text + (f" · `{rr['repro']}`" if isinstance(rr.get("repro"), str) else "")
+
+    section("New failures", regress, new_fail)
+    section("Fixed", fixed, lambda k, r: _row_text(k, {x[:-2]: v for x, v in r.items() if x.endswith("_b")})
+            + " (BASE failed, NEW passes)")
+    if len(unrun_fail):
+        section("Failing in NEW, not run in BASE", unrun_fail, _row_text)
+    section("Stage-1 p-value became suspicious", suspicious,
+            lambda k, r: f"`{k[0]}` {k[1]} {k[3]} **{k[2]}**: p₁ {fmt_num(r['p1_b'])} → "
+                         f"{fmt_num(r['p1_n'])} (α_suspect {fmt_num(r['alpha_suspect_n'])})")
+    section("Large changes of effect", moved,
+            lambda k, r: f"`{k[0]}` {k[1]} {k[3]} **{k[2]}**: {fmt_num(r['effect_b'])} → "
+                         f"{fmt_num(r['effect_n'])} {r['effect_unit_n'] or ''} "
+                         f"(MDE {fmt_num(np.fmax(r['mde_b'], r['mde_n']), 2)})")
+
+    # Throughput: time inside the candidate per sample.
+    out.append("## Throughput (candidate time per sample)")
+    out.append("")
+    tb, tn = _samples_seconds(base, ["device_type"]), _samples_seconds(new, ["device_type"])
+    lines = []
+    for dev in sorted(set(tb.index) | set(tn.index)):
+        nb = _ns(*tb.loc[dev]) if dev in tb.index else math.nan
+        nn = _ns(*tn.loc[dev]) if dev in tn.index else math.nan
+        flag = ""
+        if nb > 0 and nn > 0 and max(nn / nb, nb / nn) > SPEED_RATIO:
+            flag = f" **{'slower' if nn > nb else 'faster'} ×{max(nn / nb, nb / nn):.2g}**"
+        lines.append(f"- {dev}: {fmt_num(nb)} → {fmt_num(nn)} ns/sample{flag}")
+    cb = _samples_seconds(base, ["case", "dtype", "device_type"])
+    cn = _samples_seconds(new, ["case", "dtype", "device_type"])
+    j = cb.merge(cn, left_index=True, right_index=True, suffixes=("_b", "_n"), how="inner")
+    j = j[(j["s_b"] >= MIN_SECONDS) & (j["s_n"] >= MIN_SECONDS) & (j["n_b"] > 0) & (j["n_n"] > 0)]
+    ratio = (j["s_n"] / j["n_n"]) / (j["s_b"] / j["n_b"])
+    big = ratio[(ratio > SPEED_RATIO) | (ratio < 1 / SPEED_RATIO)]
+    for (case, dtype, dev), r in big.sort_values(ascending=False).head(MAX_LINES).items():
+        lines.append(f"- `{case}` {dtype} {dev}: ×{r:.2g} time per sample")
+    if base_env.get("cpu") and new_env.get("cpu") and base_env.get("cpu") != new_env.get("cpu"):
+        lines.append(f"- note: different machines ({base_env['cpu']} vs {new_env['cpu']})")
+    out += lines or ["no timing data"]
+    out.append("")
+    if len(still):
+        out.append(f"{len(still)} key(s) fail in both runs (not a regression).")
+        out.append("")
+    status = 1 if len(regress) else 0
+    out.append(f"**Verdict: {'FAIL' if status else 'OK'}** — {len(regress)} new failure(s), "
+               f"{len(fixed)} fixed.")
+    return "\n".join(out) + "\n", status

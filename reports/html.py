@@ -1,0 +1,129 @@
+"""index.html: the summary for a browser, plus a figure per failing (candidate, case, dtype, device).
+
+One self-contained file (inline CSS, no scripts, no server): opened as file://, it shows the same
+grid, failure lines and environment as summary.md, the known failures (xfail) with their causes,
+and the PNGs rendered by reports.figures, which sit next to it in the report directory.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+
+import pandas as pd
+
+from . import summary as S
+
+CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5em 2em; color: #222; }
+h1 { font-size: 1.5em; margin-bottom: .2em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: .6em 0; }
+td, th { border: 1px solid #ccc; padding: .25em .7em; text-align: center; }
+th { background: #f3f3f3; } td.case { text-align: left; font-family: monospace; }
+td.pass { background: #e3f5e1; color: #1b6e1b; } td.fail { background: #fbdada; color: #a00; font-weight: bold; }
+td.error { background: #f7c6a3; color: #7a2e00; font-weight: bold; } td.xfail { background: #fff2c2; }
+td.skip { background: #f0f0f0; color: #888; } td.none { color: #bbb; }
+table.fails td { text-align: left; vertical-align: top; } table.fails td.case { white-space: nowrap; } table.fails td.msg { max-width: 46em; }
+code { font-size: 12px; background: #f5f5f5; padding: 0 .25em; word-break: break-all; }
+.counts span { margin-right: 1.2em; } .muted { color: #777; }
+figure { margin: 1em 0 2em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
+figcaption { font-weight: bold; margin-bottom: .3em; }
+ul.env li { font-family: monospace; font-size: 12.5px; }
+"""
+
+
+def e(x) -> str:
+    return html.escape("" if x is None else str(x))
+
+
+def _grid_table(df: pd.DataFrame, cand: str, figs: dict) -> str:
+    g = S.grid(df, cand)
+    rows = ["<table class='grid'><tr><th>case</th>" + "".join(f"<th>{e(d)}</th>" for d in g.columns) + "</tr>"]
+    for case in g.index:
+        cells = []
+        for d in g.columns:
+            v = g.loc[case, d]
+            sym = e(S.SYMBOL.get(v, "?"))
+            # A failing cell links to its figure when there is one.
+            anchor = next((_anchor(k) for k in figs if k[0] == cand and k[1] == case and k[2] == d), None)
+            inner = f"<a href='#{anchor}'>{sym}</a>" if anchor and v in ("fail", "xfail") else sym
+            cells.append(f"<td class='{e(v or 'none')}'>{inner}</td>")
+        rows.append(f"<tr><td class='case'>{e(case)}</td>{''.join(cells)}</tr>")
+    rows.append("</table>")
+    return "\n".join(rows)
+
+
+def _anchor(key) -> str:
+    return "fig-" + "-".join(str(k).replace(":", "_") for k in key)
+
+
+def _fail_table(rows: pd.DataFrame, with_device: bool, cause: bool = False) -> str:
+    head = ["case", "dtype"] + (["device"] if with_device else []) + ["check", "observed vs expected", "effect"]
+    head.append("known cause" if cause else "reproduce")
+    out = ["<table class='fails'><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
+    for _, r in rows.iterrows():
+        cells = [f"<td class='case'>{e(r['case'])}</td>", f"<td>{e(r['dtype'])}</td>"]
+        if with_device:
+            cells.append(f"<td>{e(r['device'])}</td>")
+        mark = "" if r["verdict"] == "fail" else f"<b>{e(r['verdict'])}</b> "
+        cells += [f"<td><b>{e(r['check'])}</b></td>",
+                  f"<td class='msg'>{mark}{e(S.one_line(r.get('message'), 400))}</td>",
+                  f"<td>{e(S.effect_text(r))}</td>"]
+        tail = r.get("xfail_cause") if cause else (f"<code>{e(r.get('repro'))}</code>" if r.get("repro") else "")
+        cells.append(f"<td>{e(tail) if cause else tail}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def index_html(df: pd.DataFrame, env: dict | None, figs: dict | None = None) -> str:
+    env = env or {}
+    figs = figs or {}
+    with_device = S.multi_device(df)
+    parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+             "<title>Truncated-normal conformance</title>", f"<style>{CSS}</style></head><body>",
+             "<h1>Truncated-normal conformance</h1>"]
+    c = S.counts(df)
+    parts.append("<p class='counts'>" + ("".join(f"<span><b>{v}</b> {e(k)}</span>" for k, v in c.items())
+                                         or "no results") + "</p>")
+    for cand in S.candidates(df):
+        sub = df[df["candidate"] == cand]
+        parts.append(f"<h2>{e(S.candidate_label(df, cand))}</h2>")
+        parts.append(_grid_table(df, cand, figs))
+        fails = S.failures(df, cand)
+        if len(fails):
+            parts.append(f"<h3>Failures ({len(fails)})</h3>")
+            parts.append(_fail_table(fails, with_device))
+        xf = S.failures(df, cand, verdicts=("xfail",))
+        if len(xf):
+            parts.append(f"<h3>Known failures (xfail, {len(xf)})</h3>")
+            parts.append(_fail_table(xf, with_device, cause=True))
+        mine = sorted(k for k in figs if k[0] == cand)
+        if mine:
+            parts.append("<h3>Figures</h3>")
+            parts.append("<p class='muted'>Observed density (blue) over the exact rounded law "
+                         "(black), log scale; below: both boundary regions at full resolution and "
+                         "the P-P plot with the deviation of the CDFs (orange).</p>")
+        for key in mine:
+            checks = ", ".join(sub[(sub["case"] == key[1]) & (sub["dtype"] == key[2]) & (sub["device"] == key[3])
+                                   & sub["verdict"].isin(("fail", "xfail"))]["check"])
+            parts.append(f"<figure id='{e(_anchor(key))}'><figcaption>{e(key[1])} · {e(key[2])} · "
+                         f"{e(key[3])} — failing: {e(checks)}</figcaption>"
+                         f"<img src='{e(figs[key])}' alt='histogram and P-P plot of {e(key[1])} "
+                         f"{e(key[2])}'></figure>")
+    parts.append("<p class='muted'>✔ pass · ✘ fail · error: harness or candidate crash · "
+                 "xfail: known failure · skip · '·' not run. Each cell is the worst verdict over "
+                 "the checks and devices of that case and dtype.</p>")
+    parts.append("<h2>Environment</h2><ul class='env'>")
+    parts += [f"<li>{e(line)}</li>" for line in S.env_lines(env, df)]
+    parts.append("</ul><p class='muted'>Full table: <a href='results.csv'>results.csv</a> · "
+                 "<a href='environment.json'>environment.json</a> · <a href='summary.md'>summary.md</a></p>")
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def write_index(df: pd.DataFrame, env: dict, report_dir: str, figs: dict | None = None) -> str:
+    path = os.path.join(report_dir, "index.html")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(index_html(df, env, figs))
+    return path

@@ -1,0 +1,213 @@
+"""summary.md: one screen per run, for people (and `python -m reports show`).
+
+Per candidate: a grid of cases x dtypes holding the worst verdict over the checks and devices of that
+cell, then every failure on one line (where, which check, observed vs expected as the check's
+message, the effect, the command that reproduces it), then the environment in three lines.
+The helpers here (worst verdict, failure lines, environment lines) are shared with reports.html so
+that both views say the same thing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+
+#: Worst first. A cell where some checks passed and others were skipped is a pass: skipping a
+#: check (e.g. no meta-tensor support claimed) says nothing against the samples.
+RANK = {"error": 5, "fail": 4, "xfail": 3, "pass": 2, "skip": 1}
+SYMBOL = {"pass": "✔", "fail": "✘", "error": "error", "xfail": "xfail", "skip": "skip", None: "·"}
+FAILING = ("fail", "error")
+#: Failure lines shown in all (split among the candidates, at least 5 each) before "... N more":
+#: keeps the file about one screen; index.html and results.csv list them all.
+MAX_FAILURE_LINES = 24
+#: The staging prefix of a statistical check's message ("stage 1 p=... at n=...; stage 2 ...: ");
+#: the p-values are in the table, the line keeps the observed-vs-expected part.
+_STAGE_PREFIX = re.compile(r"^stage 1 p=\S+ at n=\d+(; stage 2 p=\S+ at n=\d+)?: ")
+API_CASE = "api"
+
+
+def worst(verdicts) -> str | None:
+    vs = [v for v in verdicts if isinstance(v, str)]
+    return max(vs, key=lambda v: RANK.get(v, 6)) if vs else None
+
+
+def _ordered(values, preferred=()) -> list:
+    """Unique values: those in `preferred` first in that order, then the rest sorted."""
+    present = list(dict.fromkeys(v for v in values if isinstance(v, str)))
+    head = [p for p in preferred if p in present]
+    return head + sorted(v for v in present if v not in head)
+
+
+def case_order(df: pd.DataFrame) -> list:
+    try:  # the grid's own order reads better than alphabetical (textbook case first)
+        from harness.cases import GRID
+
+        preferred = [c.id for c in GRID]
+    except Exception:
+        preferred = []
+    cases = _ordered(df["case"], preferred)
+    # Candidate-level API checks are not a case: last row of the grid.
+    return [c for c in cases if c != API_CASE] + ([API_CASE] if API_CASE in cases else [])
+
+
+def dtype_order(df: pd.DataFrame) -> list:
+    return _ordered(df["dtype"], ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn",
+                                  "float8_e5m2"))
+
+
+def grid(df: pd.DataFrame, candidate: str) -> pd.DataFrame:
+    """cases x dtypes of worst verdicts (None where nothing ran) for one candidate."""
+    sub = df[df["candidate"] == candidate]
+    cells = sub.groupby(["case", "dtype"])["verdict"].agg(worst)
+    out = pd.DataFrame(index=case_order(sub), columns=dtype_order(sub), dtype=object)
+    for (case, dtype), v in cells.items():
+        out.loc[case, dtype] = v
+    return out.astype(object).where(out.notna(), None)
+
+
+def candidates(df: pd.DataFrame) -> list:
+    return _ordered(df["candidate"])
+
+
+def candidate_label(df: pd.DataFrame, candidate: str) -> str:
+    versions = _ordered(df.loc[df["candidate"] == candidate, "candidate_version"])
+    return f"{candidate} ({', '.join(versions)})" if versions else candidate
+
+
+def counts(df: pd.DataFrame) -> dict:
+    c = df["verdict"].value_counts()
+    return {v: int(c.get(v, 0)) for v in ("pass", "fail", "error", "xfail", "skip") if c.get(v, 0)}
+
+
+def fmt_num(x, digits: int = 3) -> str:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return ""
+    if math.isnan(x):
+        return ""
+    return f"{x:.{digits}g}"
+
+
+def effect_text(row) -> str:
+    e = fmt_num(row.get("effect"))
+    if not e:
+        return ""
+    unit = row.get("effect_unit") or ""
+    mde = fmt_num(row.get("mde"), 2)
+    return f"effect {e}{(' ' + unit) if unit else ''}" + (f" (MDE {mde})" if mde else "")
+
+
+def one_line(text, limit: int = 200) -> str:
+    s = " ".join(str(text or "").split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def short_message(text, limit: int = 150) -> str:
+    """The check's message on one line, without the staging prefix."""
+    return one_line(_STAGE_PREFIX.sub("", one_line(text, 2000)), limit)
+
+
+def failures(df: pd.DataFrame, candidate: str | None = None, verdicts=FAILING) -> pd.DataFrame:
+    sub = df if candidate is None else df[df["candidate"] == candidate]
+    sub = sub[sub["verdict"].isin(verdicts)]
+    order = {c: i for i, c in enumerate(case_order(df))}
+    dorder = {d: i for i, d in enumerate(dtype_order(df))}
+    key = sub.assign(_c=sub["case"].map(order), _d=sub["dtype"].map(dorder))
+    return key.sort_values(["_c", "_d", "device", "check"], kind="stable").drop(columns=["_c", "_d"])
+
+
+def multi_device(df: pd.DataFrame) -> bool:
+    return df["device"].nunique(dropna=True) > 1
+
+
+def failure_line(row, with_device: bool) -> str:
+    where = f"`{row['case']}` {row['dtype']}" + (f" {row['device']}" if with_device else "")
+    mark = "✘" if row["verdict"] == "fail" else "error"
+    parts = [f"{mark} {where} **{row['check']}**: {short_message(row.get('message'))}"]
+    eff = effect_text(row)
+    if eff:
+        parts.append(eff)
+    if row.get("repro"):
+        parts.append(f"`{row['repro']}`")
+    return "- " + " · ".join(parts)
+
+
+def env_lines(env: dict, df: pd.DataFrame | None = None) -> list[str]:
+    """The environment in three lines: the run, the software, the machine."""
+    g = env.get
+    run = [f"run {g('run_id', '?')}" + (f" started {g('started')}" if g("started") else "")]
+    if g("merged_from"):
+        run.append(f"merged from {len(g('merged_from'))} runs")
+    if g("profile"):
+        n = f", n={g('n_stage1')}" if g("n_stage1") else (f", n={g('samples')}" if g("samples") else "")
+        run.append(f"profile {g('profile')}{n}")
+    if g("run_seed") is not None:
+        run.append(f"seed {g('run_seed')}")
+    if g("alpha_suspect") is not None:
+        run.append(f"α suspect {g('alpha_suspect'):g} / fail {g('alpha_fail'):g}")
+    if g("bounds"):
+        run.append(f"bounds {g('bounds')}")
+    soft = " · ".join(f"{k} {g(k)}" for k in ("python", "torch", "numpy", "scipy") if g(k))
+    if g("torch_cuda"):
+        soft += f" (CUDA {g('torch_cuda')})"
+    devices = g("device_names") or {}
+    if devices:
+        devs = ", ".join(f"{d}" + (f" ({n})" if n and not d.startswith("cpu") else "")
+                         for d, n in devices.items())
+    elif df is not None and len(df):
+        devs = ", ".join(_ordered(df["device"]))
+    else:
+        devs = ""
+    machine = [f"{g('cpu', '?')} ({g('cpu_count', '?')} cores)"]
+    if g("hostname"):
+        machine.append(g("hostname"))
+    if devs:
+        machine.append(f"devices {devs}")
+    if g("command"):
+        machine.append(f"`{g('command')}`")
+    return [" · ".join(run), soft or "versions unknown", " · ".join(machine)]
+
+
+def summary_markdown(df: pd.DataFrame, env: dict | None = None) -> str:
+    env = env or {}
+    out = ["# Truncated-normal conformance", ""]
+    c = counts(df)
+    out.append("**" + ", ".join(f"{v} {k}" for k, v in c.items()) + "**" if c else "**no results**")
+    out.append("")
+    legend = "✔ pass · ✘ fail · error: harness or candidate crash · xfail: known · skip · '·' not run"
+    with_device = multi_device(df)
+    cap = max(5, MAX_FAILURE_LINES // max(1, len(candidates(df))))
+    for cand in candidates(df):
+        sub = df[df["candidate"] == cand]
+        g = grid(df, cand)
+        out.append(f"## {candidate_label(df, cand)}")
+        out.append("")
+        out.append("| case | " + " | ".join(g.columns) + " |")
+        out.append("|---|" + "---|" * len(g.columns))
+        for case in g.index:
+            cells = [SYMBOL.get(g.loc[case, d], "?") for d in g.columns]
+            out.append(f"| {case} | " + " | ".join(cells) + " |")
+        out.append("")
+        fails = failures(df, cand)
+        if len(fails):
+            out.append(f"Failures ({len(fails)}):")
+            out.append("")
+            for _, row in fails.head(cap).iterrows():
+                out.append(failure_line(row, with_device))
+            if len(fails) > cap:
+                out.append(f"- … {len(fails) - cap} more in index.html / results.csv")
+            out.append("")
+        nx = int((sub["verdict"] == "xfail").sum())
+        if nx:
+            out.append(f"{nx} known failure(s) (xfail) not listed; see index.html.")
+            out.append("")
+    out.append(legend)
+    out.append("")
+    out.append("Environment:")
+    out.append("")
+    out.extend(f"- {line}" for line in env_lines(env, df))
+    out.append("")
+    return "\n".join(out)

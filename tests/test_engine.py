@@ -1,0 +1,120 @@
+"""The streaming engine: bit-exact histogram keys, poison, counts, chunk invariance, deadlines."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from candidates import resolve
+from harness.cases import Case, case_by_id
+from harness.engine import (CandidateFailure, _INT_VIEW, call_deadline, dtype_bits, hist_bins,
+                            poison_, run_engine, summarize_samples)
+from harness.summary import ROW_EXTREMES_CAP
+from reference import TruncatedNormal, float_format, rounded_law
+
+DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
+
+
+def _law(case, dtype):
+    return rounded_law(TruncatedNormal(case.mean, case.std, case.a, case.b), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_histogram_bins_agree_with_the_reference_bin_bounds(dtype):
+    fmt = float_format(dtype)
+    bits = dtype_bits(dtype)
+    g = torch.Generator().manual_seed(1)
+    raw = torch.randint(-2**62, 2**62, (200_000,), generator=g, dtype=torch.int64)
+    ints = raw.to(_INT_VIEW[bits]) if bits < 64 else raw
+    values = ints.view(dtype).to(torch.float64)
+    special = torch.tensor([0.0, -0.0, math.inf, -math.inf, 1.0, -1.0], dtype=dtype)
+    ints = torch.cat([ints, special.view(_INT_VIEW[bits])])
+    values = torch.cat([values, special.to(torch.float64)])
+    bins = hist_bins(ints, bits, fmt.hist_bits).numpy()
+    lo, hi = fmt.hist_bin_bounds()
+    v = values.numpy()
+    finite = np.isfinite(v)
+    assert np.all(lo[bins[finite]] <= v[finite]) and np.all(v[finite] <= hi[bins[finite]])
+    keys = np.asarray(fmt.ordered_keys(v[finite]), dtype=np.uint64)
+    shift = np.uint64(bits - fmt.hist_bits)
+    assert np.array_equal(keys >> shift, bins[finite].astype(np.uint64))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_poison_is_a_nan_that_counts_as_unwritten_not_as_nan(dtype):
+    case = case_by_id("normal-2sigma")
+    law = _law(case, dtype)
+    t = poison_(torch.empty((3, 4), dtype=dtype))
+    assert torch.isnan(t).all()
+    t[0].fill_(0.5)
+    t[1, 0] = math.nan
+    s = summarize_samples(t.unsqueeze(0), law)
+    assert s.n == 12 and s.n_unwritten == 7 and s.n_nan == 1 and s.hist.sum() == 12
+
+
+def test_counts_at_and_outside_the_bounds():
+    case = Case("t", 0.0, 1.0, -1.0, 1.0, (2, 4))
+    law = _law(case, torch.float32)
+    x = torch.tensor([[-1.0, 1.0, 1.0, 0.0], [2.0, -3.0, math.inf, 0.25]])
+    s = summarize_samples(x.unsqueeze(0), law)
+    assert (s.n_at_rn_a, s.n_at_rn_b, s.n_outside_rounded, s.n_posinf) == (1, 2, 2, 1)
+    assert s.worst_outside == -3.0 and s.min == -3.0 and s.max == 2.0
+    assert list(s.row_min) == [-1.0, -3.0]
+
+
+def test_folding_does_not_depend_on_chunking():
+    case = case_by_id("vit-pos-embed")
+    law = _law(case, torch.bfloat16)
+    exact = resolve("exact")
+    one = run_engine(exact, case, torch.bfloat16, "cpu", law, 40 * case.numel, 7,
+                     chunk_elements=1 << 30)
+    many = run_engine(exact, case, torch.bfloat16, "cpu", law, 40 * case.numel, 7,
+                      chunk_elements=3 * case.numel)
+    assert np.array_equal(one.hist, many.hist)
+    assert one.n_duplicate_rows == many.n_duplicate_rows
+    assert one.n_equal_successive == many.n_equal_successive
+    np.testing.assert_allclose(one.power_sums, many.power_sums, rtol=1e-12)
+    assert one.successive.count == many.successive.count == 39 * case.numel
+    np.testing.assert_allclose(one.successive.sum_uv, many.successive.sum_uv, rtol=1e-9)
+
+
+def test_memory_does_not_grow_with_n():
+    case = case_by_id("abs-bounds-trap")
+    law = _law(case, torch.float32)
+    s = run_engine(resolve("exact"), case, torch.float32, "cpu", law, 2_000_000, 3,
+                   chunk_elements=1 << 18)
+    assert s.hist.size == 1 << 20
+    assert len(s.row_min) == ROW_EXTREMES_CAP < s.n_rows_total
+
+
+def test_deadline_interrupts_a_pure_python_loop():
+    def forever(t, *args):
+        while True:
+            pass
+
+    case = case_by_id("normal-2sigma")
+    t0 = time.perf_counter()
+    with pytest.raises(CandidateFailure) as info:
+        run_engine(forever, case, torch.float32, "cpu", _law(case, torch.float32), 1000, 1,
+                   call_timeout=0.5)
+    assert info.value.kind == "hang" and time.perf_counter() - t0 < 5
+
+
+def test_a_raising_candidate_is_reported_not_propagated():
+    def broken(t, *args):
+        raise RuntimeError("boom")
+
+    case = case_by_id("normal-2sigma")
+    with pytest.raises(CandidateFailure, match="RuntimeError: boom"):
+        run_engine(broken, case, torch.float32, "cpu", _law(case, torch.float32), 1000, 1)
+
+
+def test_deadline_without_limit_is_a_no_op():
+    with call_deadline(None):
+        pass
+    with call_deadline(0):
+        pass
