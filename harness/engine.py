@@ -357,7 +357,9 @@ def _row_hash_coefficients(m: int, device: torch.device) -> torch.Tensor:
 
 
 def _lag_sums(u: torch.Tensor, v: torch.Tensor) -> LagSums:
-    vals = torch.stack([u.sum(), v.sum(), (u * u).sum(), (v * v).sum(), (u * v).sum()]).tolist()
+    f64 = torch.float64
+    vals = torch.stack([u.sum(dtype=f64), v.sum(dtype=f64), (u * u).sum(dtype=f64),
+                        (v * v).sum(dtype=f64), (u * v).sum(dtype=f64)]).tolist()
     return LagSums(u.numel(), *vals)
 
 
