@@ -128,15 +128,28 @@ class _Folder:
         self.exact_hist = summary.hist_bits == self.bits  # one bin per bit pattern
         self.int_dtype = _INT_VIEW[self.bits]
         self.poison = poison_value(dtype)
-        self.hist = torch.zeros(1 << summary.hist_bits, dtype=torch.int64, device=device)
+        # Bins are counted in raw bit-pattern order (a shift and a mask per element) and put in
+        # ordered-key order once, in finish(): the two orders differ by a fixed permutation.
+        self.raw_hist = torch.zeros(1 << summary.hist_bits, dtype=torch.int64, device=device)
+        self.raw_nonfinite = torch.as_tensor(_raw_nonfinite_bins(self.fmt), device=device)
         # Work dtype for the correlation sums: float64 for float64 samples, float32 otherwise
-        # (exact for every 16-bit value; per-chunk sums are cascade sums folded into float64).
+        # (exact for every 16-bit value). Per-chunk sums are float32 cascade sums, folded into
+        # float64 accumulators: ~1e-7 relative, far below any statistic's standard error.
         self.work = torch.float64 if dtype == torch.float64 else torch.float32
         self.inner_a, self.inner_b = _representable_inside(self.fmt, summary.a, summary.b)
         self.prev_z: torch.Tensor | None = None  # last call of the previous chunk
         self.prev_ints: torch.Tensor | None = None
         self.rows_kept: list = []
         self.n_rows_kept = 0
+        self._buffers: dict = {}
+
+    def _buffer(self, name: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+        """Reused scratch tensors: fresh 16 MB allocations cost more (page faults) than the math."""
+        key = (name, shape, dtype)
+        buf = self._buffers.get(key)
+        if buf is None:
+            buf = self._buffers[key] = torch.empty(shape, dtype=dtype, device=self.device)
+        return buf
 
     def fold(self, batch: torch.Tensor) -> None:
         """batch: (calls, *shape) outputs of successive calls, in call order."""
@@ -147,37 +160,48 @@ class _Folder:
         shape = tuple(batch.shape[1:])
         flat = batch.reshape(-1)
         ints = flat.view(self.int_dtype)
-        self.hist += torch.bincount(hist_bins(ints, self.bits, s.hist_bits), minlength=self.hist.numel())
         s.n += flat.numel()
         s.n_calls += calls
 
-        finite = torch.isfinite(flat)
-        n_nonfinite = flat.numel() - int(finite.sum())
+        bins = self._buffer("bins", (flat.numel(),), torch.int32 if self.bits <= 32 else torch.int64)
+        shift = self.bits - s.hist_bits
+        if self.bits <= 16:
+            bins.copy_(ints).bitwise_and_((1 << self.bits) - 1)
+        else:
+            torch.bitwise_right_shift(ints, shift, out=bins).bitwise_and_((1 << s.hist_bits) - 1)
+        chunk_hist = torch.bincount(bins, minlength=self.raw_hist.numel())
+        self.raw_hist += chunk_hist
+        n_nonfinite = int(chunk_hist[self.raw_nonfinite].sum())
+        finite = torch.isfinite(flat) if n_nonfinite else None
         if not self.exact_hist:
             self._fold_counts(flat, ints, finite, n_nonfinite)
 
-        z = flat.to(self.work)
-        z = (z - s.center) * (1.0 / s.scale)
+        z = self._buffer("z", (flat.numel(),), self.work)
+        if flat.dtype == self.work:
+            torch.sub(flat, s.center, out=z)
+        else:
+            z.copy_(flat).sub_(s.center)
+        z.mul_(1.0 / s.scale)
         if n_nonfinite:
-            z = torch.where(finite, z, torch.zeros((), dtype=z.dtype, device=z.device))
+            z.masked_fill_(~finite, 0.0)
+        scratch = self._buffer("scratch", (flat.numel(),), self.work)
+        z2 = torch.mul(z, z, out=self._buffer("z2", (flat.numel(),), self.work))
+        total, total_sq = float(z.sum()), float(z2.sum())
         if not self.exact_hist:
-            z64 = z.to(torch.float64)
-            z2 = z64 * z64
-            sums = torch.stack([z64.sum(), z2.sum(), (z2 * z64).sum(), (z2 * z2).sum()]).tolist()
-            s.power_sums += [float(flat.numel() - n_nonfinite), *sums]
+            cube = float(torch.mul(z2, z, out=scratch).sum())
+            fourth = float(torch.mul(z2, z2, out=scratch).sum())
+            s.power_sums += [float(flat.numel() - n_nonfinite), total, total_sq, cube, fourth]
 
         zb = z.view(calls, *shape)
-        ib = ints.view(calls, *shape)
-        self._fold_lags(zb)
-        self._fold_successive(zb, ib)
-        self._fold_rows(batch, ib)
+        self._fold_lags(zb, z2.view(calls, *shape), total, total_sq)
+        self._fold_successive(zb, ints.view(calls, *shape), total, total_sq)
+        self._fold_rows(batch, ints.view(calls, *shape))
 
     def _fold_counts(self, flat, ints, finite, n_nonfinite: int) -> None:
         """Counts for dtypes whose histogram bins hold many values (32/64-bit)."""
         s = self.s
         if n_nonfinite:
-            unwritten = ints == self.poison
-            n_unw = int(unwritten.sum())
+            n_unw = int((ints == self.poison).sum())
             n_pinf = int((flat == math.inf).sum())
             n_ninf = int((flat == -math.inf).sum())
             s.n_unwritten += n_unw
@@ -203,38 +227,44 @@ class _Folder:
             s.n_outside_strict += int(out.sum())
             s.worst_outside_strict = _farthest(s.worst_outside_strict, lo, hi, s.a, s.b)
 
-    def _fold_lags(self, zb: torch.Tensor) -> None:
-        total = zb.sum(dtype=torch.float64)
-        total_sq = None
+    def _fold_lags(self, zb: torch.Tensor, z2b: torch.Tensor, total: float, total_sq: float) -> None:
+        """Lag-1 pairs along each dim of the filled tensor; only the cross products need a pass."""
         for dim in range(1, zb.dim()):
             length = zb.shape[dim]
             if length < 2:
                 continue
-            if total_sq is None:
-                total_sq = (zb * zb).sum(dtype=torch.float64)
-            first, last = zb.select(dim, 0), zb.select(dim, length - 1)
             u = zb.narrow(dim, 0, length - 1)
             v = zb.narrow(dim, 1, length - 1)
-            vals = torch.stack([total - last.sum(dtype=torch.float64),
-                                total - first.sum(dtype=torch.float64),
-                                total_sq - (last * last).sum(dtype=torch.float64),
-                                total_sq - (first * first).sum(dtype=torch.float64),
-                                (u * v).sum(dtype=torch.float64)]).tolist()
-            self.s.lag1.setdefault(dim - 1, LagSums()).add(LagSums(u.numel(), *vals))
+            product = torch.mul(u, v, out=self._buffer(f"lag{dim}", tuple(u.shape), zb.dtype))
+            first, last = zb.select(dim, 0), zb.select(dim, length - 1)
+            sq_first, sq_last = z2b.select(dim, 0), z2b.select(dim, length - 1)
+            sums = LagSums(u.numel(), total - float(last.sum()), total - float(first.sum()),
+                           total_sq - float(sq_last.sum()), total_sq - float(sq_first.sum()),
+                           float(product.sum()))
+            self.s.lag1.setdefault(dim - 1, LagSums()).add(sums)
 
-    def _fold_successive(self, zb: torch.Tensor, ib: torch.Tensor) -> None:
+    def _fold_successive(self, zb: torch.Tensor, ib: torch.Tensor, total: float,
+                         total_sq: float) -> None:
+        """Element of call t vs the same element of call t+1, across chunk boundaries too."""
         s = self.s
+        calls = zb.shape[0]
+        first, last = zb[0], zb[-1]
+        sum_last, sq_last = float(last.sum()), float((last * last).sum())
+        if calls > 1:
+            product = torch.mul(zb[:-1], zb[1:],
+                                out=self._buffer("succ", tuple(zb[1:].shape), zb.dtype))
+            equal = torch.eq(ib[:-1], ib[1:],
+                             out=self._buffer("succ_eq", tuple(ib[1:].shape), torch.bool))
+            s.successive.add(LagSums(zb[1:].numel(), total - sum_last,
+                                     total - float(first.sum()), total_sq - sq_last,
+                                     total_sq - float((first * first).sum()), float(product.sum())))
+            s.n_equal_successive += int(equal.sum())
+            s.n_pairs_successive += ib[1:].numel()
         if self.prev_z is not None:
-            u = torch.cat([self.prev_z.unsqueeze(0), zb[:-1]])
-            ui = torch.cat([self.prev_ints.unsqueeze(0), ib[:-1]])
-            v, vi = zb, ib
-        else:
-            u, ui, v, vi = zb[:-1], ib[:-1], zb[1:], ib[1:]
-        if u.numel():
-            s.successive.add(_lag_sums(u, v))
-            s.n_equal_successive += int((ui == vi).sum())
-            s.n_pairs_successive += ui.numel()
-        self.prev_z = zb[-1].clone()
+            s.successive.add(_lag_sums(self.prev_z, first))
+            s.n_equal_successive += int((self.prev_ints == ib[0]).sum())
+            s.n_pairs_successive += ib[0].numel()
+        self.prev_z = last.clone()
         self.prev_ints = ib[-1].clone()
 
     def _fold_rows(self, batch: torch.Tensor, ib: torch.Tensor) -> None:
@@ -267,16 +297,40 @@ class _Folder:
             s.n_rows_compared += whole_calls * rows_per_call
 
     def finish(self) -> Summary:
+        import numpy as np
+
         s = self.s
-        s.hist = self.hist.cpu().numpy()
+        hist = np.zeros(1 << s.hist_bits, dtype=np.int64)
+        hist[_raw_to_ordered(s.hist_bits)] = self.raw_hist.cpu().numpy()
+        s.hist = hist
         if self.exact_hist:
             _counts_from_exact_histogram(s, self.fmt, self.poison)
         if self.rows_kept:
-            import numpy as np
-
             s.row_min = np.concatenate([lo for lo, _ in self.rows_kept])
             s.row_max = np.concatenate([hi for _, hi in self.rows_kept])
         return s
+
+
+def _raw_to_ordered(hist_bits: int):
+    """Ordered-key bin of each raw top-bits bin: taking the top bits commutes with the key's
+    bit flips, so the key's top bits are the raw top bits with the same flips."""
+    import numpy as np
+
+    raw = np.arange(1 << hist_bits, dtype=np.int64)
+    sign, mask = 1 << (hist_bits - 1), (1 << hist_bits) - 1
+    return np.where(raw & sign, ~raw & mask, raw | sign)
+
+
+def _raw_nonfinite_bins(fmt):
+    """Boolean mask over raw bins holding no finite value (all inf/NaN patterns).
+
+    For every supported format the exponent lies inside the top hist_bits bits, so a bin is
+    either all finite or all non-finite."""
+    import numpy as np
+
+    lo, _ = fmt.hist_bin_bounds()
+    ordered_nonfinite = np.isnan(lo)
+    return ordered_nonfinite[_raw_to_ordered(fmt.hist_bits)]
 
 
 def _representable_inside(fmt, a: float, b: float) -> tuple[float, float]:
@@ -405,9 +459,11 @@ def call_deadline(seconds: float | None):
 
 def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: int, *,
                call_timeout: float | None = 60.0, chunk_elements: int = 1 << 22,
-               min_calls: int = 2) -> Summary:
+               min_calls: int = 2, time_budget: float | None = None) -> Summary:
     """Draw at least n samples of `case` from `candidate` and fold them into a Summary.
 
+    With `time_budget` (seconds), stop at the first chunk boundary after the budget is spent
+    (never before `min_calls` calls): the Summary's n says how many samples were actually drawn.
     Raises CandidateFailure (kind "raised" or "hang") when a call raises or exceeds call_timeout;
     the exception carries the partial Summary.
     """
@@ -449,9 +505,14 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
         buffer[filled].copy_(target)
         filled += 1
         done += 1
-        if filled == per_chunk or done == calls_total:
+        over_budget = (time_budget is not None and done >= min_calls
+                       and time.perf_counter() - t_start > time_budget)
+        if filled == per_chunk or done == calls_total or over_budget:
             folder.fold(buffer[:filled])
             filled = 0
+            if over_budget:
+                summary.notes["stopped_by_budget"] = True
+                break
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     summary = folder.finish()

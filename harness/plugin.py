@@ -7,6 +7,7 @@ to the controller (as `user_properties` on the test reports) to be written once,
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
 import shlex
@@ -54,8 +55,11 @@ def pytest_addoption(parser):
     g.addoption("--cases", default=None, metavar="IDS", help="comma-separated case ids (default: all)")
     g.addoption("--bounds", choices=("rounded", "strict"), default="rounded",
                 help="accept values in [RN(a), RN(b)] (default) or demand [a, b]")
-    g.addoption("--case-timeout", type=float, default=60.0, metavar="SECONDS",
-                help="seconds one candidate call may take before it counts as a hang (default 60)")
+    g.addoption("--case-timeout", type=float, default=20.0, metavar="SECONDS",
+                help="seconds one candidate call may take before it counts as a hang (default 20)")
+    g.addoption("--budget-seconds", type=float, default=None, metavar="SECONDS",
+                help="scale n per case down so the run's sampling fits this wall-clock budget "
+                     "(the n actually used and its MDE are recorded)")
     g.addoption("--alpha-suspect", type=float, default=1e-3,
                 help="stage-1 p below this draws stage 2 (default 1e-3)")
     g.addoption("--alpha-fail", type=float, default=1e-3,
@@ -127,6 +131,7 @@ class HarnessSession:
         self.run_config = RunConfig(profile=opt.profile, samples=opt.samples, run_seed=opt.seed,
                                     bounds=opt.bounds, case_timeout=opt.case_timeout,
                                     alpha_suspect=opt.alpha_suspect, alpha_fail=opt.alpha_fail)
+        self.budget_seconds = opt.budget_seconds
         try:
             self.cases = ([case_by_id(c) for c in _csv(opt.cases)] if opt.cases else list(GRID))
         except KeyError as exc:
@@ -148,6 +153,14 @@ class HarnessSession:
         self.node_params: dict = {}  # nodeid -> row skeleton (to report crashed workers)
         self.report_dir = opt.report_dir
         self.saved_case_data: set = set()
+
+    def apply_budget(self, n_combos: int, workers: int) -> None:
+        """--budget-seconds: give each (candidate, case, dtype, device) an equal share of the
+        wall clock for its stage-1 draw; a third of the budget is kept for stage 2 and checks."""
+        if self.budget_seconds is None or n_combos == 0:
+            return
+        share = self.budget_seconds * max(1, workers) / n_combos / 3.0
+        self.run_config = dataclasses.replace(self.run_config, case_budget_s=share)
 
     def combos(self):
         for cand in self.candidates:
@@ -209,10 +222,15 @@ _SESSION_KEY = pytest.StashKey[HarnessSession]()
 def pytest_configure(config):
     config.addinivalue_line("markers", "harness_check(name): a conformance check test")
     config.stash[_SESSION_KEY] = HarnessSession(config)
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and torch.cuda.is_available():
+        # Pin each worker to one CUDA device (worker index modulo device count) before any CUDA
+        # work, so default allocations and kernels of different workers go to different devices.
+        index = int(str(workerinput.get("workerid", "gw0")).lstrip("gw") or 0)
+        torch.cuda.set_device(index % torch.cuda.device_count())
     if getattr(config.option, "dist", "no") == "load":
         # A case's checks share one Summary: keep them on one worker (plain -n implies "load").
         config.option.dist = "loadgroup"
-    workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         # One worker must not oversubscribe the cores the others use.
         count = int(workerinput.get("workercount", 1))
@@ -274,6 +292,10 @@ def pytest_collection_modifyitems(session, config, items):
         return (1, param.id, order.get(check, 99), i)
 
     items[:] = [item for _, item in sorted(indexed, key=key)]
+    workerinput = getattr(config, "workerinput", None)
+    workers = int(workerinput.get("workercount", 1)) if workerinput else 1
+    combos = {_param_of(i).id for i in items if isinstance(_param_of(i), Combo)}
+    s.apply_budget(len(combos), workers)
     for item in items:
         param, check = _param_of(item), _check_of(item)
         if param is None or check is None:

@@ -36,10 +36,11 @@ class RunConfig:
     samples: int | None = None  # overrides the profile's n
     run_seed: int = DEFAULT_RUN_SEED
     bounds: str = "rounded"  # or "strict"
-    case_timeout: float = 60.0  # seconds one candidate call may take
+    case_timeout: float = 20.0  # seconds one candidate call may take
     alpha_suspect: float = 1e-3
     alpha_fail: float = 1e-3
     chunk_elements: int = 1 << 22
+    case_budget_s: float | None = None  # wall-clock seconds for one case's stage-1 draw (--budget-seconds)
 
     def n(self, stage: int) -> int:
         base = self.samples if self.samples else PROFILES[self.profile].n
@@ -80,6 +81,10 @@ class CaseRunner:
             self._law = rounded_law(TruncatedNormal(c.mean, c.std, c.a, c.b), self.dtype)
         return self._law
 
+    def _budget(self, stage: int) -> float | None:
+        budget = self.config.case_budget_s
+        return None if budget is None else budget * (STAGE2_FACTOR if stage == 2 else 1)
+
     def summary(self, stage: int):
         """The stage's Summary, or the CandidateFailure that stopped it (both cached)."""
         if stage not in self._summaries:
@@ -90,7 +95,8 @@ class CaseRunner:
                                    self.config.n(stage), self.seed(stage),
                                    call_timeout=self.config.case_timeout,
                                    chunk_elements=self.config.chunk_elements,
-                                   min_calls=PROFILES[self.config.profile].min_calls)
+                                   min_calls=PROFILES[self.config.profile].min_calls,
+                                   time_budget=self._budget(stage))
                     cost = (s.candidate_s, s.engine_s)
                 except CandidateFailure as failure:
                     s = failure

@@ -79,7 +79,10 @@ def test_folding_does_not_depend_on_chunking():
     assert one.n_equal_successive == many.n_equal_successive
     np.testing.assert_allclose(one.power_sums, many.power_sums, rtol=1e-12)
     assert one.successive.count == many.successive.count == 39 * case.numel
-    np.testing.assert_allclose(one.successive.sum_uv, many.successive.sum_uv, rtol=1e-9)
+    # Per-chunk sums are float32 cascade sums: chunking moves them by ~1e-7 of the sum of |terms|
+    # (here ~count), six orders of magnitude below the statistic's standard error sqrt(count).
+    count = one.successive.count
+    assert abs(one.successive.sum_uv - many.successive.sum_uv) < 1e-6 * count
 
 
 def test_memory_does_not_grow_with_n():

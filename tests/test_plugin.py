@@ -155,3 +155,11 @@ def test_strict_bounds_see_rounded_bounds_outside_the_interval(suite):
     assert result.ret == 0
     result, df = suite(*args, "--bounds", "strict")
     assert result.ret == 1 and df.verdict.iloc[0] == "fail"
+
+
+def test_budget_seconds_scales_n_down_and_records_it(suite):
+    result, df = suite("--candidate", "exact", "--samples", str(1 << 26), "--budget-seconds", "3",
+                       "--cases", "normal-2sigma", "--dtypes", "float32", "-k", "test_finite")
+    assert result.ret == 0
+    n = int(df[df.check == "finite"].n.iloc[0])
+    assert 0 < n < 1 << 26
