@@ -95,7 +95,7 @@ def binom_mde_ratio(n: float, p: float, level: float, upward: bool = True) -> fl
         return math.inf if upward else math.nan
     if upward:
         k = stats.binom.isf(level / 2, n, p) + 1  # smallest k with P(X >= k) <= level/2
-        return float(k / mean)
+        return float(k / mean) if k <= n else math.nan  # nan: no count is high enough
     k = stats.binom.ppf(level / 2, n, p)  # smallest k with P(X <= k) >= level/2
     if stats.binom.cdf(k, n, p) > level / 2:
         k -= 1  # the largest k with P(X <= k) <= level/2
@@ -157,11 +157,21 @@ def bins_label(law, k0: int, k1: int) -> str:
         lo, hi = _bin_bounds(law)
         v0, v1 = float(lo[k0]), float(hi[k1])
         if not math.isfinite(v0) or not math.isfinite(v1):
-            # NaN bounds: a bin without finite values (inf / NaN patterns)
-            size = lo.size
-            if k1 < size // 2:
-                return "bins of -inf/-NaN" if np.isnan(v1) else f"[-inf, {fmt_value(v1)}]"
-            return "bins of +inf/+NaN" if np.isnan(v0) else f"[{fmt_value(v0)}, +inf]"
+            # NaN bounds: bins without finite values (inf / NaN bit patterns)
+            low = k1 < lo.size // 2
+            if k0 == k1:
+                fmt = law.fmt
+                shift = fmt.bits - fmt.hist_bits
+                first = float(fmt.values_from_keys(np.array([k0 << shift], dtype=np.uint64))[0])
+                last = float(fmt.values_from_keys(np.array([((k0 + 1) << shift) - 1], dtype=np.uint64))[0])
+                if first == last and math.isinf(first):
+                    return "+inf" if first > 0 else "-inf"
+                if np.isnan(first) and np.isnan(last):
+                    return "-NaN bit patterns" if low else "+NaN bit patterns"
+                return "-inf/-NaN bit patterns" if low else "+inf/+NaN bit patterns"
+            if low:
+                return "-inf/-NaN bit patterns" if np.isnan(v1) else f"[-inf, {fmt_value(v1)}]"
+            return "+inf/+NaN bit patterns" if np.isnan(v0) else f"[{fmt_value(v0)}, +inf]"
         if v0 == v1:
             return fmt_value(v0)
         return f"[{fmt_value(v0)}, {fmt_value(v1)}]"

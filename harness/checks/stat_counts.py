@@ -9,8 +9,8 @@ import numpy as np
 
 from ..result import Outcome
 from ..summary import Summary
-from .stat_common import (quiet, binom_mde_ratio, binom_two_sided, bins_label, bonferroni, fmt_value,
-                          not_applicable)
+from .stat_common import (binom_mde_ratio, binom_two_sided, bins_label, bonferroni, fmt_value,
+                          not_applicable, quiet)
 
 TAIL_TARGETS = (1e-3, 1e-5, 1e-7)
 #: A tail set is used only if its exact mass is within this factor above its target (coarse

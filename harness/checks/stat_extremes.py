@@ -22,7 +22,7 @@ from scipy import stats
 
 from ..result import Outcome
 from ..summary import Summary
-from .stat_common import quiet, bonferroni, clip_p, data_seed, ks_crit, not_applicable
+from .stat_common import bonferroni, clip_p, data_seed, ks_crit, not_applicable, quiet
 
 N_COMPONENTS = 4  # KS of the row-min PITs, KS of the row-max PITs, smallest of each
 

@@ -13,7 +13,7 @@ from scipy import optimize, stats
 
 from ..result import Outcome
 from ..summary import Summary
-from .stat_common import quiet, bin_label, bins_label, clip_p, ks_crit, ks_pvalue, not_applicable
+from .stat_common import bin_label, bins_label, clip_p, ks_crit, ks_pvalue, not_applicable, quiet
 
 #: Cochran's rule: every merged group of bins expects at least this many samples.
 MIN_EXPECTED = 5.0
@@ -74,8 +74,11 @@ def gof_mde(law, n: int, alpha: float = 1e-3) -> float:
     if n <= 0:
         return math.nan
     _, starts = gof_groups(law.hist_bin_probs(), n)
-    df = int(starts.size) - 1
-    if df < 1:
+    return _w_mde(int(starts.size) - 1, n, alpha)
+
+
+def _w_mde(df: int, n: int, alpha: float) -> float:
+    if df < 1 or n <= 0:
         return math.nan
     crit = float(stats.chi2.isf(alpha, df))
     return math.sqrt(_ncx2_lambda_for_power_half(crit, df) / n)
@@ -124,7 +127,7 @@ def check_gof(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
            f"observed {int(obs[j])} vs expected {exp[j]:.6g} (residual {resid[j]:+.3g})")
     details.update(max_residual=float(resid[j]), worst_bins=(k0, k1))
     return Outcome(statistic=x2, p_value=p, effect=w, effect_unit=unit,
-                   mde=gof_mde(law, n_total, alpha), message=msg, details=details)
+                   mde=_w_mde(df, n_total, alpha), message=msg, details=details)
 
 
 def ks_mde(law, n: int, alpha: float = 1e-3) -> float:

@@ -20,8 +20,8 @@ from scipy import stats
 
 from ..result import Outcome
 from ..summary import LagSums, Summary
-from .stat_common import (quiet, binom_mde_ratio, binom_two_sided, binom_upper, bonferroni, clip_p,
-                          norm_two_sided, not_applicable, z_crit)
+from .stat_common import (binom_mde_ratio, binom_two_sided, binom_upper, bonferroni, clip_p,
+                          norm_two_sided, not_applicable, quiet, z_crit)
 
 #: The Poisson approximation for duplicate rows is used while a call expects at most this many
 #: duplicate pairs (beyond it, triples and the q^m approximation of "equal to an earlier row" drift).

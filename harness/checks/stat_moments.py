@@ -21,7 +21,7 @@ import numpy as np
 
 from ..result import Outcome
 from ..summary import Summary
-from .stat_common import quiet, bonferroni, clip_p, norm_two_sided, not_applicable, z_crit
+from .stat_common import bonferroni, clip_p, norm_two_sided, not_applicable, quiet, z_crit
 
 COMPONENTS = ("mean", "std", "skewness", "kurtosis")
 UNITS = {"mean": "sigma (mean shift)", "std": "ratio (std obs/law)",
