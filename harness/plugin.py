@@ -107,7 +107,6 @@ class XfailPattern:
         self.pattern, self.cause, self.line = pattern, cause, line
         self.regex = re.compile(
             "".join(".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern) + r"\Z")
-        self.used = False
 
     def matches(self, test_name: str) -> bool:
         return self.regex.match(test_name) is not None
@@ -194,7 +193,6 @@ class HarnessSession:
     def xfail_for(self, test_name: str) -> XfailPattern | None:
         for p in self.xfails:
             if p.matches(test_name):
-                p.used = True
                 return p
         return None
 
@@ -316,12 +314,25 @@ def pytest_collection_modifyitems(session, config, items):
         xf = s.xfail_for(test_name)
         if xf is not None:
             item.stash[_XFAIL_KEY] = xf
-    stale = [p for p in s.xfails if not p.used]
-    for p in stale:
-        # array-api-tests style: a pattern that matches nothing is probably stale.
-        config.issue_config_time_warning(
-            pytest.PytestConfigWarning(f"xfails file line {p.line}: {p.pattern!r} matches no test"),
-            stacklevel=2)
+    if not hasattr(config, "workerinput"):
+        warn_stale_xfails(config, s)
+
+
+def warn_stale_xfails(config, s: "HarnessSession") -> None:
+    """array-api-tests style: warn about xfails lines that match no test of the configured
+    candidates on the whole grid (not merely the tests this run selected)."""
+    from .run import all_check_names
+
+    names = [f"{check}[{cand.name}-{case.id}-{dtype}-{device}]"
+             for cand in s.candidates for case in GRID for dtype in DTYPES
+             for device in ("cpu", "cuda:0") for check in all_check_names()]
+    names += [f"arguments[{cand.name}-{dtype}-{device}]"
+              for cand in s.candidates for dtype in DTYPES for device in ("cpu", "cuda:0")]
+    for p in s.xfails:
+        if not any(p.matches(name) for name in names):
+            config.issue_config_time_warning(
+                pytest.PytestConfigWarning(f"xfails file line {p.line}: {p.pattern!r} matches no test"),
+                stacklevel=2)
 
 
 _XFAIL_KEY = pytest.StashKey[XfailPattern]()
