@@ -137,6 +137,8 @@ class _Folder:
         # float64 accumulators: ~1e-7 relative, far below any statistic's standard error.
         self.work = torch.float64 if dtype == torch.float64 else torch.float32
         self.inner_a, self.inner_b = _representable_inside(self.fmt, summary.a, summary.b)
+        self.center_work = float(torch.tensor(summary.center, dtype=self.work))
+        self.center_shift = (self.center_work - summary.center) / summary.scale
         self.prev_z: torch.Tensor | None = None  # last call of the previous chunk
         self.prev_ints: torch.Tensor | None = None
         self.rows_kept: list = []
@@ -176,11 +178,15 @@ class _Folder:
         if not self.exact_hist:
             self._fold_counts(flat, ints, finite, n_nonfinite)
 
+        # z is computed around the centre as the work dtype holds it (x - c_work is exact for x
+        # near the centre); the power sums are then shifted by delta = (c_work - centre) / scale
+        # in float64, since rounding the centre to float32 would bias every z alike (0.005 sigma
+        # on the sub-ulp window). Correlations do not depend on a common shift.
         z = self._buffer("z", (flat.numel(),), self.work)
         if flat.dtype == self.work:
-            torch.sub(flat, s.center, out=z)
+            torch.sub(flat, self.center_work, out=z)
         else:
-            z.copy_(flat).sub_(s.center)
+            z.copy_(flat).sub_(self.center_work)
         z.mul_(1.0 / s.scale)
         if n_nonfinite:
             z.masked_fill_(~finite, 0.0)
@@ -190,7 +196,8 @@ class _Folder:
         if not self.exact_hist:
             cube = float(torch.mul(z2, z, out=scratch).sum())
             fourth = float(torch.mul(z2, z2, out=scratch).sum())
-            s.power_sums += [float(flat.numel() - n_nonfinite), total, total_sq, cube, fourth]
+            s.power_sums += _shifted_power_sums(float(flat.numel() - n_nonfinite), total, total_sq,
+                                                cube, fourth, self.center_shift)
 
         zb = z.view(calls, *shape)
         self._fold_lags(zb, z2.view(calls, *shape), total, total_sq)
@@ -309,6 +316,17 @@ class _Folder:
             s.row_min = np.concatenate([lo for lo, _ in self.rows_kept])
             s.row_max = np.concatenate([hi for _, hi in self.rows_kept])
         return s
+
+
+def _shifted_power_sums(count: float, s1: float, s2: float, s3: float, s4: float,
+                        delta: float) -> list:
+    """Sums of (z + delta)^k, k = 0..4, from the sums of z^k (binomial expansion, float64)."""
+    d = delta
+    return [count,
+            s1 + count * d,
+            s2 + 2 * d * s1 + count * d**2,
+            s3 + 3 * d * s2 + 3 * d**2 * s1 + count * d**3,
+            s4 + 4 * d * s3 + 6 * d**2 * s2 + 4 * d**3 * s1 + count * d**4]
 
 
 def _raw_to_ordered(hist_bits: int):

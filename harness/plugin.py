@@ -237,10 +237,20 @@ def pytest_configure(config):
     if getattr(config.option, "dist", "no") == "load":
         # A case's checks share one Summary: keep them on one worker (plain -n implies "load").
         config.option.dist = "loadgroup"
+    if workerinput is not None and workerinput.get("harness_loadgroup"):
+        # Workers decide on the group suffix of node ids from their own command line, which
+        # still says "load": tell them what the controller switched to.
+        config.option.loadgroup = True
     if workerinput is not None:
         # One worker must not oversubscribe the cores the others use.
         count = int(workerinput.get("workercount", 1))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // count))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist controller, per worker: pass the scheduling decision on (see pytest_configure)."""
+    node.workerinput["harness_loadgroup"] = node.config.getvalue("dist") == "loadgroup"
 
 
 def pytest_report_header(config):

@@ -79,6 +79,8 @@ def test_verdicts_do_not_depend_on_xdist(suite):
     b = parallel[cols].sort_values(keys).reset_index(drop=True)
     pd.testing.assert_frame_equal(a, b)
     assert set(parallel.worker) - {"main"}, "the -n 2 run did not use xdist workers"
+    # Every check of one (candidate, case, dtype, device) ran on one worker (one shared draw).
+    assert (parallel.groupby(["candidate", "case", "dtype", "device"]).worker.nunique() == 1).all()
 
 
 def test_hang_becomes_a_fail_row_and_the_run_goes_on(suite):

@@ -115,7 +115,10 @@ def check_extremes(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     rmin_k, rmax_k = rmin[keep], rmax[keep]
     if idx.size == 0:
         return not_applicable("every row holds a NaN", unit)
-    rng = data_seed(rmin_k, rmax_k)
+    # The stage's seed joins the data hash: on a one-atom law every run has the same row
+    # extremes, and the randomized PIT must still get fresh V draws per run.
+    stream = np.array([int(summary.notes.get("seed", 0)) % (1 << 63)], dtype=np.int64)
+    rng = data_seed(rmin_k, rmax_k, stream)
     u, w, imp_min, imp_max = row_extreme_pits(law, rmin_k, rmax_k, m, rng)
     d_min, p_ks_min = _ks_uniform(u)
     d_max, p_ks_max = _ks_uniform(w)
