@@ -405,7 +405,6 @@ class Verifier:
             pytest.fail(f"HARNESS ERROR {text}\n  reproduce: {repro}", pytrace=False)
         pytest.fail(f"{text}\n  reproduce: {repro}", pytrace=False)
 
-
     def _save_case_data(self, param, runner) -> None:
         """Keep the failing case's histogram for the report's figure (never changes a verdict)."""
         s = self.s
