@@ -480,8 +480,9 @@ class RoundedLaw:
         d = self.dist
         cls = type(d)
         log_z = float(np.asarray(cls(d.loc, d.scale, -np.inf, np.inf).log_prob(d.a, d.b)))
-        wl = _SQRT2 * (np.asarray(lo) - d.loc) / d.scale
-        wh = _SQRT2 * (np.asarray(hi) - d.loc) / d.scale
+        with np.errstate(over="ignore"):  # float64 bins near the largest double: +-inf is right
+            wl = _SQRT2 * (np.asarray(lo) - d.loc) / d.scale
+            wh = _SQRT2 * (np.asarray(hi) - d.loc) / d.scale
         lp = np.asarray(cls(0.0, 1.0, -np.inf, np.inf).log_prob(wl, wh))
         return np.exp(lp - _LOG_2_SQRT_PI - np.log(d.scale) - 2.0 * log_z)
 

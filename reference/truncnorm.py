@@ -140,8 +140,9 @@ def _log_mass(xlo, xhi, w, ulo, t0):
         np.concatenate([w[right], w[left], -xlo[mid], xhi[mid]]),
     )
     u = ulo[right]
-    out[right] = -0.5 * u * (2.0 * t0 + u) + lg[:nr]
-    out[left] = -0.5 * xhi[left] ** 2 + lg[nr : nr + nl]
+    with np.errstate(over="ignore"):  # offsets near the largest double: log mass -inf is right
+        out[right] = -0.5 * u * (2.0 * t0 + u) + lg[:nr]
+        out[left] = -0.5 * xhi[left] ** 2 + lg[nr : nr + nl]
     out[mid] = np.logaddexp(lg[nr + nl : nr + nl + nm], lg[nr + nl + nm :])
     out[zero] = -np.inf
     return out
