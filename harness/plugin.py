@@ -31,6 +31,7 @@ for _name in ("float8_e4m3fn", "float8_e5m2"):
 DEFAULT_DTYPES = ("float64", "float32", "float16", "bfloat16")
 DEFAULT_REPORT_DIR = "harness-report"
 ROW_KEY = "harness_row"
+INFLIGHT_DIR = ".inflight"  # inside the report dir: markers of draws in progress (crash detection)
 
 
 def _csv(value: str) -> list[str]:
@@ -137,7 +138,9 @@ class HarnessSession:
                 raise pytest.UsageError(str(exc)) from None
         self.run_config = RunConfig(profile=opt.profile, samples=opt.samples, run_seed=opt.seed,
                                     bounds=opt.bounds, case_timeout=opt.case_timeout,
-                                    alpha_suspect=opt.alpha_suspect, alpha_fail=opt.alpha_fail)
+                                    alpha_suspect=opt.alpha_suspect, alpha_fail=opt.alpha_fail,
+                                    inflight_dir=(os.path.join(opt.report_dir, INFLIGHT_DIR)
+                                                  if opt.report_dir else None))
         self.budget_seconds = opt.budget_seconds
         try:
             self.cases = ([case_by_id(c) for c in _csv(opt.cases)] if opt.cases else list(GRID))
@@ -189,6 +192,17 @@ class HarnessSession:
         if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
             return f"device {device}: only {torch.cuda.device_count()} CUDA device(s) present"
         return candidate.skip_reason(dtype, device)
+
+    def skeleton_from_nodeid(self, nodeid: str) -> dict | None:
+        """Row skeleton of a test from its node id alone: the xdist controller collects nothing,
+        yet must write rows for tests whose worker crashed or that were skipped at setup."""
+        match = re.search(r"::test_(\w+)\[([^\]]+)\]", nodeid)
+        if match is None:
+            return None
+        if not hasattr(self, "_params_by_id"):
+            self._params_by_id = {p.id: p for p in (*self.combos(), *self.api_combos())}
+        param = self._params_by_id.get(match.group(2))
+        return _row_skeleton(param, match.group(1)) if param is not None else None
 
     def xfail_for(self, test_name: str) -> XfailPattern | None:
         for p in self.xfails:
@@ -446,7 +460,7 @@ def pytest_runtest_logreport(report):
         if rows:
             s.rows.extend(rows)
             return
-        skeleton = s.node_params.get(report.nodeid)
+        skeleton = s.node_params.get(report.nodeid) or s.skeleton_from_nodeid(report.nodeid)
         if skeleton is None:
             return
         if report.skipped:
@@ -469,9 +483,12 @@ def pytest_sessionstart(session):
     s = _session(config)
     if not hasattr(config, "workerinput") and s.report_dir:
         # Files of an earlier run in the same directory must not mix into this one.
+        import shutil
+
         from reports.results import prepare_report_dir
 
         prepare_report_dir(s.report_dir)
+        shutil.rmtree(os.path.join(s.report_dir, INFLIGHT_DIR), ignore_errors=True)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -479,6 +496,7 @@ def pytest_sessionfinish(session, exitstatus):
     if hasattr(config, "workerinput"):
         return
     s = _session(config)
+    s.rows = latest_rows(s.rows)
     if not s.rows or not s.report_dir:
         return
     from reports.results import write_run
@@ -514,6 +532,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     written = getattr(s, "written", None)
     if written:
         tr.write_line(f"report written to {written}")
+
+
+def latest_rows(rows: list[dict]) -> list[dict]:
+    """One row per (candidate, case, dtype, device, check): the last reported wins (a worker
+    crash is reported for the test it was running, which may run again on a new worker)."""
+    keyed = {(r.get("candidate_spec"), r["case"], r["dtype"], r["device"], r["check"]): r
+             for r in rows}
+    return list(keyed.values())
 
 
 def throughput(rows: list[dict]) -> dict:

@@ -41,6 +41,7 @@ class RunConfig:
     alpha_fail: float = 1e-3
     chunk_elements: int = 1 << 22
     case_budget_s: float | None = None  # wall-clock seconds for one case's stage-1 draw (--budget-seconds)
+    inflight_dir: str | None = None  # where a draw leaves a marker while it runs (crash detection)
 
     def n(self, stage: int) -> int:
         base = self.samples if self.samples else PROFILES[self.profile].n
@@ -85,9 +86,20 @@ class CaseRunner:
         budget = self.config.case_budget_s
         return None if budget is None else budget * (STAGE2_FACTOR if stage == 2 else 1)
 
+    def _inflight_marker(self, stage):
+        return inflight_marker(self.config, self.candidate, self.case.id, self.dtype, self.device,
+                               stage)
+
     def summary(self, stage: int):
         """The stage's Summary, or the CandidateFailure that stopped it (both cached)."""
+        marker = self._inflight_marker(stage)
+        if stage not in self._summaries and marker is not None and marker.exists():
+            self._summaries[stage] = CandidateFailure("crashed", CRASHED)
+            self._uncharged[stage] = (0.0, 0.0)
         if stage not in self._summaries:
+            if marker is not None:
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.touch()
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
@@ -108,6 +120,8 @@ class CaseRunner:
                     self.warnings.append(text)
             self._summaries[stage] = s
             self._uncharged[stage] = cost
+            if marker is not None:
+                marker.unlink(missing_ok=True)
         return self._summaries[stage]
 
     def cached_summary(self, stage: int):
@@ -143,7 +157,8 @@ class CaseRunner:
 
     def _failed_run(self, check: str, failure: CandidateFailure, stage: int) -> Result:
         n = failure.summary.n if failure.summary is not None else 0
-        return Result(check, "fail", f"candidate {failure.kind} on {self.case.id} "
+        verdict = "error" if failure.kind == "crashed" else "fail"
+        return Result(check, verdict, f"candidate {failure.kind} on {self.case.id} "
                       f"({dtype_name(self.dtype)}, {self.device}), stage {stage}: {failure}",
                       n=n, n_stage1=n)
 
@@ -153,18 +168,20 @@ class CaseRunner:
         if check in CASE_API_CHECKS:
             timeout = min(cfg.case_timeout, 30.0)
             if check == "contract":
-                return check_contract(self.candidate, case, self.dtype, self.device,
-                                      self.seed("contract"), timeout), ()
-            return check_generator(self.candidate, case, self.dtype, self.device,
-                                   self.seed("generator"), timeout,
-                                   float(self.law.collision_prob)), ()
-        if check in CANDIDATE_API_CHECKS:
-            return check_arguments(self.candidate, self.dtype, self.device, self.seed("arguments"),
-                                   min(cfg.case_timeout, 10.0)), ()
+                def call():
+                    return check_contract(self.candidate, case, self.dtype, self.device,
+                                          self.seed("contract"), timeout)
+            else:
+                collision = float(self.law.collision_prob)
+
+                def call():
+                    return check_generator(self.candidate, case, self.dtype, self.device,
+                                           self.seed("generator"), timeout, collision)
+            return crash_guarded(self._inflight_marker(check), check, call), ()
 
         s1 = self.summary(1)
         if check == "hang":
-            if isinstance(s1, CandidateFailure) and s1.kind == "hang":
+            if isinstance(s1, CandidateFailure) and s1.kind in ("hang", "crashed"):
                 return self._failed_run(check, s1, 1), (1,)
             if isinstance(s1, CandidateFailure):
                 return Result("hang", "pass", "returned (with an error; see the other checks)"), (1,)
@@ -214,6 +231,40 @@ class CaseRunner:
         return Result(check, verdict, prefix + o2.message, **base), (1, 2)
 
 
+CRASHED = ("an earlier attempt ended the worker process (os._exit, a signal or a fatal error "
+           "inside the candidate)")
+
+
+def inflight_marker(config: RunConfig, candidate, case_id: str, dtype, device, what):
+    """A file that exists while the candidate is being called for (case, dtype, device, what).
+
+    One left behind means an earlier attempt killed its process (os._exit, a segfault): xdist
+    replaces the worker, and the next test of the case finds the marker instead of crashing
+    again, so one crashing case costs one worker, not one per check."""
+    if not config.inflight_dir:
+        return None
+    import hashlib
+    import pathlib
+
+    key = f"{candidate.spec}|{case_id}|{dtype_name(dtype)}|{device}|{what}"
+    name = hashlib.blake2b(key.encode(), digest_size=10).hexdigest()
+    return pathlib.Path(config.inflight_dir) / f"{name}.inflight"
+
+
+def crash_guarded(marker, check: str, call) -> Result:
+    """Run `call` with the in-flight marker set; an existing marker becomes an `error` Result."""
+    if marker is None:
+        return call()
+    if marker.exists():
+        return Result(check, "error", f"candidate crashed: {CRASHED}")
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    try:
+        return call()
+    finally:
+        marker.unlink(missing_ok=True)
+
+
 class RunnerCache:
     """Keeps the CaseRunners of the last few cases of a worker (Summaries hold ~8 MB each)."""
 
@@ -239,8 +290,10 @@ def run_candidate_check(check: str, candidate, dtype: torch.dtype, device: str,
         raise KeyError(f"unknown candidate-level check {check!r}")
     t0 = time.perf_counter()
     seed = derive_seed(config.run_seed, candidate.spec, "api", dtype_name(dtype), str(device), check)
+    marker = inflight_marker(config, candidate, "api", dtype, device, check)
     try:
-        result = check_arguments(candidate, dtype, device, seed, min(config.case_timeout, 10.0))
+        result = crash_guarded(marker, check, lambda: check_arguments(
+            candidate, dtype, device, seed, min(config.case_timeout, 10.0)))
     except Exception as exc:
         result = Result(check, "error", f"{type(exc).__name__}: {exc}"[:400])
     result.seed = seed

@@ -167,3 +167,24 @@ def test_budget_seconds_scales_n_down_and_records_it(suite):
     assert result.ret == 0
     n = int(df[df.check == "finite"].n.iloc[0])
     assert 0 < n < 1 << 26
+
+
+def test_a_worker_crash_leaves_a_complete_report_with_error_rows(suite, pytester):
+    sampler = pytester.path / "crashy.py"
+    sampler.write_text(
+        "import os\n"
+        "from candidates import resolve\n"
+        "_exact = resolve('exact')\n"
+        "def trunc_normal_(tensor, mean, std, a, b, generator=None):\n"
+        "    if mean == 100.0:  # the large-mean case kills its process\n"
+        "        os._exit(3)\n"
+        "    return _exact(tensor, mean, std, a, b, generator)\n")
+    result, df = suite("--candidate", f"{sampler}:trunc_normal_", *SMOKE, "--cases",
+                       "normal-2sigma,large-mean", "--dtypes", "float32", "-n", "2")
+    assert result.ret == 1
+    assert df is not None, "no report was written"
+    crashed, fine = df[df.case == "large-mean"], df[df.case == "normal-2sigma"]
+    assert len(crashed) == len(fine) == 13
+    assert set(fine.verdict) == {"pass"}
+    assert (crashed[crashed.check.isin(["finite", "hang", "gof"])].verdict == "error").all()
+    assert "crashed" in " ".join(crashed.message.astype(str))
