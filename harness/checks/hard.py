@@ -82,6 +82,15 @@ class _Probe:
             return "raised", exc
 
 
+def _verdict(check: str, problems: list, passed: str, notes: list = (), **extra) -> Result:
+    """Fail listing every problem found, or pass with the notes on what was not applicable."""
+    if problems:
+        return Result(check, "fail", "; ".join(problems), statistic=len(problems), p_value=0.0,
+                      **extra)
+    note = f" ({'; '.join(notes)})" if notes else ""
+    return Result(check, "pass", passed + note, statistic=0, p_value=1.0, **extra)
+
+
 def _unwritten(tensor: torch.Tensor) -> int:
     bits = dtype_bits(tensor.dtype)
     return int((tensor.view(_INT_VIEW[bits]) == poison_value(tensor.dtype)).sum())
@@ -161,10 +170,7 @@ def check_contract(candidate, case, dtype, device, seed: int, timeout: float) ->
     else:
         notes.append("meta tensors not tried (candidate does not claim torch.nn.init semantics)")
 
-    if problems:
-        return Result("contract", "fail", "; ".join(problems), statistic=len(problems), p_value=0.0)
-    return Result("contract", "pass", "in place, same tensor, views exact, edge shapes ok"
-                  + (f" ({'; '.join(notes)})" if notes else ""), statistic=0, p_value=1.0)
+    return _verdict("contract", problems, "in place, same tensor, views exact, edge shapes ok", notes)
 
 
 def _rng_state(device) -> torch.Tensor:
@@ -214,10 +220,8 @@ def check_generator(candidate, case, dtype, device, seed: int, timeout: float,
     else:
         notes.append("no generator parameter: seeded through torch.manual_seed")
 
-    if problems:
-        return Result("generator", "fail", "; ".join(problems), statistic=len(problems), p_value=0.0)
-    return Result("generator", "pass", "reproducible, seed-sensitive, global RNG untouched"
-                  + (f" ({'; '.join(notes)})" if notes else ""), statistic=0, p_value=1.0)
+    return _verdict("generator", problems, "reproducible, seed-sensitive, global RNG untouched",
+                    notes)
 
 
 BAD_ARGUMENTS = (
@@ -256,9 +260,5 @@ def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Resu
             problems.append("a == b: returned, but did not fill with a")
     elif status == "hang":
         problems.append(f"a == b: hung (no return within {timeout:g} s)")
-    details = {"a_equals_b": a_eq_b}
-    if problems:
-        return Result("arguments", "fail", "; ".join(problems), statistic=len(problems),
-                      p_value=0.0, details=details)
-    return Result("arguments", "pass", f"every invalid argument raised; a == b {a_eq_b}",
-                  statistic=0, p_value=1.0, details=details)
+    return _verdict("arguments", problems, f"every invalid argument raised; a == b {a_eq_b}",
+                    details={"a_equals_b": a_eq_b})
