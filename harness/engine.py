@@ -41,7 +41,7 @@ class CandidateFailure(Exception):
 
     def __init__(self, kind: str, message: str, summary: Summary | None = None):
         super().__init__(message)
-        self.kind = kind  # "raised" | "hang"
+        self.kind = kind  # "raised" | "hang" | "crashed"
         self.summary = summary
 
 
@@ -69,23 +69,6 @@ def poison_(tensor: torch.Tensor) -> torch.Tensor:
     bits = dtype_bits(tensor.dtype)
     tensor.view(_INT_VIEW[bits]).fill_(poison_value(tensor.dtype))
     return tensor
-
-
-def hist_bins(ints: torch.Tensor, bits: int, hist_bits: int) -> torch.Tensor:
-    """Signed-int view of floats -> histogram bin of the ordered key (see summary.py).
-
-    In the dtype's own signed width: negatives (sign bit set) get every bit flipped, positives get
-    the sign bit set, i.e. ``key = i ^ ((i >> (bits-1)) | signbit)``; the arithmetic shift to the
-    top ``hist_bits`` then needs a mask, since the key is negative as a signed integer.
-    """
-    if bits <= 16:  # widen first: the results index a bincount
-        ints = ints.to(torch.int32)
-        key = ints & ((1 << bits) - 1)
-        key = torch.where(key >= 1 << (bits - 1), key ^ ((1 << bits) - 1), key | (1 << (bits - 1)))
-        return key >> (bits - hist_bits)
-    sign = torch.iinfo(ints.dtype).min
-    key = ints ^ ((ints >> (bits - 1)) | sign)
-    return (key >> (bits - hist_bits)) & ((1 << hist_bits) - 1)
 
 
 def new_summary(law, shape: tuple, dtype: torch.dtype) -> Summary:
