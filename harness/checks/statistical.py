@@ -135,7 +135,7 @@ def check_mdes(law, n: int, shape: tuple, alpha: float = 1e-3) -> dict:
         out[f"moments.{comp}"] = (v, units[comp])
     row_len = int(shape[-1]) if shape else 0
     out["extremes"] = (extremes_mde(law, n, row_len, alpha), "D (row-extreme PIT vs uniform)")
-    out["independence"] = (independence_mde(law, n, tuple(shape), alpha), "|r| lag-1 last dim")
+    out["independence"] = (independence_mde(law, n, tuple(shape), alpha), "abs(r), lag-1 last dim")
     return {k: (float(v) if v is not None else math.nan, u) for k, (v, u) in out.items()}
 
 
