@@ -27,23 +27,25 @@ from .stat_common import bonferroni, clip_p, data_seed, ks_crit, not_applicable,
 N_COMPONENTS = 4  # KS of the row-min PITs, KS of the row-max PITs, smallest of each
 
 
-def _log_p_le_gt(law, v: np.ndarray):
-    """(log P(Y <= v), log P(Y > v)), each accurate (log1p of the small complement)."""
-    le = np.asarray(law.prob_le(v), dtype=np.float64)
-    gt = np.asarray(law.prob_gt(v), dtype=np.float64)
+def _log_pair(below, above):
+    """Logs of two complementary probabilities, each taken from the accurate side (log1p of the
+    other when that one is small)."""
+    below = np.asarray(below, dtype=np.float64)
+    above = np.asarray(above, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        log_le = np.where(gt < 0.5, np.log1p(-np.minimum(gt, 1.0)), np.log(le))
-        log_gt = np.where(le < 0.5, np.log1p(-np.minimum(le, 1.0)), np.log(gt))
-    return log_le, log_gt, le, gt
+        log_below = np.where(above < 0.5, np.log1p(-np.minimum(above, 1.0)), np.log(below))
+        log_above = np.where(below < 0.5, np.log1p(-np.minimum(below, 1.0)), np.log(above))
+    return log_below, log_above, below, above
+
+
+def _log_p_le_gt(law, v: np.ndarray):
+    """(log P(Y <= v), log P(Y > v), P(Y <= v), P(Y > v))."""
+    return _log_pair(law.prob_le(v), law.prob_gt(v))
 
 
 def _log_p_lt_ge(law, v: np.ndarray):
-    lt = np.asarray(law.prob_lt(v), dtype=np.float64)
-    ge = np.asarray(law.prob_ge(v), dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_lt = np.where(ge < 0.5, np.log1p(-np.minimum(ge, 1.0)), np.log(lt))
-        log_ge = np.where(lt < 0.5, np.log1p(-np.minimum(lt, 1.0)), np.log(ge))
-    return log_lt, log_ge, lt, ge
+    """(log P(Y < v), log P(Y >= v), P(Y < v), P(Y >= v))."""
+    return _log_pair(law.prob_lt(v), law.prob_ge(v))
 
 
 def _one_minus_pow(log_p: np.ndarray, m: int) -> np.ndarray:
