@@ -175,10 +175,10 @@ class _Folder:
             z.masked_fill_(~finite, 0.0)
         scratch = self._buffer("scratch", (flat.numel(),), self.work)
         z2 = torch.mul(z, z, out=self._buffer("z2", (flat.numel(),), self.work))
-        total, total_sq = float(z.sum()), float(z2.sum())
+        total, total_sq = _fixed_sum(z), _fixed_sum(z2)
         if not self.exact_hist:
-            cube = float(torch.mul(z2, z, out=scratch).sum())
-            fourth = float(torch.mul(z2, z2, out=scratch).sum())
+            cube = _fixed_sum(torch.mul(z2, z, out=scratch))
+            fourth = _fixed_sum(torch.mul(z2, z2, out=scratch))
             s.power_sums += _shifted_power_sums(float(flat.numel() - n_nonfinite), total, total_sq,
                                                 cube, fourth, self.center_shift)
 
@@ -228,9 +228,9 @@ class _Folder:
             product = torch.mul(u, v, out=self._buffer(f"lag{dim}", tuple(u.shape), zb.dtype))
             first, last = zb.select(dim, 0), zb.select(dim, length - 1)
             sq_first, sq_last = z2b.select(dim, 0), z2b.select(dim, length - 1)
-            sums = LagSums(u.numel(), total - float(last.sum()), total - float(first.sum()),
-                           total_sq - float(sq_last.sum()), total_sq - float(sq_first.sum()),
-                           float(product.sum()))
+            sums = LagSums(u.numel(), total - _fixed_sum(last), total - _fixed_sum(first),
+                           total_sq - _fixed_sum(sq_last), total_sq - _fixed_sum(sq_first),
+                           _fixed_sum(product))
             self.s.lag1.setdefault(dim - 1, LagSums()).add(sums)
 
     def _fold_successive(self, zb: torch.Tensor, ib: torch.Tensor, total: float,
@@ -239,15 +239,15 @@ class _Folder:
         s = self.s
         calls = zb.shape[0]
         first, last = zb[0], zb[-1]
-        sum_last, sq_last = float(last.sum()), float((last * last).sum())
+        sum_last, sq_last = _fixed_sum(last), _fixed_sum(last * last)
         if calls > 1:
             product = torch.mul(zb[:-1], zb[1:],
                                 out=self._buffer("succ", tuple(zb[1:].shape), zb.dtype))
             equal = torch.eq(ib[:-1], ib[1:],
                              out=self._buffer("succ_eq", tuple(ib[1:].shape), torch.bool))
             s.successive.add(LagSums(zb[1:].numel(), total - sum_last,
-                                     total - float(first.sum()), total_sq - sq_last,
-                                     total_sq - float((first * first).sum()), float(product.sum())))
+                                     total - _fixed_sum(first), total_sq - sq_last,
+                                     total_sq - _fixed_sum(first * first), _fixed_sum(product)))
             s.n_equal_successive += int(equal.sum())
             s.n_pairs_successive += ib[1:].numel()
         if self.prev_z is not None:
@@ -412,10 +412,25 @@ def _row_hash_coefficients(m: int, device: torch.device) -> torch.Tensor:
 
 
 def _lag_sums(u: torch.Tensor, v: torch.Tensor) -> LagSums:
-    f64 = torch.float64
-    vals = torch.stack([u.sum(dtype=f64), v.sum(dtype=f64), (u * u).sum(dtype=f64),
-                        (v * v).sum(dtype=f64), (u * v).sum(dtype=f64)]).tolist()
-    return LagSums(u.numel(), *vals)
+    return LagSums(u.numel(), _fixed_sum(u), _fixed_sum(v), _fixed_sum(u * u), _fixed_sum(v * v),
+                   _fixed_sum(u * v))
+
+
+_BLOCK = 4096
+
+
+def _fixed_sum(t: torch.Tensor) -> float:
+    """Sum in a fixed order whatever the thread count: blocks of 4096 elements summed in the
+    tensor's dtype (one thread per block), the block sums in float64. torch's own sum of a large
+    float32 tensor splits the work by thread, so -n 0 and -n 2 would differ in the last bits."""
+    flat = t.reshape(-1)
+    whole = flat.numel() // _BLOCK * _BLOCK
+    total = 0.0
+    if whole:
+        total = float(flat[:whole].view(-1, _BLOCK).sum(dim=1).sum(dtype=torch.float64))
+    if whole < flat.numel():
+        total += float(flat[whole:].sum(dtype=torch.float64))
+    return total
 
 
 def summarize_samples(samples: torch.Tensor, law, shape: tuple | None = None) -> Summary:

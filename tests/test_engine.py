@@ -124,3 +124,20 @@ def test_deadline_without_limit_is_a_no_op():
         pass
     with call_deadline(0):
         pass
+
+
+def test_sums_do_not_depend_on_the_thread_count():
+    case = case_by_id("normal-2sigma")
+    law = _law(case, torch.float32)
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn((16, *case.shape), generator=g).clamp_(-2, 2)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = summarize_samples(x, law)
+        torch.set_num_threads(max(2, threads))
+        many = summarize_samples(x, law)
+    finally:
+        torch.set_num_threads(threads)
+    assert np.array_equal(one.power_sums, many.power_sums)
+    assert one.lag1 == many.lag1 and one.successive == many.successive
