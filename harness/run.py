@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -92,37 +93,36 @@ class CaseRunner:
 
     def summary(self, stage: int):
         """The stage's Summary, or the CandidateFailure that stopped it (both cached)."""
+        if stage in self._summaries:
+            return self._summaries[stage]
         marker = self._inflight_marker(stage)
-        if stage not in self._summaries and marker is not None and marker.exists():
-            self._summaries[stage] = CandidateFailure("crashed", CRASHED)
-            self._uncharged[stage] = (0.0, 0.0)
-        if stage not in self._summaries:
-            if marker is not None:
-                marker.parent.mkdir(parents=True, exist_ok=True)
-                marker.touch()
-            with warnings.catch_warnings(record=True) as caught:
+        if marker is not None and marker.exists():
+            s, cost = CandidateFailure("crashed", CRASHED), (0.0, 0.0)
+        else:
+            with inflight(marker), warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                try:
-                    s = run_engine(self.candidate, self.case, self.dtype, self.device, self.law,
-                                   self.config.n(stage), self.seed(stage),
-                                   call_timeout=self.config.case_timeout,
-                                   chunk_elements=self.config.chunk_elements,
-                                   min_calls=PROFILES[self.config.profile].min_calls,
-                                   time_budget=self._budget(stage))
-                    cost = (s.candidate_s, s.engine_s)
-                except CandidateFailure as failure:
-                    s = failure
-                    partial = failure.summary
-                    cost = (partial.candidate_s, 0.0) if partial is not None else (0.0, 0.0)
+                s, cost = self._draw(stage)
             for w in caught:
                 text = f"{w.category.__name__}: {w.message}"
                 if text not in self.warnings:
                     self.warnings.append(text)
-            self._summaries[stage] = s
-            self._uncharged[stage] = cost
-            if marker is not None:
-                marker.unlink(missing_ok=True)
-        return self._summaries[stage]
+        self._summaries[stage] = s
+        self._uncharged[stage] = cost
+        return s
+
+    def _draw(self, stage: int):
+        """Run the engine for one stage -> (Summary or CandidateFailure, (candidate_s, engine_s))."""
+        try:
+            s = run_engine(self.candidate, self.case, self.dtype, self.device, self.law,
+                           self.config.n(stage), self.seed(stage),
+                           call_timeout=self.config.case_timeout,
+                           chunk_elements=self.config.chunk_elements,
+                           min_calls=PROFILES[self.config.profile].min_calls,
+                           time_budget=self._budget(stage))
+            return s, (s.candidate_s, s.engine_s)
+        except CandidateFailure as failure:
+            partial = failure.summary
+            return failure, ((partial.candidate_s, 0.0) if partial is not None else (0.0, 0.0))
 
     def cached_summary(self, stage: int):
         """The stage's Summary if it was generated and completed, else None (generates nothing)."""
@@ -251,18 +251,26 @@ def inflight_marker(config: RunConfig, candidate, case_id: str, dtype, device, w
     return pathlib.Path(config.inflight_dir) / f"{name}.inflight"
 
 
-def crash_guarded(marker, check: str, call) -> Result:
-    """Run `call` with the in-flight marker set; an existing marker becomes an `error` Result."""
+@contextmanager
+def inflight(marker):
+    """Keep the marker file in place while the enclosed candidate calls run (None: no marker)."""
     if marker is None:
-        return call()
-    if marker.exists():
-        return Result(check, "error", f"candidate crashed: {CRASHED}")
+        yield
+        return
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
     try:
-        return call()
+        yield
     finally:
         marker.unlink(missing_ok=True)
+
+
+def crash_guarded(marker, check: str, call) -> Result:
+    """Run `call` with the in-flight marker set; an existing marker becomes an `error` Result."""
+    if marker is not None and marker.exists():
+        return Result(check, "error", f"candidate crashed: {CRASHED}")
+    with inflight(marker):
+        return call()
 
 
 class RunnerCache:
