@@ -2,7 +2,7 @@
 (two-stage, stated false-alarm rate and minimum detectable effect).
 
 `SUMMARY_CHECKS` read one Summary; `API_CHECKS` call the candidate on small tensors of their own;
-`STATISTICAL_CHECKS` map (Summary, RoundedLaw) to an Outcome and go through `harness.staging`.
+`STATISTICAL_CHECKS` map (Summary, RoundedLaw) to an Outcome and go through `harness.run.CaseRunner`.
 """
 
 from .hard import check_arguments, check_bounds, check_contract, check_finite, check_generator, check_written
