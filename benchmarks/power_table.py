@@ -318,6 +318,16 @@ def _ks_effect(law, d):
     return float(np.max(np.abs(np.cumsum(d.probs) - np.cumsum(law.hist_bin_probs()))))
 
 
+
+def _binom_detects(n: int, p: float, ratio: float, level: float) -> bool:
+    """Whether a count of expected mass p, off by the factor `ratio`, is detected at n (power 0.5)."""
+    if ratio > 1:
+        return binom_mde_ratio(n, p, level, upward=True) <= ratio
+    if ratio < 1:
+        m = binom_mde_ratio(n, p, level, upward=False)
+        return not math.isnan(m) and m >= ratio
+    return False
+
 def _atoms_pred(law, d, alpha):
     sides = _atom_sides(law)
     if not sides:
@@ -333,13 +343,8 @@ def _atoms_pred(law, d, alpha):
                 if q > 0 and n * q >= LN2:
                     return True
                 continue
-            ratio = q / p
-            if ratio > 1 and binom_mde_ratio(n, p, level, upward=True) <= ratio:
+            if _binom_detects(n, p, q / p, level):
                 return True
-            if ratio < 1:
-                m = binom_mde_ratio(n, p, level, upward=False)
-                if not math.isnan(m) and m >= ratio:
-                    return True
         return False
     ratios = [q / p if p > 0 else (math.inf if q > 0 else 1.0) for _, p, q in best]
     return pred, max(ratios, key=lambda r: abs(math.log(min(max(r, 1e-300), 1e300))))
@@ -355,14 +360,7 @@ def _tails_pred(law, d, alpha):
     level = alpha / side.size
 
     def pred(n):
-        for m, r in zip(mass, ratio):
-            if r > 1 and binom_mde_ratio(n, m, level, upward=True) <= r:
-                return True
-            if r < 1:
-                x = binom_mde_ratio(n, m, level, upward=False)
-                if not math.isnan(x) and x >= r:
-                    return True
-        return False
+        return any(_binom_detects(n, m, r, level) for m, r in zip(mass, ratio))
     j = int(np.argmax(np.abs(np.log(np.maximum(ratio, 1e-300)))))
     return pred, float(ratio[j])
 

@@ -84,11 +84,15 @@ def _w_mde(df: int, n: int, alpha: float) -> float:
     return math.sqrt(_ncx2_lambda_for_power_half(crit, df) / n)
 
 
+def _observed_and_law(summary: Summary, law):
+    """The Summary's bin counts, the law's masses of the same bins, and n."""
+    hist = np.asarray(summary.hist, dtype=np.int64)
+    return hist, np.asarray(law.hist_bin_probs(), dtype=np.float64), int(hist.sum())
+
+
 @quiet
 def check_gof(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
-    hist = np.asarray(summary.hist, dtype=np.int64)
-    probs = np.asarray(law.hist_bin_probs(), dtype=np.float64)
-    n_total = int(hist.sum())
+    hist, probs, n_total = _observed_and_law(summary, law)
     unit = "Cohen's w"
     if n_total == 0:
         return not_applicable("no samples", unit)
@@ -137,9 +141,7 @@ def ks_mde(law, n: int, alpha: float = 1e-3) -> float:
 
 @quiet
 def check_ks(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
-    hist = np.asarray(summary.hist, dtype=np.int64)
-    probs = np.asarray(law.hist_bin_probs(), dtype=np.float64)
-    n = int(hist.sum())
+    hist, probs, n = _observed_and_law(summary, law)
     unit = "D (CDF distance)"
     if n == 0:
         return not_applicable("no samples", unit)
