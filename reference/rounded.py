@@ -290,6 +290,34 @@ class RoundedLaw:
         """P(Y < v), from the X-mass left of the edge."""
         return self._nan_in(v, self._mass(self._x_bottom, self._edge_ge(v)))
 
+    def prob_le_gt(self, v) -> tuple[np.ndarray, np.ndarray]:
+        """(P(Y <= v), P(Y > v)) for one X-mass evaluation per value instead of two: the side of the
+        edge holding at most half of the law is computed, the other is its complement (>= 1/2, so
+        1 - p loses nothing). NaN for NaN v. Same values as prob_le / prob_gt to ~1e-16 relative."""
+        return self._split_mass(v, self._edge_le(v))
+
+    def prob_lt_ge(self, v) -> tuple[np.ndarray, np.ndarray]:
+        """(P(Y < v), P(Y >= v)), as `prob_le_gt`."""
+        return self._split_mass(v, self._edge_ge(v))
+
+    def _split_mass(self, v, edge) -> tuple[np.ndarray, np.ndarray]:
+        edge = np.asarray(edge, dtype=np.float64)
+        if not (self._x_bottom <= self._a and self._b <= self._x_top):
+            # Part of the law rounds to NaN (a fnuz/fn format's overflow): the sides do not add
+            # up to one, so each is evaluated on its own.
+            return (self._nan_in(v, self._mass(self._x_bottom, edge)),
+                    self._nan_in(v, self._mass(edge, self._x_top)))
+        left = edge <= self._x_median
+        below, above = np.empty(edge.shape), np.empty(edge.shape)
+        below[left] = self._mass(self._x_bottom, edge[left])
+        above[~left] = self._mass(edge[~left], self._x_top)
+        above[left], below[~left] = 1.0 - below[left], 1.0 - above[~left]
+        return self._nan_in(v, below), self._nan_in(v, above)
+
+    @functools.cached_property
+    def _x_median(self) -> float:
+        return float(self.dist.ppf(0.5))
+
     @staticmethod
     def _nan_in(v, p):
         return np.where(np.isnan(np.asarray(v, dtype=np.float64)), np.nan, p)

@@ -372,9 +372,31 @@ def test_bin_probs_and_tails_agree_with_atoms(dtype):
             (law.prob_le(v[nz]), left[nz]),
             (law.prob_gt(v[nz_in]), right[nz_in + 1]),
             (law.prob_lt(v[nz_in]), left[nz_in - 1]),
+            (law.prob_le_gt(v[nz])[0], left[nz]),
+            (law.prob_le_gt(v[nz_in])[1], right[nz_in + 1]),
+            (law.prob_lt_ge(v[nz])[1], right[nz]),
+            (law.prob_lt_ge(v[nz_in])[0], left[nz_in - 1]),
         ):
             pos = want > 1e-290
             assert np.allclose(got[pos], want[pos], rtol=1e-11, atol=0)
+
+
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES, ids=str)
+def test_split_tail_pairs_equal_the_one_sided_tails(dtype):
+    """prob_le_gt / prob_lt_ge compute one side and complement the other; both must keep the
+    one-sided methods' relative accuracy, deep tails and NaN included."""
+    for case in LAW_CASES:
+        law = rounded_law(TruncatedNormal(*case), dtype)
+        dist = law.dist
+        qs = np.array([1e-300, 1e-30, 1e-9, 1e-3, 0.25, 0.5, 0.75, 1 - 1e-3, 1 - 1e-9])
+        x = np.r_[dist.ppf(qs), dist.isf(qs), law.support_lo, law.support_hi, np.nan, -np.inf, np.inf]
+        v = law.fmt.round(x[~np.isnan(x) | np.isnan(x)])
+        le, gt = law.prob_le_gt(v)
+        lt, ge = law.prob_lt_ge(v)
+        for got, want in ((le, law.prob_le(v)), (gt, law.prob_gt(v)), (lt, law.prob_lt(v)), (ge, law.prob_ge(v))):
+            assert np.array_equal(np.isnan(got), np.isnan(want)), case
+            ok = ~np.isnan(want)
+            assert np.allclose(got[ok], want[ok], rtol=1e-12, atol=1e-300), case
 
 
 def test_bin_probs_float32_against_atom_sums():

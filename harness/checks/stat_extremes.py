@@ -40,12 +40,12 @@ def _log_pair(below, above):
 
 def _log_p_le_gt(law, v: np.ndarray):
     """(log P(Y <= v), log P(Y > v), P(Y <= v), P(Y > v))."""
-    return _log_pair(law.prob_le(v), law.prob_gt(v))
+    return _log_pair(*law.prob_le_gt(v))
 
 
 def _log_p_lt_ge(law, v: np.ndarray):
     """(log P(Y < v), log P(Y >= v), P(Y < v), P(Y >= v))."""
-    return _log_pair(law.prob_lt(v), law.prob_ge(v))
+    return _log_pair(*law.prob_lt_ge(v))
 
 
 def _one_minus_pow(log_p: np.ndarray, m: int) -> np.ndarray:
