@@ -84,12 +84,19 @@ class Profile:
     n: int  # samples per (case, dtype, device) at stage 1
     note: str = ""
     min_calls: int = 2  # at least this many candidate calls (successive-call independence)
+    n_cuda: int | None = None  # stage-1 samples on a CUDA device, where it differs from n
+
+    def samples(self, device: str = "cpu") -> int:
+        if self.n_cuda is not None and str(device).startswith("cuda"):
+            return self.n_cuda
+        return self.n
 
 
 PROFILES = {
     "smoke": Profile("smoke", 1 << 16, "self-tests: seconds for the whole grid"),
     "pr": Profile("pr", 1 << 22, "the default: the whole grid for one candidate in minutes on 2 cores"),
-    "nightly": Profile("nightly", 1 << 27, "GPU or long CPU runs; rates down to ~1e-8 per element"),
+    "nightly": Profile("nightly", 1 << 27, "long CPU runs and GPUs (2^30 there); rates down to "
+                       "~1e-8 per element", n_cuda=1 << 30),
 }
 
 STAGE2_FACTOR = 4

@@ -243,11 +243,11 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "harness_check(name): a conformance check test")
     config.stash[_SESSION_KEY] = HarnessSession(config)
     workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None and torch.cuda.is_available():
-        # Pin each worker to one CUDA device (worker index modulo device count) before any CUDA
-        # work, so default allocations and kernels of different workers go to different devices.
-        index = int(str(workerinput.get("workerid", "gw0")).lstrip("gw") or 0)
-        torch.cuda.set_device(index % torch.cuda.device_count())
+    if workerinput is not None and workerinput.get("harness_cuda_device") is not None:
+        # Pin the worker to the CUDA device the controller gave it (worker index modulo device
+        # count, see harness.scheduling) before any CUDA work, so default allocations and
+        # kernels of different workers go to different devices.
+        torch.cuda.set_device(int(workerinput["harness_cuda_device"]))
     if getattr(config.option, "dist", "no") == "load":
         # A case's checks share one Summary: keep them on one worker (plain -n implies "load").
         config.option.dist = "loadgroup"
@@ -263,15 +263,31 @@ def pytest_configure(config):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
-    """xdist controller, per worker: pass the scheduling decision on (see pytest_configure)."""
+    """xdist controller, per worker: pass the scheduling decisions on (see pytest_configure)."""
+    from .scheduling import owned_cuda_device, visible_cuda_devices
+
     node.workerinput["harness_loadgroup"] = node.config.getvalue("dist") == "loadgroup"
+    node.workerinput["harness_cuda_device"] = owned_cuda_device(node.gateway.id,
+                                                                visible_cuda_devices())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """loadgroup (what plain -n becomes here) with CUDA cases routed to their device's workers."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from .scheduling import DeviceGroupScheduling
+
+    return DeviceGroupScheduling(config, log)
 
 
 def pytest_report_header(config):
     s = _session(config)
     cands = ", ".join(f"{c.name} ({c.version})" for c in s.candidates)
     cfg = s.run_config
-    n = cfg.samples or PROFILES[cfg.profile].n
+    n = str(cfg.n(1))
+    if any(d.startswith("cuda") for d in s.devices) and cfg.n(1, "cuda") != cfg.n(1):
+        n += f" on CPU, {cfg.n(1, 'cuda')} on CUDA"
     return [f"harness: candidates {cands}",
             f"harness: torch {torch.__version__}; devices {', '.join(s.devices)}; dtypes "
             f"{', '.join(dtype_name(d) for d in s.dtypes)}",

@@ -44,8 +44,8 @@ class RunConfig:
     case_budget_s: float | None = None  # wall-clock seconds for one case's stage-1 draw (--budget-seconds)
     inflight_dir: str | None = None  # where a draw leaves a marker while it runs (crash detection)
 
-    def n(self, stage: int) -> int:
-        base = self.samples if self.samples else PROFILES[self.profile].n
+    def n(self, stage: int, device: str = "cpu") -> int:
+        base = self.samples if self.samples else PROFILES[self.profile].samples(device)
         return base * (STAGE2_FACTOR if stage == 2 else 1)
 
 
@@ -114,7 +114,7 @@ class CaseRunner:
         """Run the engine for one stage -> (Summary or CandidateFailure, (candidate_s, engine_s))."""
         try:
             s = run_engine(self.candidate, self.case, self.dtype, self.device, self.law,
-                           self.config.n(stage), self.seed(stage),
+                           self.config.n(stage, self.device), self.seed(stage),
                            call_timeout=self.config.case_timeout,
                            chunk_elements=self.config.chunk_elements,
                            min_calls=PROFILES[self.config.profile].min_calls,
@@ -147,7 +147,8 @@ class CaseRunner:
     def run(self, check: str) -> Result:
         t0 = time.perf_counter()
         try:
-            result, stages = self._run(check)
+            with on_device(self.device):
+                result, stages = self._run(check)
         except Exception as exc:  # a harness defect or a law the reference cannot price
             result, stages = Result(check, "error", f"{type(exc).__name__}: {exc}"[:400]), (1,)
         result.seed = result.seed if result.seed is not None else self.seed(1)
@@ -235,6 +236,19 @@ CRASHED = ("an earlier attempt ended the worker process (os._exit, a signal or a
            "inside the candidate)")
 
 
+@contextmanager
+def on_device(device):
+    """Make a CUDA case's device the current one while its checks run: a candidate that
+    allocates on "cuda" (the current device) must land where the case's tensor is, whichever
+    device the worker is pinned to."""
+    device = torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        yield
+        return
+    with torch.cuda.device(device):
+        yield
+
+
 def inflight_marker(config: RunConfig, candidate, case_id: str, dtype, device, what):
     """A file that exists while the candidate is being called for (case, dtype, device, what).
 
@@ -300,8 +314,9 @@ def run_candidate_check(check: str, candidate, dtype: torch.dtype, device: str,
     seed = derive_seed(config.run_seed, candidate.spec, "api", dtype_name(dtype), str(device), check)
     marker = inflight_marker(config, candidate, "api", dtype, device, check)
     try:
-        result = crash_guarded(marker, check, lambda: check_arguments(
-            candidate, dtype, device, seed, min(config.case_timeout, 10.0)))
+        with on_device(device):
+            result = crash_guarded(marker, check, lambda: check_arguments(
+                candidate, dtype, device, seed, min(config.case_timeout, 10.0)))
     except Exception as exc:
         result = Result(check, "error", f"{type(exc).__name__}: {exc}"[:400])
     result.seed = seed

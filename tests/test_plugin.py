@@ -69,10 +69,14 @@ def test_exact_passes_and_csv_has_the_columns(suite):
 
 
 def test_verdicts_do_not_depend_on_xdist(suite):
+    # cuda:0 cases are skipped without a GPU, yet scheduled: the device-aware scheduler routes
+    # them next to the CPU cases in a real xdist run
     args = ("--candidate", "exact", "--candidate", "clamp", *SMOKE, "--cases",
-            "normal-2sigma,abs-bounds-trap", "--dtypes", "bfloat16,float32")
+            "normal-2sigma,abs-bounds-trap", "--dtypes", "bfloat16,float32",
+            "--devices", "cpu,cuda:0")
     _, serial = suite(*args, "-n", "0", report="serial")
-    _, parallel = suite(*args, "-n", "2", report="parallel")
+    result, parallel = suite(*args, "-n", "2", "-v", report="parallel")
+    assert "scheduling tests via DeviceGroupScheduling" in result.stdout.str()
     keys = ["candidate", "case", "dtype", "device", "check"]
     cols = keys + ["verdict", "statistic", "p_value", "n", "seed"]
     a = serial[cols].sort_values(keys).reset_index(drop=True)
@@ -80,7 +84,9 @@ def test_verdicts_do_not_depend_on_xdist(suite):
     pd.testing.assert_frame_equal(a, b)
     assert set(parallel.worker) - {"main"}, "the -n 2 run did not use xdist workers"
     # Every check of one (candidate, case, dtype, device) ran on one worker (one shared draw).
-    assert (parallel.groupby(["candidate", "case", "dtype", "device"]).worker.nunique() == 1).all()
+    # (Skipped cases have no worker: their rows come from the controller.)
+    ran = parallel[parallel.verdict != "skip"]
+    assert (ran.groupby(["candidate", "case", "dtype", "device"]).worker.nunique() == 1).all()
 
 
 def test_hang_becomes_a_fail_row_and_the_run_goes_on(suite):
