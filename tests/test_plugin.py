@@ -97,6 +97,11 @@ def test_hang_becomes_a_fail_row_and_the_run_goes_on(suite):
     assert hang.verdict == "fail" and "did not return within 1 s" in hang.message
     assert "normal-2sigma" in hang.message
     assert (df.verdict != "pass").all()
+    # contract stops probing at its first hang: one deadline, not one per probe
+    contract = df[df.check == "contract"].iloc[0]
+    assert contract.verdict == "fail" and "plain 8x6: did not return" in contract.message
+    assert "not run after the hang: transposed view" in contract.message
+    assert contract.candidate_s + contract.harness_s < 3
 
 
 def test_rejection_loop_hangs_on_the_deep_tail_only(suite):
