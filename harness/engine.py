@@ -88,6 +88,8 @@ def new_summary(law, shape: tuple, dtype: torch.dtype) -> Summary:
         a=float(dist.a),
         b=float(dist.b),
         row_len=int(shape[-1]) if len(shape) else 0,
+        fine_bins=(None if law.fine_bins is None else
+                   (law.fine_bins.key_lo, law.fine_bins.shift, law.fine_bins.n_bins)),
     )
 
 
@@ -124,6 +126,14 @@ class _Folder:
         self.inner_a, self.inner_b = _representable_inside(self.fmt, summary.a, summary.b)
         self.center_work = float(torch.tensor(summary.center, dtype=self.work))
         self.center_shift = (self.center_work - summary.center) / summary.scale
+        self.raw_fine = None
+        if summary.fine_bins is not None:
+            key_lo, fine_shift, n_fine = summary.fine_bins
+            # Signed monotone keys (see _fold_fine) are the ordered keys minus 2**(bits-1).
+            self.fine_lo = key_lo - (1 << (self.bits - 1))
+            self.fine_shift = fine_shift
+            self.fine_end = self.fine_lo + (n_fine << fine_shift)
+            self.raw_fine = torch.zeros(n_fine + 2, dtype=torch.int64, device=device)
         self.prev_z: torch.Tensor | None = None  # last call of the previous chunk
         self.prev_ints: torch.Tensor | None = None
         self.rows_kept: list = []
@@ -162,6 +172,8 @@ class _Folder:
         self.raw_hist += chunk_hist
         n_nonfinite = int(chunk_hist.index_select(0, self.raw_nonfinite).sum())
         finite = torch.isfinite(flat) if n_nonfinite else None
+        if self.raw_fine is not None:
+            self._fold_fine(ints)
         if not self.exact_hist:
             self._fold_counts(flat, ints, finite, n_nonfinite)
 
@@ -190,6 +202,23 @@ class _Folder:
         self._fold_lags(zb, z2.view(calls, *shape), total, total_sq)
         self._fold_successive(zb, ints.view(calls, *shape), total, total_sq)
         self._fold_rows(batch, ints.view(calls, *shape))
+
+    def _fold_fine(self, ints: torch.Tensor) -> None:
+        """Fine bins of a narrow law: bin (key - key_lo) >> shift, plus one bin below and one above.
+
+        v ^ ((v >> (bits-1)) & INT_MAX) maps the signed integer view of a float to a signed
+        integer that increases with the value (negative floats get their magnitude bits flipped):
+        the ordered key minus 2**(bits-1). Clamping to one key beyond each end first keeps the
+        subtraction inside the integer type."""
+        top = (1 << (self.bits - 1)) - 1
+        keys = torch.bitwise_right_shift(ints, self.bits - 1,
+                                         out=self._buffer("ints", tuple(ints.shape), self.int_dtype))
+        keys.bitwise_and_(top).bitwise_xor_(ints)
+        keys.clamp_(self.fine_lo - 1, self.fine_end).sub_(self.fine_lo)
+        if self.fine_shift:
+            keys.bitwise_right_shift_(self.fine_shift)
+        keys.add_(1)
+        self.raw_fine += torch.bincount(keys, minlength=self.raw_fine.numel())
 
     def _fold_counts(self, flat, ints, finite, n_nonfinite: int) -> None:
         """Counts for dtypes whose histogram bins hold many values (32/64-bit)."""
@@ -315,6 +344,8 @@ class _Folder:
         hist = np.zeros(1 << s.hist_bits, dtype=np.int64)
         hist[_raw_to_ordered(s.hist_bits)] = self.raw_hist.cpu().numpy()
         s.hist = hist
+        if self.raw_fine is not None:
+            s.fine_hist = self.raw_fine.cpu().numpy()
         if self.exact_hist:
             _counts_from_exact_histogram(s, self.fmt, self.poison)
         if self.rows_kept:

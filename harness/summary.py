@@ -13,6 +13,9 @@ Conventions
   with ``shift = bits - hist_bits``: an exact, contiguous interval of representable values, whose
   probability under the rounded law is ``RoundedLaw.hist_bin_probs()[k]``. The histogram counts every
   examined element (poisoned, NaN and Inf included): ``hist.sum() == n``.
+* A narrow 32/64-bit law (one whose support covers few of those bins, e.g. [8, 8.01] in float64)
+  also gets ``fine_hist``: the same ordered keys in up to 2**16 bins over its support, plus one
+  bin below and one above (``RoundedLaw.fine_bin_probs()``); ``fine_hist.sum() == n`` too.
 * Standardized values are ``z = (x - center) / scale`` in float64 with ``center``/``scale`` the
   rounded law's mean and std (the continuous law's std where the rounded one is 0), so that under the
   null ``E z = 0`` and ``E z^2 = 1``. Non-finite elements enter the sums as ``z = 0``; any of them
@@ -89,6 +92,10 @@ class Summary:
     min: float = float("inf")  # over finite written values
     max: float = float("-inf")
     power_sums: np.ndarray = field(default=None)  # float64[5]: sum z^k, k = 0..4 (k = 0 is the count)
+    # Narrow 32/64-bit laws only (`reference.rounded.FineBins`): (key_lo, shift, n_bins) and the
+    # counts int64[n_bins + 2]: [below key_lo, fine bin 0 .. n_bins-1, at or above the end].
+    fine_bins: tuple | None = None
+    fine_hist: np.ndarray | None = None
 
     # Per-slice extremes along the last dimension (first ROW_EXTREMES_CAP rows), float64.
     row_len: int = 0
@@ -119,6 +126,8 @@ class Summary:
             self.row_min = np.empty(0, dtype=np.float64)
         if self.row_max is None:
             self.row_max = np.empty(0, dtype=np.float64)
+        if self.fine_bins is not None and self.fine_hist is None:
+            self.fine_hist = np.zeros(self.fine_bins[2] + 2, dtype=np.int64)
 
     @property
     def n_nonfinite(self) -> int:

@@ -39,18 +39,45 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 
 from .dtypes import FloatFormat, float_format
 
-__all__ = ["RoundedLaw", "rounded_law"]
+__all__ = ["FineBins", "RoundedLaw", "rounded_law"]
 
 #: 32/64-bit laws are enumerated atom by atom (exact moments, collision probability) when the
 #: lattice values between the 1e-30 and 1 - 1e-30 quantiles are at most this many.
 ENUMERATE_MAX = 1 << 22
 #: Tail mass ignored when a 32/64-bit law is enumerated (moments change by ~ this times (40 std)^k).
 ENUMERATE_TAIL = 1e-30
+
+#: A 32/64-bit law whose support covers fewer main histogram bins than this gets fine bins too.
+FINE_BINS_BELOW = 256
+#: At most this many fine bins (each 2**shift consecutive keys).
+FINE_BINS_MAX = 1 << 16
+
+
+@dataclass(frozen=True)
+class FineBins:
+    """A second histogram for a 32/64-bit law whose support is narrow next to the main bins (2**20
+    bins keep 11 mantissa bits of float32 and 8 of float64, so [8, 8.01] is one float64 bin).
+
+    Fine bin ``i`` holds the ordered keys ``[key_lo + (i << shift), key_lo + ((i + 1) << shift) - 1]``
+    for ``i in 0..n_bins-1``, starting at the key of ``support_lo`` and covering ``support_hi``;
+    the engine counts everything below and above in two extra bins. Which laws get fine bins, and
+    how, depends on the law alone, so the engine and the checks agree without talking."""
+
+    key_lo: int
+    shift: int
+    n_bins: int
+
+    @property
+    def key_end(self) -> int:
+        """One past the last key of the last bin."""
+        return self.key_lo + (self.n_bins << self.shift)
+
 
 _SQRT2 = np.sqrt(2.0)
 _LOG_2_SQRT_PI = np.log(2.0 * np.sqrt(np.pi))
@@ -373,6 +400,42 @@ class RoundedLaw:
                 out[int(np.uint64(key) >> shift)] += float(self._mass(olo, ohi))
         out.setflags(write=False)
         return out
+
+    # ------------------------------------------------------------------ fine bins
+    @functools.cached_property
+    def fine_bins(self) -> FineBins | None:
+        """The fine histogram of a narrow 32/64-bit law (see `FineBins`); None where the main
+        histogram already resolves the support (or the format has one bin per value)."""
+        fmt = self.fmt
+        if fmt.bits <= 16 or not (np.isfinite(self.support_lo) and np.isfinite(self.support_hi)):
+            return None
+        if np.count_nonzero(self.hist_bin_probs() > 0) >= FINE_BINS_BELOW:
+            return None
+        k_lo, k_hi = (int(k) for k in fmt.ordered_keys(np.array([self.support_lo, self.support_hi])))
+        span = k_hi - k_lo + 1
+        shift = max(0, (span - 1).bit_length() - FINE_BINS_MAX.bit_length() + 1)
+        return FineBins(k_lo, shift, ((span - 1) >> shift) + 1)
+
+    def fine_bin_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Smallest and largest value of each fine bin (float64 arrays)."""
+        fb = self.fine_bins
+        if fb is None:
+            raise ValueError("this law has no fine bins")
+        first = fb.key_lo + (np.arange(fb.n_bins, dtype=np.uint64) << np.uint64(fb.shift))
+        k_max = fb.key_lo + (fb.n_bins << fb.shift) - 1
+        last = np.minimum(first + np.uint64((1 << fb.shift) - 1), np.uint64(k_max))
+        return self.fmt.values_from_keys(first), self.fmt.values_from_keys(last)
+
+    @functools.cached_property
+    def _fine_probs(self) -> np.ndarray:
+        lo, hi = self.fine_bin_bounds()
+        out = self.bin_probs(lo, hi)
+        out.setflags(write=False)
+        return out
+
+    def fine_bin_probs(self) -> np.ndarray:
+        """Mass of each fine bin (float64[n_bins]); cached. Sums to 1 up to rounding."""
+        return self._fine_probs
 
     # ------------------------------------------------------------------ moments
     @functools.cached_property

@@ -47,6 +47,51 @@ def test_histogram_bins_are_the_reference_ordered_key_bins(dtype):
     assert np.all(lo[k[finite]] <= v[finite]) and np.all(v[finite] <= hi[k[finite]])
 
 
+FINE_CASES = [Case("narrow-8", 0.0, 1.0, 8.0, 8.01, (64,)),
+              Case("narrow-minus-8", 0.0, 1.0, -8.01, -8.0, (64,)),
+              Case("tiny-std", 0.5, 1e-6, 0.5 - 2e-6, 0.5 + 2e-6, (64,))]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+@pytest.mark.parametrize("case", FINE_CASES, ids=lambda c: c.id)
+def test_fine_bins_of_a_narrow_law_are_its_ordered_key_ranges(case, dtype):
+    """Samples of the law, neighbours just outside, random patterns (NaN, inf, poison): each lands
+    in the fine bin of its ordered key, or in the bin below / above."""
+    law = _law(case, dtype)
+    fb = law.fine_bins
+    assert fb is not None and fb.n_bins > 100
+    fmt, bits = law.fmt, dtype_bits(dtype)
+    g = torch.Generator().manual_seed(5)
+    inside = torch.empty(20_000, dtype=dtype)
+    resolve("exact")(inside, case.mean, case.std, case.a, case.b, g)
+    edges = torch.tensor(np.r_[fmt.next_down(law.support_lo), law.support_lo, law.support_hi,
+                               fmt.next_up(law.support_hi), 0.0, -0.0, np.inf, -np.inf],
+                         dtype=dtype)
+    raw = torch.randint(-2**62, 2**62, (5000,), generator=g, dtype=torch.int64)
+    noise = (raw.to(_INT_VIEW[bits]) if bits < 64 else raw).view(dtype)
+    x = torch.cat([inside, edges, noise, poison_(torch.empty(7, dtype=dtype))])
+    s = summarize_samples(x.reshape(1, -1), law)
+    patterns = x.view(_INT_VIEW[bits]).numpy().astype(np.int64)
+    keys = fmt.keys_from_bits((patterns & ((1 << bits) - 1) if bits < 64 else patterns)
+                              .astype(np.uint64)).astype(object)
+    index = [0 if k < fb.key_lo else fb.n_bins + 1 if k >= fb.key_end
+             else ((k - fb.key_lo) >> fb.shift) + 1 for k in keys]
+    assert np.array_equal(s.fine_hist, np.bincount(index, minlength=fb.n_bins + 2))
+    assert s.fine_hist[1:-1].sum() >= inside.numel() + 2  # the two support ends are inside
+    lo, hi = law.fine_bin_bounds()
+    v = inside.to(torch.float64).numpy()
+    k = np.searchsorted(hi, v)  # bins are increasing, contiguous ranges of values
+    assert np.all(lo[k] <= v) and np.all(v <= hi[k])
+
+
+def test_wide_laws_have_no_fine_bins():
+    for cid in ("normal-2sigma", "half-normal", "huge-std", "untruncated"):
+        for dtype in DTYPES:
+            law = _law(case_by_id(cid), dtype)
+            assert law.fine_bins is None
+            assert summarize_samples(torch.zeros(1, 4, dtype=dtype), law).fine_hist is None
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_poison_is_a_nan_that_counts_as_unwritten_not_as_nan(dtype):
     case = case_by_id("normal-2sigma")

@@ -510,3 +510,23 @@ def test_float32_fast_paths_equal_integer_paths():
     assert np.array_equal(fmt.encode(x), fmt._encode_int(x))
     u = rng.integers(0, 2**32, 500_000, dtype=np.uint64)
     assert _same(fmt.decode(u), fmt._decode_int(u)).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("case", [(0.0, 1.0, 8.0, 8.01), (0.0, 1.0, -8.01, -8.0),
+                                  (0.0, 1.0, 0.3, 0.30001), (100.0, 1.0, 98.0, 102.0)])
+def test_fine_bins_cover_the_support_and_carry_its_mass(case, dtype):
+    law = rounded_law(TruncatedNormal(*case), dtype)
+    fb = law.fine_bins
+    assert fb is not None and 1 <= fb.n_bins <= 1 << 16
+    lo, hi = law.fine_bin_bounds()
+    assert lo[0] == law.support_lo and hi[-1] >= law.support_hi
+    assert np.all(lo[1:] > hi[:-1]) and np.all(law.fmt.next_up(hi[:-1]) == lo[1:])  # contiguous
+    p = law.fine_bin_probs()
+    assert abs(math.fsum(p) - 1.0) < 1e-12
+    # each fine bin's mass is the law's mass of that value range, summed atom by atom where the
+    # bins hold single values (shift 0), and via bin_probs otherwise (tested elsewhere)
+    if fb.shift == 0:
+        assert np.allclose(p, law.atom_probs(lo), rtol=1e-12, atol=0)
+    # the main histogram is too coarse here: that is why the fine bins exist
+    assert np.count_nonzero(law.hist_bin_probs() > 0) < 256

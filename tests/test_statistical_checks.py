@@ -375,3 +375,31 @@ def test_mde_table():
     ratio = math.sqrt(n["smoke"] / n["pr"])
     assert pr["moments.mean"] == pytest.approx(smoke["moments.mean"] * ratio, rel=1e-6)
     assert (pr["ks"] < smoke["ks"]) and (pr["gof"] < smoke["gof"])
+
+
+# ------------------------------------------------------------------------------- narrow windows
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+def test_fine_bins_let_the_fit_checks_see_inside_a_narrow_window(dtype):
+    """[8, 8.01] is one main-histogram bin in float64 (four in float32): without fine bins gof,
+    ks and tails could not judge it. A uniform sampler on the window (the density really falls
+    by 8 % across it) is caught; exact samples pass."""
+    law = law_of(0.0, 1.0, 8.0, 8.01, dtype)
+    assert law.fine_bins is not None
+    rng = np.random.default_rng(11)
+    n = 1 << 18
+    good = run_all(summarize(law, draw(law, n, rng, dtype), (256,), dtype), law)
+    for name in ("gof", "ks", "tails"):
+        assert good[name].applicable and good[name].p_value > ALPHA, (name, good[name].message)
+    uniform = law.fmt.round(rng.uniform(8.0, 8.01, n))
+    bad = run_all(summarize(law, uniform, (256,), dtype), law)
+    assert bad["ks"].p_value < 1e-6, bad["ks"].message
+    assert "at the top of bin 8.00" in bad["ks"].message  # labels name values inside the window
+    # A smooth slope spread over 10^4 bins is KS's job: chi-square's MDE at this n is above it.
+    assert bad["gof"].mde > 0.023  # w of an 8 % linear slope: 0.08 / sqrt(12)
+
+
+def test_fine_bins_name_samples_outside_the_window():
+    law = law_of(0.0, 1.0, 8.0, 8.01, torch.float64)
+    values = np.r_[draw(law, 4096, np.random.default_rng(2), torch.float64), 7.5]
+    out = run_all(summarize(law, values, (1,), torch.float64), law)["gof"]
+    assert out.decisive and "below 8" in out.message

@@ -179,6 +179,57 @@ def bins_label(law, k0: int, k1: int) -> str:
         return f"bins {k0}..{k1}"
 
 
+class LawBins:
+    """The bins the fit checks (gof, ks, tails) compare, with the law's mass of each.
+
+    Normally the Summary's main histogram (ordered-key bins, `law.hist_bin_probs()`). For a
+    narrow 32/64-bit law (`law.fine_bins`, e.g. [8, 8.01] in float64, which the main bins see as
+    one bin) the fine bins instead, with one bin for everything below the support and one for
+    everything above (both of law mass 0). Bins increase with the value either way."""
+
+    def __init__(self, law):
+        self.law = law
+        self.fine = getattr(law, "fine_bins", None) is not None
+        if self.fine:
+            self.probs = np.concatenate([[0.0], law.fine_bin_probs(), [0.0]])
+            self._lo, self._hi = law.fine_bin_bounds()
+        else:
+            self.probs = np.asarray(law.hist_bin_probs(), dtype=np.float64)
+
+    @classmethod
+    def of(cls, law) -> "LawBins":
+        """Cached on the law (a law is immutable and shared by every check of a case)."""
+        cache = getattr(law, "_stat_law_bins", None)
+        if cache is None:
+            cache = cls(law)
+            try:
+                law._stat_law_bins = cache
+            except Exception:
+                pass
+        return cache
+
+    def counts(self, summary) -> np.ndarray:
+        if not self.fine:
+            return np.asarray(summary.hist, dtype=np.int64)
+        if getattr(summary, "fine_hist", None) is None:
+            raise ValueError("the law has fine bins but the Summary was folded without them")
+        return np.asarray(summary.fine_hist, dtype=np.int64)
+
+    def label(self, k0: int, k1: int | None = None) -> str:
+        """Value range of bins k0..k1 (inclusive)."""
+        k1 = k0 if k1 is None else k1
+        if not self.fine:
+            return bins_label(self.law, k0, k1)
+        last = self.probs.size - 1
+        if k1 == 0:
+            return f"below {fmt_value(self._lo[0])}"
+        if k0 == last:
+            return f"above {fmt_value(self._hi[-1])}"
+        v0 = "below" if k0 == 0 else fmt_value(self._lo[k0 - 1])
+        v1 = "above" if k1 == last else fmt_value(self._hi[k1 - 1])
+        return v0 if v0 == v1 else f"[{v0}, {v1}]"
+
+
 def _bin_bounds(law):
     cache = getattr(law, "_stat_bin_bounds", None)
     if cache is None:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..result import Outcome
 from ..summary import Summary
-from .stat_common import (binom_mde_ratio, binom_two_sided, bins_label, bonferroni, fmt_value,
+from .stat_common import (LawBins, binom_mde_ratio, binom_two_sided, bonferroni, fmt_value,
                           not_applicable, quiet)
 
 TAIL_TARGETS = (1e-3, 1e-5, 1e-7)
@@ -127,7 +127,7 @@ def tail_sets(probs: np.ndarray):
 def tails_mde(law, n: int, alpha: float = 1e-3) -> float:
     """obs/exp ratio (< 1: a deficit, e.g. a cut tail) of the best-powered tail detected with power
     0.5; NaN when no tail can be tested."""
-    side, target, k, mass = tail_sets(law.hist_bin_probs())
+    side, target, k, mass = tail_sets(LawBins.of(law).probs)
     if side.size == 0 or n <= 0:
         return math.nan
     level = alpha / side.size
@@ -138,11 +138,12 @@ def tails_mde(law, n: int, alpha: float = 1e-3) -> float:
 @quiet
 def check_tails(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     unit = "obs/exp"
-    hist = np.asarray(summary.hist, dtype=np.int64)
+    bins = LawBins.of(law)
+    hist = bins.counts(summary)
     n = int(hist.sum())
     if n == 0:
         return not_applicable("no samples", unit)
-    side, target, k, mass = tail_sets(law.hist_bin_probs())
+    side, target, k, mass = tail_sets(bins.probs)
     if side.size == 0:
         return not_applicable("the law has no tail below 1e-2 on either side (coarse lattice)", unit)
     lower = np.cumsum(hist)
@@ -158,7 +159,7 @@ def check_tails(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     if math.isnan(mde):
         mde = binom_mde_ratio(n, float(mass[j]), level, upward=True)
     size = hist.size
-    where = bins_label(law, 0, int(k[j])) if side[j] == 0 else bins_label(law, int(k[j]), size - 1)
+    where = bins.label(0, int(k[j])) if side[j] == 0 else bins.label(int(k[j]), size - 1)
     which = "lower" if side[j] == 0 else "upper"
     msg = (f"worst: {which} tail {target[j]:.0e} ({where}): {int(obs[j])} observed vs "
            f"{exp[j]:.6g} expected (obs/exp {ratio[j]:.4g}); {side.size} tails tested")

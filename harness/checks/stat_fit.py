@@ -1,7 +1,8 @@
 """Goodness of fit over the histogram bins: `check_gof` (Pearson chi-square) and `check_ks`.
 
-Both read ``summary.hist`` (ordered-key bins, numerically increasing) and the rounded law's exact
-bin masses ``law.hist_bin_probs()``; no loops over bins.
+Both compare the Summary's bin counts with the rounded law's exact bin masses, over the bins of
+`stat_common.LawBins`: the main ordered-key histogram (``summary.hist``,
+``law.hist_bin_probs()``), or the fine bins of a narrow 32/64-bit law; no loops over bins.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from scipy import optimize, stats
 
 from ..result import Outcome
 from ..summary import Summary
-from .stat_common import bin_label, bins_label, clip_p, ks_crit, ks_pvalue, not_applicable, quiet
+from .stat_common import LawBins, clip_p, ks_crit, ks_pvalue, not_applicable, quiet
 
 #: Cochran's rule: every merged group of bins expects at least this many samples.
 MIN_EXPECTED = 5.0
@@ -73,7 +74,7 @@ def gof_mde(law, n: int, alpha: float = 1e-3) -> float:
     """Cohen's w detectable with power 0.5 at level alpha with n samples (after bin merging)."""
     if n <= 0:
         return math.nan
-    _, starts = gof_groups(law.hist_bin_probs(), n)
+    _, starts = gof_groups(LawBins.of(law).probs, n)
     return _w_mde(int(starts.size) - 1, n, alpha)
 
 
@@ -85,14 +86,15 @@ def _w_mde(df: int, n: int, alpha: float) -> float:
 
 
 def _observed_and_law(summary: Summary, law):
-    """The Summary's bin counts, the law's masses of the same bins, and n."""
-    hist = np.asarray(summary.hist, dtype=np.int64)
-    return hist, np.asarray(law.hist_bin_probs(), dtype=np.float64), int(hist.sum())
+    """The Summary's bin counts, the law's masses of the same bins, n, and the bins' labeller."""
+    bins = LawBins.of(law)
+    hist = bins.counts(summary)
+    return hist, bins.probs, int(hist.sum()), bins.label
 
 
 @quiet
 def check_gof(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
-    hist, probs, n_total = _observed_and_law(summary, law)
+    hist, probs, n_total, label = _observed_and_law(summary, law)
     unit = "Cohen's w"
     if n_total == 0:
         return not_applicable("no samples", unit)
@@ -108,7 +110,7 @@ def check_gof(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
 
     if n_imp:
         k = int(np.argmax(counts_imp))
-        where = bin_label(law, k)
+        where = label(k)
         msg = (f"{n_imp} of {n_total} samples where the law has no mass; worst bin {where}: "
                f"{int(hist[k])} observed vs 0 expected")
         return Outcome(statistic=math.inf, p_value=0.0, effect=math.inf, effect_unit=unit,
@@ -127,7 +129,7 @@ def check_gof(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     j = int(np.argmax(np.abs(resid)))
     k0 = int(pos[starts[j]])
     k1 = int(pos[starts[j + 1] - 1]) if j + 1 < starts.size else int(pos[-1])
-    msg = (f"chi2 {x2:.6g} on {df} df (excess w {w:.3g}); worst bins {bins_label(law, k0, k1)}: "
+    msg = (f"chi2 {x2:.6g} on {df} df (excess w {w:.3g}); worst bins {label(k0, k1)}: "
            f"observed {int(obs[j])} vs expected {exp[j]:.6g} (residual {resid[j]:+.3g})")
     details.update(max_residual=float(resid[j]), worst_bins=(k0, k1))
     return Outcome(statistic=x2, p_value=p, effect=w, effect_unit=unit,
@@ -141,7 +143,7 @@ def ks_mde(law, n: int, alpha: float = 1e-3) -> float:
 
 @quiet
 def check_ks(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
-    hist, probs, n = _observed_and_law(summary, law)
+    hist, probs, n, label = _observed_and_law(summary, law)
     unit = "D (CDF distance)"
     if n == 0:
         return not_applicable("no samples", unit)
@@ -156,7 +158,7 @@ def check_ks(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     if np.count_nonzero(probs > 0) < 2 and d == 0.0:
         return not_applicable("the law puts all its mass in one histogram bin", unit)
     p = ks_pvalue(d, n)
-    msg = (f"D {d:.4g} at the top of bin {bin_label(law, k)}: empirical CDF {f_emp[k]:.6g} vs law "
+    msg = (f"D {d:.4g} at the top of bin {label(k)}: empirical CDF {f_emp[k]:.6g} vs law "
            f"{f_law[k]:.6g} (n {n})")
     return Outcome(statistic=d, p_value=p, effect=d, effect_unit=unit, mde=ks_mde(law, n, alpha),
                    message=msg, details={"bin": k})
