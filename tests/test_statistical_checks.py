@@ -305,6 +305,26 @@ def test_independence_catches_antithetic_neighbours_and_duplicates():
     assert out.details["p[duplicate rows]"] < 1e-10
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_independence_judges_dependence_not_the_marginal(dtype):
+    """Clamped N(0,1) draws (4.6 % on each bound: a wrong marginal, independent elements) leave
+    the equal-element rate to the other checks; 1 % of elements copied from the previous call
+    (the same marginal, dependent) is caught by that very component."""
+    law = law_of(0.0, 1.0, -2.0, 2.0, dtype)
+    rng = np.random.default_rng(21)
+    n = 1 << 18
+    clamped = law.fmt.round(np.clip(rng.standard_normal(n), -2.0, 2.0))
+    out = STATISTICAL_CHECKS["independence"](summarize(law, clamped, (64, 64), dtype), law)
+    assert out.p_value > ALPHA, out.message
+    assert out.details["p[equal elements in successive calls]"] > ALPHA
+    assert STATISTICAL_CHECKS["atoms"](summarize(law, clamped, (64, 64), dtype), law).p_value == 0
+    copied = clamped.reshape(-1, 4096).copy()
+    repeat = rng.random(copied[1:].shape) < 0.01
+    copied[1:][repeat] = copied[:-1][repeat]
+    out = STATISTICAL_CHECKS["independence"](summarize(law, copied.ravel(), (64, 64), dtype), law)
+    assert out.details["p[equal elements in successive calls]"] < 1e-10, out.message
+
+
 # ------------------------------------------------------------------- degenerate inputs
 
 

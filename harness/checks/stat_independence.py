@@ -4,11 +4,19 @@ between successive calls, bit-identical elements between successive calls, and d
 Under H0 every element is an independent draw of the law, so for each correlation component
 sqrt(pairs) * r -> N(0, 1) (Bartlett: overlapping lag-1 pairs of an iid sequence have the same
 asymptotic variance as independent pairs). An element equals the same element of the previous call
-with probability q = law.collision_prob; the count is binomial up to the weak dependence of
-overlapping pairs (call t-1, t) and (t, t+1), whose variance term 2 (sum p^3 - q^2) is added when the
-law's atoms are known (<= 16-bit) and matters. Two rows of m elements are equal with probability
+with probability q = sum p_v^2 over the values v; the count is binomial up to the weak dependence of
+overlapping pairs (call t-1, t) and (t, t+1), whose variance term 2 (sum p^3 - q^2) is added when
+the per-value masses are known and it matters. Two rows of m elements are equal with probability
 q^m, so a call with R rows has C(R, 2) q^m duplicate pairs on average; the count of rows equal to an
 earlier row of their call is then Poisson (tested one-sided: duplicates are the defect).
+
+q is that of the candidate's own marginal where the Summary counts every value apart (<= 16-bit
+dtypes; narrow 32/64-bit laws with single-value fine bins): the unbiased estimate
+sum c(c-1) / (n(n-1)). So these components test dependence, not the marginal; a wrong marginal is
+the business of gof, atoms and the others, and used to show here too (torch's large-mean bf16). Its
+noise is negligible next to the count's (relative 2 sqrt((sum p^3 - q^2) / n) / q against
+1 / sqrt(n q)). Elsewhere q is the law's, with its boundary atoms (the usual suspects) replaced by
+their observed frequencies.
 """
 
 from __future__ import annotations
@@ -28,16 +36,38 @@ from .stat_common import (binom_mde_ratio, binom_two_sided, binom_upper, bonferr
 DUP_POISSON_MAX_PER_CALL = 0.05
 
 
-def _atoms_probs(law):
-    """The law's atom masses when it enumerates them (16-bit and 8-bit), else None."""
-    try:
-        probs = law.probs
-    except Exception:
+def _observed_collisions(counts: np.ndarray) -> tuple[float, float] | None:
+    """Unbiased estimates of (sum p^2, sum p^3) from per-value counts."""
+    n = float(counts.sum())
+    if n < 3:
         return None
-    if probs is None:
-        return None
-    probs = np.asarray(probs, dtype=np.float64)
-    return probs if probs.size else None
+    c = counts[counts > 1].astype(np.float64)
+    q = float(np.sum(c * (c - 1))) / (n * (n - 1))
+    s3 = float(np.sum(c * (c - 1) * (c - 2))) / (n * (n - 1) * (n - 2))
+    return q, s3
+
+
+def collision_rates(summary: Summary, law) -> tuple[float, float | None, str]:
+    """(q, sum p^3 or None, where q comes from) for the equal-element and duplicate-row
+    components (see the module docstring)."""
+    fine = summary.fine_bins
+    if summary.hist is not None and summary.hist_bits <= 16:
+        est = _observed_collisions(np.asarray(summary.hist, dtype=np.int64))
+    elif fine is not None and fine[1] == 0 and summary.fine_hist is not None:
+        est = _observed_collisions(np.asarray(summary.fine_hist, dtype=np.int64)[1:-1])
+    else:
+        est = None
+    if est is not None:
+        return est[0], est[1], "the output's own marginal"
+    q = float(law.collision_prob)
+    n = int(summary.n)
+    if n > 0 and 0 < q < 1:
+        atoms = {(float(law.rn_a), float(law.atom_a), int(summary.n_at_rn_a)),
+                 (float(law.rn_b), float(law.atom_b), int(summary.n_at_rn_b))}
+        for _, mass, count in atoms:
+            q += (count / n) ** 2 - mass**2
+        q = min(max(q, 0.0), 1.0)
+    return q, None, "the law, boundary atoms as observed"
 
 
 def _components(summary: Summary, law, alpha: float):
@@ -60,16 +90,14 @@ def _components(summary: Summary, law, alpha: float):
                           f"{name}: r {r:+.4g} over {s.count} pairs (z {z:+.2f})"])
 
     # -- bit-identical elements in successive calls
-    q = float(law.collision_prob)
+    q, s3, q_source = collision_rates(summary, law)
     n_pairs, k_eq = int(summary.n_pairs_successive), int(summary.n_equal_successive)
     if n_pairs > 0 and q < 1.0:
-        probs = _atoms_probs(law)
-        exact_q = probs is not None
+        exact_q = s3 is not None
         exp = n_pairs * q
         if exact_q:
             numel = max(1, math.prod(shape)) if shape else 1
             overlapping = max(0, n_pairs - numel)  # pairs (t-1, t) followed by (t, t+1)
-            s3 = float(np.sum(probs**3))
             var = n_pairs * q * (1 - q) + 2.0 * overlapping * (s3 - q * q)
             if var > 1.01 * n_pairs * q * (1 - q):
                 z = (k_eq - exp) / math.sqrt(var)
@@ -81,7 +109,8 @@ def _components(summary: Summary, law, alpha: float):
             p_eq = float(binom_upper(k_eq, n_pairs, q))
         ratio = k_eq / exp if exp > 0 else (math.inf if k_eq else 1.0)
         comps.append(["equal elements in successive calls", p_eq, ratio, "obs/exp", ("binom", n_pairs, q),
-                      f"equal elements in successive calls: {k_eq} of {n_pairs} vs {exp:.4g} expected"])
+                      f"equal elements in successive calls: {k_eq} of {n_pairs} vs {exp:.4g} "
+                      f"expected (q from {q_source})"])
 
     # -- duplicate rows within a call
     m = int(summary.row_len)
@@ -133,7 +162,12 @@ def independence_mde(law, n: int, shape: tuple, alpha: float = 1e-3) -> float:
 def check_independence(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     comps = _components(summary, law, alpha)
     if not comps:
-        why = "the law is a single atom" if not (float(law.std) > 0) else "no pairs to compare"
+        if not (float(law.std) > 0):
+            why = "the law is a single atom"
+        elif summary.n_pairs_successive > 0 and collision_rates(summary, law)[0] >= 1.0:
+            why = "the output is one value throughout (nothing varies to correlate; gof, atoms judge it)"
+        else:
+            why = "no pairs to compare"
         return not_applicable(why, "correlation r")
     ps = [c[1] for c in comps]
     p, j = bonferroni(ps)
