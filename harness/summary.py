@@ -30,6 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+#: A pair variance below this fraction of its second moment is not resolved by the sums.
+RESOLVABLE_VARIANCE = 1e-6
+
 #: How many row extremes (per-slice minima/maxima along the last dim) a Summary keeps at most.
 ROW_EXTREMES_CAP = 1 << 16
 
@@ -50,14 +53,19 @@ class LagSums:
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def correlation(self) -> float:
-        """Pearson correlation of the pairs; NaN when undefined."""
+        """Pearson correlation of the pairs; NaN when undefined.
+
+        Also NaN when a variance is below `RESOLVABLE_VARIANCE` of its second moment: the sums
+        come from float32 block sums (~1e-7 relative), so such a variance (an output that hardly
+        varies: under the law z has variance 1 and mean 0) is rounding noise, and so would r be."""
         if self.count < 2:
             return float("nan")
         n = self.count
         cov = self.sum_uv / n - (self.sum_u / n) * (self.sum_v / n)
         var_u = self.sum_uu / n - (self.sum_u / n) ** 2
         var_v = self.sum_vv / n - (self.sum_v / n) ** 2
-        if var_u <= 0 or var_v <= 0:
+        if (var_u <= RESOLVABLE_VARIANCE * self.sum_uu / n
+                or var_v <= RESOLVABLE_VARIANCE * self.sum_vv / n):
             return float("nan")
         return cov / np.sqrt(var_u * var_v)
 

@@ -326,6 +326,18 @@ def test_independence_judges_dependence_not_the_marginal(dtype):
 
 
 # ------------------------------------------------------------------- degenerate inputs
+def test_correlations_of_a_nearly_constant_output_are_undefined_not_rounding_noise():
+    """0.3 everywhere but three elements: the true lag-1 r is ~0, while float32 block sums put
+    their rounding noise (r ~ 0.85 before the guard) in a variance of ~1e-10."""
+    law = law_of(0.0, 1.0, -2.0, 2.0, torch.float32)
+    v = np.full(1 << 16, 0.3)
+    v[[5, 999, 40000]] = 0.31
+    s = summarize(law, v, (64, 64), torch.float32)
+    assert all(math.isnan(ls.correlation()) for ls in s.lag1.values())
+    assert math.isnan(s.successive.correlation())
+    out = STATISTICAL_CHECKS["independence"](s, law)
+    assert "lag-1" not in out.message and "r " not in out.message.split("worst: ")[1][:20]
+
 
 
 def _empty_summary(law, dtype_name="bfloat16", hist_bits=16, shape=(4, 4)):
