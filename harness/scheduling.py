@@ -135,7 +135,7 @@ class DeviceGroupScheduling(LoadGroupScheduling):
 
     def schedule(self) -> None:
         # loadgroup's initial distribution calls _assign_work_unit on every node and expects
-        # work; with devices a node may have none, so it goes through _reschedule instead.
+        # work; with devices a node may have none: it is shut down, as _reschedule would.
         if self.collection is not None or not self.collection_is_completed:
             return super().schedule()
         if not self._check_nodes_have_same_collection():
