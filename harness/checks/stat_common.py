@@ -154,7 +154,7 @@ def bin_label(law, k: int) -> str:
 def bins_label(law, k0: int, k1: int) -> str:
     """Value range covered by histogram bins k0..k1 (inclusive)."""
     try:
-        lo, hi = _bin_bounds(law)
+        lo, hi = law.fmt.hist_bin_bounds()  # cached by the format
         v0, v1 = float(lo[k0]), float(hi[k1])
         if not math.isfinite(v0) or not math.isfinite(v1):
             # NaN bounds: bins without finite values (inf / NaN bit patterns)
@@ -228,17 +228,6 @@ class LawBins:
         v0 = "below" if k0 == 0 else fmt_value(self._lo[k0 - 1])
         v1 = "above" if k1 == last else fmt_value(self._hi[k1 - 1])
         return v0 if v0 == v1 else f"[{v0}, {v1}]"
-
-
-def _bin_bounds(law):
-    cache = getattr(law, "_stat_bin_bounds", None)
-    if cache is None:
-        cache = law.fmt.hist_bin_bounds()
-        try:
-            law._stat_bin_bounds = cache
-        except Exception:
-            pass
-    return cache
 
 
 def data_seed(*arrays) -> np.random.Generator:
