@@ -15,7 +15,9 @@ shard, `reports.manifest`), the merge is strict (`check_coverage`):
 * a shard that was retried keeps its latest attempt, by end time; the earlier ones are dropped;
 * no group may have been run by a shard other than the one it was assigned to (overlap: exit 1);
 * every group of the grid must have been run to the end by its shard; missing shards and missing
-  groups are named, and the run is incomplete (exit 1) unless ``--allow-partial``.
+  groups are named, and the run is incomplete (exit 1) unless ``--allow-partial``. An input
+  directory with neither results nor a manifest (what a shard that died may leave) is ignored
+  with a warning: its shard shows as missing.
 
 The merged report is written in every case but a ReportError, with the coverage in its manifest
 and, when something is missing, at the top of summary.md and index.html. Reports written without
@@ -273,8 +275,17 @@ def merge(dirs: list[str], out: str, allow_partial: bool = False) -> Merged:
         raise ReportError("merge: no input directories")
     if any(os.path.abspath(d) == os.path.abspath(out) for d in dirs):
         raise ReportError("merge: --out must differ from every input")
-    inputs = [Shard(d, read_manifest(d), read_results(d)) for d in dirs]
+    inputs, empty = [], []
+    for d in dirs:
+        manifest = read_manifest(d)
+        if manifest is None and os.path.isdir(d) and not any(
+                os.path.exists(os.path.join(d, f)) for f in ("results.parquet", "results.csv")):
+            empty.append(d)  # e.g. the artifact of a shard that died: case data, no report
+            continue
+        inputs.append(Shard(d, manifest, read_results(d)))
     sharded = [s for s in inputs if s.manifest is not None and s.manifest.get("shard")]
+    if empty and not sharded:
+        read_results(empty[0])  # not shards: an input without results is an error, as it was
     coverage = None
     if sharded:
         plain = [s.dir for s in inputs if s not in sharded]
@@ -282,6 +293,8 @@ def merge(dirs: list[str], out: str, allow_partial: bool = False) -> Merged:
             raise ReportError(f"merge: {plain[0]!r} is not a grid shard (its manifest names no "
                               f"shard) but {sharded[0].dir!r} is: merge the shards of one run")
         inputs, coverage = check_coverage(inputs)
+        coverage.warnings += [f"{d!r} holds no report (a shard that did not finish?): ignored"
+                              for d in empty]
     names = [s.dir for s in inputs]
     df = merge_frames([s.frame for s in inputs], names)
     os.makedirs(os.path.join(out, CASE_DATA_DIR), exist_ok=True)

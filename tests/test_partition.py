@@ -236,10 +236,14 @@ def test_three_shards_merged_equal_the_unsharded_run(run, sharded_run, capsys):
 @same_run
 def test_a_missing_shard_is_named_and_exits_1(run, sharded_run, tmp_path, capsys):
     base, _ = sharded_run
-    dirs = [str(base / "shard-0"), str(base / "shard-2")]  # shard 1's directory is gone
+    # shard 1's directory is gone; a shard that died left only case data behind
+    dead = tmp_path / "died" / "case-data"
+    dead.mkdir(parents=True)
+    dirs = [str(base / "shard-0"), str(base / "shard-2"), str(dead.parent)]
     capsys.readouterr()
     assert cli(["merge", *dirs, "--out", str(tmp_path / "m")]) == 1
     err = capsys.readouterr().err
+    assert "holds no report (a shard that did not finish?): ignored" in err
     shard1 = json.loads((base / "shard-1" / "manifest.json").read_text())["groups"]
     assert "shard 1 of 3 is missing" in err and all(g in err for g in shard1)
     assert f"INCOMPLETE: 2 of 3 shard(s), {12 - len(shard1)} of 12 group(s) run" in err
