@@ -312,11 +312,11 @@ def pytest_report_header(config):
     if any(d.startswith("cuda") for d in s.devices) and cfg.n(1, "cuda") != cfg.n(1):
         n += f" on CPU, {cfg.n(1, 'cuda')} on CUDA"
     lines = [f"harness: candidates {cands}",
-            f"harness: torch {torch.__version__}; devices {', '.join(s.devices)}; dtypes "
-            f"{', '.join(dtype_name(d) for d in s.dtypes)}",
-            f"harness: profile {cfg.profile} (n={n} per case, stage 2 x4); "
-            f"budget {budget_text(cfg.case_budget_s)}; seed {cfg.run_seed}; bounds {cfg.bounds}; "
-            f"alpha {cfg.alpha_suspect:g}/{cfg.alpha_fail:g}"]
+             f"harness: torch {torch.__version__}; devices {', '.join(s.devices)}; dtypes "
+             f"{', '.join(dtype_name(d) for d in s.dtypes)}",
+             f"harness: profile {cfg.profile} (n={n} per case, stage 2 x4); "
+             f"budget {budget_text(cfg.case_budget_s)}; seed {cfg.run_seed}; bounds {cfg.bounds}; "
+             f"alpha {cfg.alpha_suspect:g}/{cfg.alpha_fail:g}"]
     if s.partition is not None:
         lines.append(f"harness: {s.partition.describe()}")
     return lines

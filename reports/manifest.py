@@ -59,14 +59,23 @@ def nvidia_driver() -> str | None:
 
 
 def machine_facts() -> dict:
+    """Host, torch, CUDA, driver, GPUs and git; a fact that cannot be had is None, never an
+    exception (the manifest is what makes a shard count, so it must be written)."""
     import torch
 
-    cuda = torch.cuda.is_available()
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else []
+    def fact(fn):
+        try:
+            return fn()
+        except Exception as exc:  # a broken driver or device must not cost the manifest
+            return f"unknown ({type(exc).__name__})"
+
+    cuda = bool(fact(torch.cuda.is_available) is True)
     return {"host": platform.node(), "platform": platform.platform(),
             "torch": torch.__version__, "cuda": torch.version.cuda,
-            "driver": nvidia_driver() if cuda else None, "gpus": gpus,
-            "git": git_revision()}
+            "driver": fact(nvidia_driver) if cuda else None,
+            "gpus": fact(lambda: [torch.cuda.get_device_name(i)
+                                  for i in range(torch.cuda.device_count())]) if cuda else [],
+            "git": fact(git_revision)}
 
 
 def iso(ts: float) -> str:
