@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 
 from .cases import GRID, PROFILES, case_by_id
+from .partition import PartitionError, ShardSpec, load_durations, resolve_shard
 
 DEFAULT_DTYPES = ("float64", "float32", "float16", "bfloat16")
 DEFAULT_REPORT_DIR = "harness-report"
@@ -65,6 +66,16 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
                 help=f"where results go (default ./{DEFAULT_REPORT_DIR}); '' to write nothing")
     g.addoption("--xfails-file", default=None, metavar="FILE",
                 help="known failures, one pattern per line with '# cause'")
+    # Grid partitions (harness.partition): this process runs shard K of N of the grid.
+    g.addoption("--shard-id", default=None, metavar="K",
+                help="run grid shard K of --num-shards N (0-based); default: a CI's variables "
+                     "(JOB_COMPLETION_INDEX, BUILDKITE_PARALLEL_JOB, CIRCLE_NODE_INDEX, "
+                     "CI_NODE_INDEX), else the whole grid")
+    g.addoption("--num-shards", default=None, metavar="N",
+                help="number of grid shards (with --shard-id, or alone with JOB_COMPLETION_INDEX)")
+    g.addoption("--durations-from", default=None, metavar="DIR",
+                help="balance the shards by the group durations in an earlier run's report "
+                     "directory (default: a stable hash of the group key)")
 
 
 @dataclass(frozen=True)
@@ -86,6 +97,9 @@ class Options:
     alpha_fail: float
     report_dir: str
     xfails_file: str | None
+    shard: ShardSpec | None = None  # None: the whole grid (harness.partition)
+    durations_from: str | None = None
+    durations: dict | None = None  # group -> seconds, from --durations-from
 
 
 def csv_list(value: str) -> list[str]:
@@ -131,8 +145,9 @@ def _alpha(name: str, text) -> float:
     return alpha
 
 
-def parse_options(opt, known_dtypes) -> Options:
-    """Validate the raw option namespace; OptionError (one line) on the first bad value."""
+def parse_options(opt, known_dtypes, environ=None) -> Options:
+    """Validate the raw option namespace; OptionError (one line) on the first bad value.
+    `environ` (default os.environ) is where a CI's shard variables are read from."""
     profile = str(opt.profile)
     if profile not in PROFILES:
         raise OptionError(f"--profile: unknown {profile!r}; known: {', '.join(PROFILES)}")
@@ -182,10 +197,29 @@ def parse_options(opt, known_dtypes) -> Options:
             raise OptionError(f"--xfails-file: {xfails_file!r} is not a file")
         if not os.access(xfails_file, os.R_OK):
             raise OptionError(f"--xfails-file: {xfails_file!r} is not readable")
+    shard, durations_from, durations = _partition(opt, environ)
     return Options(candidates=tuple(opt.candidate or ["torch"]), profile=profile, samples=samples,
                    seed=seed, dtypes=dtypes, devices=devices, cases=tuple(cases), bounds=bounds,
                    case_timeout=case_timeout, case_budget=case_budget,
                    budget_seconds=budget_seconds,
                    alpha_suspect=_alpha("--alpha-suspect", opt.alpha_suspect),
                    alpha_fail=_alpha("--alpha-fail", opt.alpha_fail), report_dir=report_dir,
-                   xfails_file=xfails_file)
+                   xfails_file=xfails_file, shard=shard, durations_from=durations_from,
+                   durations=durations)
+
+
+def _partition(opt, environ) -> tuple:
+    """(shard, durations_from, durations): which grid shard this process runs (harness.partition)."""
+    try:
+        shard = resolve_shard(getattr(opt, "shard_id", None), getattr(opt, "num_shards", None),
+                              environ)
+        durations_from = getattr(opt, "durations_from", None)
+        durations = None
+        if durations_from is not None:
+            if shard is None:
+                raise OptionError("--durations-from: no shard given (--shard-id K --num-shards N, "
+                                  "or a CI's shard variables)")
+            durations = load_durations(durations_from)
+    except PartitionError as exc:
+        raise OptionError(str(exc)) from None
+    return shard, durations_from, durations

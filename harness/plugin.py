@@ -133,6 +133,13 @@ class HarnessSession:
         self.report_dir = opt.report_dir
         self.saved_case_data: set = set()
         self.ledger = GroupLedger()  # controller: which worker ran each case group
+        # Grid partitions (harness.partition): the groups this process runs; None: all of them.
+        self.partition = None
+        if opt.shard is not None:
+            from .partition import plan
+
+            self.partition = plan(opt.shard, self.grid_groups(), opt.durations, opt.durations_from)
+        self.collected: dict = {}  # group -> tests collected (for the manifest)
 
     def apply_budget(self, n_combos: int, workers: int) -> None:
         """--budget-seconds: give each (candidate, case, dtype, device) an equal share of the
@@ -154,6 +161,10 @@ class HarnessSession:
             for dtype in self.dtypes:
                 for device in self.devices:
                     yield ApiCombo(cand, dtype, device)
+
+    def grid_groups(self) -> list[str]:
+        """Every group key of the run's grid (what a partition splits), whatever -k selects."""
+        return sorted({p.id for p in (*self.combos(), *self.api_combos())})
 
     def skip_reason(self, candidate, dtype, device) -> str | None:
         return device_skip_reason(device) or candidate.skip_reason(dtype, device)
@@ -300,12 +311,15 @@ def pytest_report_header(config):
     n = str(cfg.n(1))
     if any(d.startswith("cuda") for d in s.devices) and cfg.n(1, "cuda") != cfg.n(1):
         n += f" on CPU, {cfg.n(1, 'cuda')} on CUDA"
-    return [f"harness: candidates {cands}",
-            f"harness: torch {torch.__version__}; devices {', '.join(s.devices)}; dtypes "
-            f"{', '.join(dtype_name(d) for d in s.dtypes)}",
-            f"harness: profile {cfg.profile} (n={n} per case, stage 2 x4); "
-            f"budget {budget_text(cfg.case_budget_s)}; seed {cfg.run_seed}; bounds {cfg.bounds}; "
-            f"alpha {cfg.alpha_suspect:g}/{cfg.alpha_fail:g}"]
+    lines = [f"harness: candidates {cands}",
+             f"harness: torch {torch.__version__}; devices {', '.join(s.devices)}; dtypes "
+             f"{', '.join(dtype_name(d) for d in s.dtypes)}",
+             f"harness: profile {cfg.profile} (n={n} per case, stage 2 x4); "
+             f"budget {budget_text(cfg.case_budget_s)}; seed {cfg.run_seed}; bounds {cfg.bounds}; "
+             f"alpha {cfg.alpha_suspect:g}/{cfg.alpha_fail:g}"]
+    if s.partition is not None:
+        lines.append(f"harness: {s.partition.describe()}")
+    return lines
 
 
 def budget_text(seconds: float | None) -> str:
@@ -336,6 +350,9 @@ def _param_of(item):
 def pytest_collection_modifyitems(session, config, items):
     s = _session(config)
     from .run import all_check_names
+
+    if s.partition is not None:
+        deselect_other_shards(s.partition, config, items)
 
     order = {name: i for i, name in enumerate(all_check_names() + ("arguments",))}
     # Keep every check of one (candidate, case, dtype, device) together: its Summary is generated
@@ -369,6 +386,34 @@ def pytest_collection_modifyitems(session, config, items):
             item.stash[_XFAIL_KEY] = xf
     if not hasattr(config, "workerinput"):
         warn_stale_xfails(config, s)
+
+
+def deselect_other_shards(partition, config, items) -> None:
+    """Keep the conformance tests of this shard's groups; the others are deselected (not skipped:
+    another shard runs them). Tests the harness did not parametrize are left alone."""
+    keep, drop = [], []
+    for item in items:
+        mine = _param_of(item) is None or partition.owns(group_of_nodeid(item.nodeid))
+        (keep if mine else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def _count_collected(s: "HarnessSession", nodeids) -> None:
+    counts = Counter(group_of_nodeid(n) for n in nodeids)
+    s.collected = dict(counts)
+
+
+def pytest_collection_finish(session):
+    if not hasattr(session.config, "workerinput"):
+        _count_collected(_session(session.config), [i.nodeid for i in session.items])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """xdist controller: what the workers collected (they all collect the same)."""
+    _count_collected(_session(node.config), ids)
 
 
 def warn_stale_xfails(config, s: "HarnessSession") -> None:
@@ -542,11 +587,40 @@ def pytest_sessionfinish(session, exitstatus):
                 row.update(verdict="error",
                            message=s.ledger.split_message(row["group"], scheduler))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    if not s.rows or not s.report_dir:
+    empty_share = s.partition is not None and not s.partition.groups
+    if empty_share and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK  # N > groups: this shard has nothing to run
+    if not s.report_dir or not (s.rows or empty_share):
         return
     from reports.results import write_run
 
     s.written = write_run(s.rows, s.report_dir, config=config, session=s)
+    write_run_manifest(s, config, session.exitstatus)
+
+
+def write_run_manifest(s: "HarnessSession", config, exitstatus) -> None:
+    """manifest.json beside the results: the shard, the grid's assignment, the groups run, the
+    machine (reports.manifest); what `reports merge` checks a partitioned run's coverage with."""
+    from reports.manifest import build_manifest, write_manifest
+    from reports.results import command_line
+
+    opt, p = s.options, s.partition
+    if p is not None:
+        shard, assignment = p.shard.as_dict(), p.assignment
+        partition = {"method": p.method, "durations_from": p.durations_from, "known": p.known}
+    else:
+        shard, assignment, partition = None, {g: 0 for g in s.grid_groups()}, {"method": None}
+    config_key = {"profile": opt.profile, "samples": opt.samples, "run_seed": opt.seed,
+                  "bounds": opt.bounds, "case_timeout": opt.case_timeout,
+                  "case_budget": opt.case_budget, "budget_seconds": opt.budget_seconds,
+                  "alpha_suspect": opt.alpha_suspect, "alpha_fail": opt.alpha_fail,
+                  "candidates": [[c.spec, c.version] for c in s.candidates]}
+    manifest = build_manifest(shard=shard, partition=partition, assignment=assignment,
+                              groups={r["group"] for r in s.rows if r.get("group")},
+                              tests=s.collected, config=config_key, started=s.started,
+                              finished=time.time(), exitstatus=int(exitstatus),
+                              command=command_line(config))
+    write_manifest(s.report_dir, manifest)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

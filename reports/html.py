@@ -26,6 +26,7 @@ td.skip { background: #f0f0f0; color: #888; } td.none { color: #bbb; }
 table.fails td { text-align: left; vertical-align: top; } table.fails td.case { white-space: nowrap; } table.fails td.msg { max-width: 46em; }
 code { font-size: 12px; background: #f5f5f5; padding: 0 .25em; word-break: break-all; }
 .counts span { margin-right: 1.2em; } .muted { color: #777; }
+div.coverage { background: #fbdada; border: 1px solid #a00; padding: 0 1em; }
 figure { margin: 1em 0 2em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-weight: bold; margin-bottom: .3em; }
 ul.env li { font-family: monospace; font-size: 12.5px; }
@@ -104,6 +105,10 @@ def index_html(df: pd.DataFrame, env: dict | None, figs: dict | None = None) -> 
     c = S.counts(df)
     parts.append("<p class='counts'>" + ("".join(f"<span><b>{v}</b> {e(k)}</span>" for k, v in c.items())
                                          or "no results") + "</p>")
+    if env.get("coverage_problems"):  # a merged partitioned run with holes
+        parts.append("<div class='coverage'><p><b>Coverage</b></p><ul>"
+                     + "".join(f"<li>{e(line)}</li>" for line in env["coverage_problems"])
+                     + "</ul></div>")
     for cand in S.candidates(df):
         sub = df[df["candidate"] == cand]
         parts.append(f"<h2>{e(S.candidate_label(df, cand))}</h2>")

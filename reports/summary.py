@@ -212,6 +212,10 @@ def summary_markdown(df: pd.DataFrame, env: dict | None = None) -> str:
     c = counts(df)
     out.append("**" + ", ".join(f"{v} {k}" for k, v in c.items()) + "**" if c else "**no results**")
     out.append("")
+    for line in env.get("coverage_problems") or ():  # a merged partitioned run with holes
+        out.append(f"> ⚠ {line}")
+    if env.get("coverage_problems"):
+        out.append("")
     legend = (f"✔ pass · ✘ fail · error: harness or candidate crash · xfail: known · skip · "
               f"'·' not run · {BUDGET_MARK} budget-limited")
     with_device = multi_device(df)

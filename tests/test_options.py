@@ -36,8 +36,9 @@ def options(**given):
     return SimpleNamespace(**(recorder.defaults | given))
 
 
-def parse(**given):
-    return parse_options(options(**given), tuple(DTYPES))
+def parse(environ=None, **given):
+    # an empty environment unless given: a CI's shard variables must not leak into these tests
+    return parse_options(options(**given), tuple(DTYPES), environ=environ or {})
 
 
 def test_defaults():
@@ -75,6 +76,14 @@ def test_defaults():
     (dict(alpha_suspect="1"), "--alpha-suspect: must be a probability"),
     (dict(alpha_suspect="p"), "--alpha-suspect: expected a number"),
     (dict(xfails_file="/missing"), "--xfails-file: '/missing' is not a file"),
+    (dict(shard_id="1"), "--shard-id 1: give --num-shards too"),
+    (dict(num_shards="3"), "--num-shards 3: give --shard-id too"),
+    (dict(shard_id="3", num_shards="3"), "--shard-id: shard index 3 is not in 0..2"),
+    (dict(shard_id="x", num_shards="3"), "--shard-id: expected an integer, got 'x'"),
+    (dict(shard_id="0", num_shards="0"), "--num-shards: the shard count must be at least 1"),
+    (dict(durations_from="/missing"), "--durations-from: no shard given"),
+    (dict(durations_from="/missing", shard_id="0", num_shards="2"),
+     "--durations-from: '/missing' is not a directory"),
 ])
 def test_each_bad_value_is_one_line_naming_its_option(given, says):
     with pytest.raises(OptionError) as info:
@@ -110,3 +119,13 @@ def test_budgets():
     assert parse(case_budget="0").case_budget is None  # 0: no budget
     assert parse(profile="nightly").case_budget is None
     assert parse(budget_seconds="60").budget_seconds == 60.0
+
+
+def test_shards_from_flags_or_the_environment():
+    assert parse().shard is None and parse().durations is None
+    opt = parse(shard_id="1", num_shards="4")
+    assert (opt.shard.id, opt.shard.count) == (1, 4)
+    opt = parse(environ={"CI_NODE_INDEX": "4", "CI_NODE_TOTAL": "4"})
+    assert (opt.shard.id, opt.shard.count) == (3, 4) and "1-based" in opt.shard.source
+    with pytest.raises(OptionError, match=r"^CI_NODE_INDEX: shard index 5 is not in 1\.\.4"):
+        parse(environ={"CI_NODE_INDEX": "5", "CI_NODE_TOTAL": "4"})
