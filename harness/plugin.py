@@ -185,13 +185,15 @@ class HarnessSession:
                 for device in self.devices:
                     yield ApiCombo(cand, dtype, device)
 
-    def skip_reason(self, candidate, dtype, device) -> str | None:
+    def skip_reason(self, candidate, dtype, device, case=None) -> str | None:
         dev = torch.device(device)
         if dev.type == "cuda" and not torch.cuda.is_available():
             return f"device {device}: CUDA is not available on this machine"
         if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
             return f"device {device}: only {torch.cuda.device_count()} CUDA device(s) present"
-        return candidate.skip_reason(dtype, device)
+        # The case too: a sampler that cannot be asked for it (fixed ±2σ bounds, no mean) is skipped
+        # with the candidate's reason (issue 13).
+        return candidate.skip_reason(dtype, device, case)
 
     def skeleton_from_nodeid(self, nodeid: str) -> dict | None:
         """Row skeleton of a test from its node id alone: the xdist controller collects nothing,
@@ -347,7 +349,7 @@ def pytest_collection_modifyitems(session, config, items):
         if param is None or check is None:
             continue
         test_name = f"{check}[{param.id}]"
-        reason = s.skip_reason(param.candidate, param.dtype, param.device)
+        reason = s.skip_reason(param.candidate, param.dtype, param.device, getattr(param, "case", None))
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
         s.node_params[item.nodeid] = _row_skeleton(param, check)
