@@ -34,7 +34,8 @@ def _compare(args) -> int:
 
     base = read_results(args.base)
     new = read_results(args.new)
-    text, status = compare(base, new, read_environment(args.base), read_environment(args.new))
+    text, status = compare(base, new, read_environment(args.base), read_environment(args.new),
+                           gate_throughput=args.gate_throughput)
     sys.stdout.write(text)
     return status
 
@@ -56,6 +57,8 @@ def main(argv=None) -> int:
     c = sub.add_parser("compare", help="compare two report directories (exit 1 on new failures)")
     c.add_argument("base")
     c.add_argument("new")
+    c.add_argument("--gate-throughput", action="store_true",
+                   help="also exit 1 when a case's throughput dropped more than 2x")
     c.set_defaults(fn=_compare)
     m = sub.add_parser("merge", help="merge report directories of a sharded run")
     m.add_argument("dirs", nargs="+", metavar="DIR")
