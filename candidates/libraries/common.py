@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import math
 
 import numpy as np
 import torch
@@ -36,8 +35,6 @@ __all__ = [
 TORCH_TO_NAME = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
                  torch.bfloat16: "bfloat16"}
 _NUMPY_BITS = {"float64": np.uint64, "float32": np.uint32, "float16": np.uint16, "bfloat16": np.uint16}
-_TORCH_BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16,
-               torch.bfloat16: torch.int16}
 
 
 class LibraryError(RuntimeError):
@@ -123,17 +120,3 @@ def zero_mean(mean: float, std: float, a: float, b: float) -> str | None:
     if m == 0.0:
         return None
     return f"the sampler has no mean parameter (always 0), the case asks for mean {m:.6g}"
-
-
-def sigma_units(mean: float, std: float, a: float, b: float) -> tuple[float, float]:
-    """(a - mean) / std and (b - mean) / std with IEEE semantics (std = 0 gives ±inf or NaN)."""
-    from candidates.protocol import _to_sigma
-
-    return _to_sigma(a, mean, std), _to_sigma(b, mean, std)
-
-
-def is_finite_number(x) -> bool:
-    try:
-        return math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
