@@ -98,7 +98,7 @@ class Profile:
 PROFILES = {
     "smoke": Profile("smoke", 1 << 16, "self-tests: seconds for the whole grid", case_budget_s=5.0),
     "pr": Profile("pr", 1 << 22, "the default: the whole grid for one candidate in minutes on 2 cores",
-                  case_budget_s=5.0),
+                  case_budget_s=10.0),
     "nightly": Profile("nightly", 1 << 27, "long CPU runs and GPUs (2^30 there); rates down to "
                        "~1e-8 per element; no budget", n_cuda=1 << 30),
 }
