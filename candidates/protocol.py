@@ -28,6 +28,9 @@ in place, **absolute** bounds ``a <= x <= b`` (either may be infinite), returnin
                           mean); the harness skips such cases with the reason instead of calling it
 ``unavailable``           None, or a one-line reason why it cannot run here at all (its library is
                           not installed: the reason names the package); every test is then skipped
+``prepare``               None, or a zero-argument callable doing one-time start-up (import the
+                          library, start its child process); the engine calls it before the timed
+                          calls, so start-up is not candidate time and not spent out of a budget
 ========================  ==========================================================================
 
 Calling a candidate, ``cand(tensor, mean, std, a, b, generator)``, calls its function and returns what
@@ -297,6 +300,7 @@ class Candidate:
         caught_by: tuple[str, ...] = (),
         expresses: Callable | None = None,
         unavailable: str | None = None,
+        prepare: Callable[[], Any] | None = None,
     ):
         if not callable(fn):
             raise TypeError(f"candidate function must be callable, got {type(fn).__name__}")
@@ -319,6 +323,7 @@ class Candidate:
         if self.expresses is not None and not callable(self.expresses):
             raise TypeError("expresses must be callable: expresses(mean, std, a, b) -> None | reason")
         self.unavailable = unavailable
+        self.prepare = prepare
         doc = inspect.getdoc(fn) or ""
         self.doc = doc.strip().splitlines()[0] if doc.strip() else ""
 

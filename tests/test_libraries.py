@@ -268,3 +268,42 @@ def test_short_end_to_end_run_has_verdicts_and_no_error_rows(tmp_path):
     if "keras-torch" in E2E:
         keras = df[df.candidate == "keras-torch"]
         assert set(keras[keras.case == "asym-window-1-3"].verdict) == {"skip"}
+
+
+# ------------------------------------------------------------------------- prepare (start-up)
+
+
+def test_engine_runs_prepare_once_outside_the_candidate_time():
+    """A library's start-up (import, child process) is not candidate time: it would otherwise be
+    spent out of the per-case budget of the first case each worker runs."""
+    import time
+
+    from candidates.builtin import exact_trunc_normal_
+    from candidates.protocol import Candidate
+    from harness.engine import CandidateFailure, run_engine
+    from reference import TruncatedNormal, rounded_law
+
+    calls = []
+
+    def slow_start():
+        calls.append(1)
+        time.sleep(0.5)
+
+    case = case_by_id("normal-2sigma")
+    law = rounded_law(TruncatedNormal(case.mean, case.std, case.a, case.b), torch.float32)
+    cand = Candidate(exact_trunc_normal_, name="slow-start", prepare=slow_start)
+    summary = run_engine(cand, case, torch.float32, "cpu", law, 2 * case.numel, seed=1)
+    assert calls == [1] and summary.candidate_s < 0.5 and summary.n == 2 * case.numel
+
+    def broken_start():
+        raise RuntimeError("library failed to start")
+
+    cand = Candidate(exact_trunc_normal_, name="broken-start", prepare=broken_start)
+    with pytest.raises(CandidateFailure) as info:
+        run_engine(cand, case, torch.float32, "cpu", law, case.numel, seed=1)
+    assert info.value.kind == "raised" and "library failed to start" in str(info.value)
+
+
+@pytest.mark.parametrize("name", list(LIBRARIES))
+def test_every_library_candidate_declares_its_start_up(name):
+    assert callable(resolve(name).prepare)

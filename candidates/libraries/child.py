@@ -84,6 +84,16 @@ class LibraryServer:
                  if ln.strip()]
         return lines[-1][:300] if lines else "no output"
 
+    def ensure_started(self) -> None:
+        """Start the child if it is not running (the candidate's ``prepare``; `draw` does it too)."""
+        if self.proc is None or self.proc.poll() is not None:
+            try:
+                self.close()
+                self._start()
+            except BaseException:
+                self.close()
+                raise
+
     def draw(self, request: dict, what: str) -> np.ndarray:
         """Send one call's parameters; the library's result as a numpy array of its own dtype
         (bfloat16 as uint16 bit patterns). ``what`` names the sampler in error messages."""

@@ -76,7 +76,8 @@ def _make(name: str, fn, expresses=None):
         return Candidate(fn, name=name, spec=name, version=distribution_version("jax"),
                          convention="functional-sigma", devices=("cpu",),
                          torch_init_semantics=False, accepts_generator=True,
-                         expresses=expresses, unavailable=missing_reason("jax", "'jax[cpu]'"))
+                         expresses=expresses, unavailable=missing_reason("jax", "'jax[cpu]'"),
+                         prepare=_jax)
 
     return factory
 

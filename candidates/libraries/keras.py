@@ -61,6 +61,16 @@ def _unavailable(backend: str) -> str | None:
         missing_reason(BACKEND_MODULE[backend], "'jax[cpu]'" if backend == "jax" else backend))
 
 
+def _starter(kind: str):
+    """The candidate's ``prepare``: start the child before the timed calls (keras' import)."""
+    def start() -> None:
+        from candidates.libraries.child import server
+
+        server(kind).ensure_started()
+
+    return start
+
+
 def _version(backend: str) -> str:
     """keras' version and the backend's, e.g. ``3.15.1 (jax 0.10.2)`` (read without importing)."""
     dist = {"torch": "torch", "jax": "jax", "numpy": "numpy"}[backend]
@@ -74,7 +84,8 @@ def _make(backend: str):
         return Candidate(_sampler(backend), name=name, spec=name,
                          version=_version(backend), convention="functional",
                          devices=("cpu",), torch_init_semantics=False, accepts_generator=True,
-                         expresses=fixed_two_sigma, unavailable=_unavailable(backend))
+                         expresses=fixed_two_sigma, unavailable=_unavailable(backend),
+                         prepare=_starter(f"keras-{backend}"))
 
     return factory
 

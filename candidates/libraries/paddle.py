@@ -36,9 +36,17 @@ def paddle_trunc_normal(shape, mean, std, a, b, *, dtype, device, generator):
     return to_torch(server("paddle").draw(request, what), dtype, tuple(shape), what).to(device)
 
 
+def _start_child() -> None:
+    """The candidate's ``prepare``: start paddle's child before the timed calls."""
+    from candidates.libraries.child import server
+
+    server("paddle").ensure_started()
+
+
 CANDIDATES = {
     "paddle": lambda: Candidate(
         paddle_trunc_normal, name="paddle", spec="paddle", version=distribution_version("paddlepaddle"),
         convention="functional", devices=("cpu",), torch_init_semantics=False,
-        accepts_generator=True, unavailable=missing_reason("paddle", "paddlepaddle")),
+        accepts_generator=True, unavailable=missing_reason("paddle", "paddlepaddle"),
+        prepare=_start_child),
 }

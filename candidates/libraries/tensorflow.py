@@ -75,7 +75,8 @@ def _make(name: str, fn, dtypes=None, expresses=None):
                          version=distribution_version("tensorflow-cpu", "tensorflow"),
                          convention="functional", dtypes=dtypes, devices=("cpu",),
                          torch_init_semantics=False, accepts_generator=True, expresses=expresses,
-                         unavailable=missing_reason("tensorflow", "tensorflow-cpu"))
+                         unavailable=missing_reason("tensorflow", "tensorflow-cpu"),
+                         prepare=_tf)
 
     return factory
 

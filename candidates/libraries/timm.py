@@ -99,7 +99,8 @@ def _make(name: str, fn, convention: str):
         return Candidate(fn, name=name, spec=name, version=distribution_version("timm"),
                          convention=convention, torch_init_semantics=True, accepts_generator=True,
                          unavailable=missing_reason("timm", "--no-deps timm pyyaml huggingface_hub "
-                                                    "safetensors"))
+                                                    "safetensors"),
+                         prepare=weight_init)
 
     return factory
 
