@@ -562,6 +562,30 @@ def is_budget_stop(calls: int) -> bool:
     return odd in (1, 3)
 
 
+PREPARE_TIMEOUT_S = 120.0
+
+
+def _prepare(candidate, call_timeout: float | None, folder: "_Folder") -> None:
+    """A candidate's one-time start-up (``candidate.prepare()``, issue 13: importing a library,
+    starting a library's child process) before the timed calls, so it is neither candidate time
+    nor spent out of a per-case budget. Idempotent on the candidate's side; bounded by a deadline
+    of its own (imports are slow on a busy machine)."""
+    prepare = getattr(candidate, "prepare", None)
+    if prepare is None:
+        return
+    seconds = max(call_timeout or 0.0, PREPARE_TIMEOUT_S)
+    try:
+        with call_deadline(seconds):
+            prepare()
+    except _Timeout:
+        raise CandidateFailure("hang", f"preparing the candidate did not finish within {seconds:g} s",
+                               folder.finish()) from None
+    except Exception as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise CandidateFailure("raised", f"preparing the candidate raised {type(exc).__name__}: "
+                               f"{text[:300]}", folder.finish()) from exc
+
+
 def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: int, *,
                call_timeout: float | None = 60.0, chunk_elements: int = 1 << 22,
                min_calls: int = 2, time_budget: float | None = None) -> Summary:
@@ -587,6 +611,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     generator = torch.Generator(device=device).manual_seed(seed)
     target = torch.empty(shape, dtype=dtype, device=device)
     buffer = torch.empty((per_chunk, *shape), dtype=dtype, device=device)
+    _prepare(candidate, call_timeout, folder)
     filled = 0
     done = 0
     t_candidate = 0.0

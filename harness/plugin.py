@@ -166,8 +166,10 @@ class HarnessSession:
         """Every group key of the run's grid (what a partition splits), whatever -k selects."""
         return sorted({p.id for p in (*self.combos(), *self.api_combos())})
 
-    def skip_reason(self, candidate, dtype, device) -> str | None:
-        return device_skip_reason(device) or candidate.skip_reason(dtype, device)
+    def skip_reason(self, candidate, dtype, device, case=None) -> str | None:
+        # The case too: a sampler that cannot be asked for it (fixed ±2σ bounds, no mean) is
+        # skipped with the candidate's reason.
+        return device_skip_reason(device) or candidate.skip_reason(dtype, device, case)
 
     def skeleton_from_nodeid(self, nodeid: str) -> dict | None:
         """Row skeleton of a test from its node id alone: the xdist controller collects nothing,
@@ -377,7 +379,7 @@ def pytest_collection_modifyitems(session, config, items):
         if param is None or check is None:
             continue
         test_name = f"{check}[{param.id}]"
-        reason = s.skip_reason(param.candidate, param.dtype, param.device)
+        reason = s.skip_reason(param.candidate, param.dtype, param.device, getattr(param, "case", None))
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
         s.node_params[item.nodeid] = _row_skeleton(param, check)

@@ -255,11 +255,22 @@ BAD_ARGUMENTS = (
 
 
 def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Result:
-    """Invalid arguments must raise; returning anything or hanging fails. a == b is recorded."""
+    """Invalid arguments must raise; returning anything or hanging fails. a == b is recorded.
+
+    Arguments the candidate declares it cannot be asked for (``cannot_express``: a fixed-±2σ library
+    sampler has no bounds to pass) are not probed; the verdict says which, and is a skip when none
+    could be probed."""
     probe = _Probe(candidate, timeout)
     problems = []
+    cannot = getattr(candidate, "cannot_express", lambda *args: None)
+    not_expressible, reasons = [], []
     for label, override in BAD_ARGUMENTS:
         args = dict(mean=0.0, std=1.0, a=-2.0, b=2.0) | override
+        reason = cannot(args["mean"], args["std"], args["a"], args["b"])
+        if reason is not None:
+            not_expressible.append(label)
+            reasons.append(reason)
+            continue
         t = poison_(torch.empty((4, 8), dtype=dtype, device=device))
         status, out = probe(t, args["mean"], args["std"], args["a"], args["b"], _gen(device, seed))
         if status == "hang":
@@ -269,6 +280,15 @@ def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Resu
             what = ("NaN" if bool(torch.isnan(x).all()) and not _unwritten(t)
                     else "nothing" if _unwritten(t) == t.numel() else "values")
             problems.append(f"{label}: returned without raising (wrote {what})")
+    if cannot(0.0, 1.0, 0.5, 0.5) is not None:
+        not_expressible.append("a == b")
+        if len(not_expressible) == len(BAD_ARGUMENTS) + 1:
+            return Result("arguments", "skip", "the candidate cannot be asked for any invalid "
+                          f"argument ({reasons[0]})", details={"a_equals_b": "not expressible"})
+        return probe.charge(_verdict("arguments", problems,
+                                     "every expressible invalid argument raised",
+                                     [f"not expressible: {', '.join(not_expressible)}"],
+                                     details={"a_equals_b": "not expressible"}))
     t = poison_(torch.empty((4, 8), dtype=dtype, device=device))
     status, out = probe(t, 0.0, 1.0, 0.5, 0.5, _gen(device, seed))
     a_eq_b = {"ok": "fills", "raised": "raises", "hang": "hangs"}[status]
@@ -280,4 +300,6 @@ def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Resu
         problems.append(f"a == b: hung (no return within {timeout:g} s)")
     return probe.charge(_verdict("arguments", problems,
                                  f"every invalid argument raised; a == b {a_eq_b}",
+                                 [f"not expressible: {', '.join(not_expressible)}"]
+                                 if not_expressible else [],
                                  details={"a_equals_b": a_eq_b}))
