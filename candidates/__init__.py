@@ -27,6 +27,7 @@ from candidates.protocol import (
     Candidate,
     accepts_generator,
     candidate,
+    draw_seed,
     functional,
     sigma_bounds,
 )
@@ -45,4 +46,5 @@ __all__ = [
     "functional",
     "sigma_bounds",
     "accepts_generator",
+    "draw_seed",
 ]

@@ -37,9 +37,12 @@ Calling a candidate, ``cand(tensor, mean, std, a, b, generator)``, calls its fun
 the function returned (the contract check compares it with the tensor; nothing here wraps the call in
 ``torch.no_grad`` because whether the candidate does so itself is part of what is tested).
 **When the function takes no generator**, the harness's generator is honoured by seeding the global RNG
-with ``torch.manual_seed(generator.initial_seed())`` just before the call: the global RNG state (of
-every device) changes as a side effect, so a generator check that watches the global state must not
-count that against such a candidate.
+with ``torch.manual_seed(s)`` just before the call, where ``s`` is a fresh 63-bit seed drawn from the
+generator (`draw_seed`): the generator advances and successive calls get different streams, as
+they would from a function that takes the generator, and the same generator seed still
+reproduces every call. The
+global RNG state (of every device) changes as a side effect, so a generator check that watches the
+global state must not count that against such a candidate.
 
 Declaring what a user function supports
 ---------------------------------------
@@ -274,6 +277,16 @@ def adapt(fn: Callable, convention: str) -> Callable:
     raise ValueError(f"unknown convention {convention!r} (one of {', '.join(CONVENTIONS)})")
 
 
+def draw_seed(generator: torch.Generator | None, bits: int = 63) -> int:
+    """A fresh ``bits``-bit seed from the harness's generator (the global torch RNG without one).
+
+    One draw per call: successive calls get different seeds and the generator advances, as it
+    would under a torch sampler; a generator seeded alike gives the same sequence."""
+    device = generator.device if generator is not None else "cpu"
+    high = (1 << bits) - 1 if bits == 63 else 1 << bits
+    return int(torch.randint(0, high, (), generator=generator, device=device, dtype=torch.int64))
+
+
 class Candidate:
     """A sampler under test; see the module docstring for the attributes.
 
@@ -332,9 +345,12 @@ class Candidate:
         if self.accepts_generator:
             return self.fn(tensor, mean, std, a, b, generator=generator)
         if generator is not None:
-            # The function cannot take the generator: honour its seed through the global RNG (this
+            # The function cannot take the generator: honour it through the global RNG (this
             # changes the global RNG state of every device; documented in the module docstring).
-            torch.manual_seed(generator.initial_seed())
+            # A seed drawn from the generator, not its initial seed: reseeding with the same seed
+            # before every call would make successive calls identical, a defect of the harness
+            # that the independence check would blame on the candidate.
+            torch.manual_seed(draw_seed(generator))
         return self.fn(tensor, mean, std, a, b)
 
     def supports(self, dtype: torch.dtype, device: str | torch.device) -> bool:

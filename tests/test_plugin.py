@@ -285,3 +285,19 @@ def test_a_bad_option_exits_4_with_one_line(suite, option, value, says):
     err = [line for line in result.stderr.lines if line.strip()]
     assert len(err) == 1 and says in err[0], err
     assert "Traceback" not in result.stdout.str() and df is None
+
+
+def test_a_sampler_without_a_generator_parameter_gets_fresh_streams_per_call(suite, pytester):
+    """Seeded through the global RNG with a seed drawn from the harness's generator per call: an
+    exact sampler without a `generator` parameter passes, independence across calls included
+    (reseeding alike before every call made successive calls identical)."""
+    sampler = pytester.path / "no_generator.py"
+    sampler.write_text(
+        "from candidates.builtin import exact_trunc_normal_\n"
+        "def trunc_normal_(tensor, mean, std, a, b):\n"
+        "    return exact_trunc_normal_(tensor, mean, std, a, b)\n")
+    result, df = suite("--candidate", f"{sampler}:trunc_normal_", *SMOKE, "--cases",
+                       "normal-2sigma", "--dtypes", "float32")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert set(df.verdict) == {"pass"}
+    assert "torch.manual_seed" in df[df.check == "generator"].message.iloc[0]

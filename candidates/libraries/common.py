@@ -21,6 +21,8 @@ import importlib.util
 import numpy as np
 import torch
 
+from candidates.protocol import draw_seed
+
 __all__ = [
     "TORCH_TO_NAME",
     "distribution_version",
@@ -65,16 +67,6 @@ def missing_reason(module: str, install: str) -> str | None:
         return None
     return (f"library {module!r} is not installed: pip install {install} "
             "(or pip install -r requirements-libraries.txt -c constraints.txt)")
-
-
-def draw_seed(generator: torch.Generator | None, bits: int = 63) -> int:
-    """A fresh ``bits``-bit seed from the harness's generator (the global torch RNG without one).
-
-    One draw per call: successive calls get different seeds and the generator advances, as it
-    would under a torch sampler."""
-    device = generator.device if generator is not None else "cpu"
-    high = (1 << bits) - 1 if bits == 63 else 1 << bits
-    return int(torch.randint(0, high, (), generator=generator, device=device, dtype=torch.int64))
 
 
 def to_torch(array, dtype: torch.dtype, shape: tuple, library: str) -> torch.Tensor:
