@@ -45,7 +45,8 @@ A file or module given to ``--candidate`` can declare its properties with the de
 or, without importing this package, with plain attributes on the function (the decorator sets exactly
 these): ``fn.harness_dtypes``, ``fn.harness_devices``, ``fn.harness_convention``,
 ``fn.harness_torch_init_semantics``, ``fn.harness_name``, ``fn.harness_version``,
-``fn.harness_accepts_generator``. Dtypes may be torch dtypes or names ("float32", "bf16", "half", ...).
+``fn.harness_accepts_generator``, ``fn.harness_sharding_invariant`` (on a DTensor the whole tensor
+does not depend on the world size or placement: the `sharding` check holds it to that). Dtypes may be torch dtypes or names ("float32", "bf16", "half", ...).
 A module attribute that already is a `Candidate` is used as is.
 
 Conventions (``convention=``):
@@ -158,6 +159,7 @@ def candidate(
     name: str | None = None,
     version: str | None = None,
     accepts_generator: bool | None = None,
+    sharding_invariant: bool | None = None,
 ):
     """Decorator declaring a user function's properties (see the module docstring).
 
@@ -176,6 +178,7 @@ def candidate(
             ("harness_name", name),
             ("harness_version", version),
             ("harness_accepts_generator", accepts_generator),
+            ("harness_sharding_invariant", sharding_invariant),
         ):
             if value is not None:
                 setattr(f, attr, value)
@@ -287,6 +290,7 @@ class Candidate:
         known_bad: bool = False,
         defect: str = "",
         caught_by: tuple[str, ...] = (),
+        sharding_invariant: bool | None = None,
     ):
         if not callable(fn):
             raise TypeError(f"candidate function must be callable, got {type(fn).__name__}")
@@ -303,6 +307,9 @@ class Candidate:
         self.accepts_generator = (bool(accepts_generator) if accepts_generator is not None
                                   else detect_accepts_generator(self.fn))
         self.known_bad = bool(known_bad)
+        # On a DTensor the whole tensor does not depend on the world size or placement (the
+        # `sharding` check holds such a candidate to it, bit for bit).
+        self.sharding_invariant = bool(decl("sharding_invariant", sharding_invariant) or False)
         self.defect = defect
         self.caught_by = tuple(caught_by)
         doc = inspect.getdoc(fn) or ""
