@@ -203,7 +203,7 @@ class HarnessSession:
 
     def skip_reason(self, candidate, dtype, device, combo=None) -> str | None:
         reason = device_skip_reason(device) or candidate.skip_reason(dtype, device)
-        if reason is None and combo is not None and combo.layout is not None:
+        if reason is None and getattr(combo, "layout", None) is not None:
             from .distributed import sharded_skip_reason
 
             reason = sharded_skip_reason(combo.layout, device, tuple(combo.case.shape))
