@@ -60,7 +60,8 @@ FAILURE_GRACE_S = 5.0
 START_TIMEOUT_S = 300.0
 #: Calls of stage 1 compared with the unsharded tensor from the same seed (the `sharding` check).
 REFERENCE_CALLS = 4
-#: How often a rank tells the worker it is alive, at most (seconds).
+#: How often a rank tells the worker it is alive, at most, outside the candidate's calls (it also
+#: tells it each time a call returns).
 BEAT_EVERY_S = 0.5
 
 
@@ -160,7 +161,7 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:300] if text else ""
 
 
-def _rank_draw(task: DrawTask, rank: int, beat) -> RankResult:
+def _rank_draw(task: DrawTask, rank: int, beat, tell) -> RankResult:
     import torch.distributed as dist
 
     layout = task.layout
@@ -175,7 +176,7 @@ def _rank_draw(task: DrawTask, rank: int, beat) -> RankResult:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = _draw_on_mesh(task, rank, device, beat)
+            result = _draw_on_mesh(task, rank, device, beat, tell)
         seen = []
         for w in caught:
             text = f"{w.category.__name__}: {w.message}"
@@ -191,7 +192,7 @@ def _rank_draw(task: DrawTask, rank: int, beat) -> RankResult:
             pass
 
 
-def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat) -> RankResult:
+def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -> RankResult:
     import torch.distributed as dist
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.tensor import DTensor, Replicate, Shard
@@ -231,7 +232,7 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat) -> Rank
             raise RankFailure("raised", f"{what} raised {type(exc).__name__}: {_first_line(exc)}") from exc
         finally:
             t_cand += time.perf_counter() - t0
-            beat()
+            beat(force=True)  # the worker learns which rank came back last
 
     # -- the unsharded tensor from the run's seed (the `sharding` check), first calls of stage 1
     sl = box_slices(offsets, local_shape)
@@ -303,6 +304,8 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat) -> Rank
             call(param, generator, f"call {done + 1}")
         except RankFailure as exc:
             failure = exc
+        if failure is not None:  # tell the worker first: a peer may be stuck in a collective
+            tell(("failing", rank, failure.kind, str(failure), t_cand))
         over = task.time_budget is not None and t_cand > task.time_budget
         status[0], status[1] = int(failure is not None), int(over)
         dist.all_reduce(status, op=dist.ReduceOp.MAX)
@@ -395,9 +398,9 @@ def _rank_main(rank: int, world_size: int, device: str, conn, parent_pid: int) -
 
     last = [0.0]
 
-    def beat() -> None:
+    def beat(force: bool = False) -> None:
         now = time.monotonic()
-        if now - last[0] >= BEAT_EVERY_S:
+        if force or now - last[0] >= BEAT_EVERY_S:
             last[0] = now
             conn.send(("beat", rank))
 
@@ -411,7 +414,7 @@ def _rank_main(rank: int, world_size: int, device: str, conn, parent_pid: int) -
             return
         task = msg[1]
         try:
-            conn.send(("done", rank, _rank_draw(task, rank, beat)))
+            conn.send(("done", rank, _rank_draw(task, rank, beat, conn.send)))
         except RankFailure as failure:
             conn.send(("failed", rank, failure.kind, str(failure), failure.clean, failure.candidate_s))
         except BaseException as exc:  # the harness's own failure (a collective timed out, ...)
@@ -510,7 +513,11 @@ class RankPool:
 
     def run(self, task: DrawTask, stall_s: float, grace_s: float = FAILURE_GRACE_S):
         """Send the task to every rank; -> ({rank: RankResult}, {rank: (kind, message, cand_s)}).
-        Kills the pool when a rank died, stalled, or did not stop cleanly with the others."""
+
+        A rank whose candidate fails says so at once ("failing"), before it meets the others in
+        the per-call all-reduce, so the cause is known even when a peer then waits forever inside
+        a collective of its own (a candidate that broadcasts, say). Kills the pool when a rank
+        died, stalled, or did not stop within `grace_s` of a failure."""
         from multiprocessing.connection import wait
 
         world = self.world_size
@@ -519,43 +526,50 @@ class RankPool:
         self.draws += 1
         results: dict = {}
         failures: dict = {}
+        notices: dict = {}  # rank -> its candidate's failure, told before the collectives
         clean: dict = {}  # rank -> whether it left the collectives together with the others
         unclean = False
         last = {r: time.monotonic() for r in range(world)}
         first_failure = None
         sentinels = [p.sentinel for p in self.procs]
-        while len(results) + len(failures) < world:
+
+        def pending() -> list:
+            return [r for r in range(world) if r not in results and r not in failures]
+
+        while pending():
             now = time.monotonic()
             if first_failure is not None and now - first_failure > grace_s:
-                for r in range(world):
-                    if r not in results and r not in failures:
-                        failures[r] = ("peer", f"rank {r} did not stop within {grace_s:g} s of "
-                                       f"the failure (killed)", 0.0)
+                for r in pending():
+                    failures[r] = ("peer", f"rank {r} did not stop within {grace_s:g} s of the "
+                                   f"failure (killed)", 0.0)
                 unclean = True
                 break
-            stalled = [r for r in range(world) if r not in results and r not in failures
-                       and now - last[r] > stall_s]
-            if stalled:
-                for r in stalled:
-                    failures[r] = ("hang", f"rank {r} sent nothing for {stall_s:g} s: stuck in a "
-                                   f"call that cannot be interrupted or in a collective (killed)",
-                                   0.0)
+            if any(now - last[r] > stall_s for r in pending()):
+                # The rank silent the longest is stuck; the others went silent after it, waiting
+                # for it in a collective (every rank tells the worker when a call returns).
+                oldest = min(last[r] for r in pending())
+                for r in pending():
+                    if last[r] == oldest:
+                        failures[r] = ("stall", f"rank {r} sent nothing for {stall_s:g} s: stuck "
+                                       f"in a call that cannot be interrupted or in a collective "
+                                       f"(killed)", 0.0)
+                    else:
+                        failures[r] = ("peer", f"rank {r} waited for the others (killed)", 0.0)
                 unclean = True
-                if first_failure is None:
-                    first_failure = now
+                first_failure = first_failure or now
                 continue
-            pending = [r for r in range(world) if r not in results and r not in failures]
-            ready = wait([self.conns[r] for r in pending] + [sentinels[r] for r in pending],
+            waiting = pending()
+            ready = wait([self.conns[r] for r in waiting] + [sentinels[r] for r in waiting],
                          timeout=0.5)
             for obj in ready:
                 if obj in sentinels:
                     r = sentinels.index(obj)
                     if r in results or r in failures:
                         continue
-                    # a final message may still sit in the pipe
-                    while self.conns[r].poll():
+                    while self.conns[r].poll():  # its last words may still sit in the pipe
                         try:
-                            self._take(r, self.conns[r].recv(), results, failures, last, clean)
+                            self._take(r, self.conns[r].recv(), results, failures, notices,
+                                       last, clean)
                         except (EOFError, OSError):
                             break
                     if r not in results and r not in failures:
@@ -569,18 +583,24 @@ class RankPool:
                         msg = obj.recv()
                     except (EOFError, OSError):
                         continue  # its sentinel follows
-                    self._take(r, msg, results, failures, last, clean)
-            if failures and first_failure is None:
+                    self._take(r, msg, results, failures, notices, last, clean)
+            if (failures or notices) and first_failure is None:
                 first_failure = time.monotonic()
+        for r, notice in notices.items():  # a rank's own failure explains what followed
+            if failures.get(r, ("peer",))[0] in ("peer", "stall", "error"):
+                failures[r] = notice
         if unclean or not all(clean.values()):
             self.kill()
         return results, failures
 
     @staticmethod
-    def _take(r: int, msg, results, failures, last, clean) -> None:
+    def _take(r: int, msg, results, failures, notices, last, clean) -> None:
         last[r] = time.monotonic()
         if msg[0] == "done":
             results[r] = msg[2]
+        elif msg[0] == "failing":
+            _, _, kind, text, cand_s = msg
+            notices[r] = (kind, text, cand_s)
         elif msg[0] == "failed":
             _, _, kind, text, was_clean, cand_s = msg
             failures[r] = (kind, text, cand_s)
@@ -627,7 +647,9 @@ def _store_path(store_dir: str | None, task_key: str) -> str:
     return os.path.join(store_dir, f"{name}-{uuid.uuid4().hex[:8]}")
 
 
-_PRIORITY = {"crashed": 0, "hang": 1, "raised": 2, "error": 3, "peer": 4}
+#: Which rank's failure names the draw's: a death, then the candidate's own failures, then a
+#: rank that went silent, then the harness's errors, then ranks stopped by the others.
+_PRIORITY = {"crashed": 0, "hang": 1, "raised": 2, "stall": 3, "error": 4, "peer": 5}
 
 
 def _failure(failures: dict, world: int) -> CandidateFailure:
@@ -643,6 +665,8 @@ def _failure(failures: dict, world: int) -> CandidateFailure:
     message = f"{who} of {world}: {text}"
     if kind == "error":
         kind, message = "crashed", f"sharded draw failed in the harness: {message}"
+    elif kind == "stall":
+        kind = "hang"
     elif kind == "peer":
         kind = "crashed"
     return CandidateFailure(kind, message)
