@@ -42,6 +42,7 @@ import uuid
 import warnings
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from .engine import CandidateFailure, _Timeout, call_deadline, is_budget_stop, poison_
@@ -145,6 +146,24 @@ class RankResult:
     candidate_s: float
     engine_s: float
     warnings: list = field(default_factory=list)
+
+    def pack(self) -> "RankResult":
+        """Histograms travel as (bins, counts) of their non-empty bins: a 32-bit part's 2^20
+        bins are 8 MB, mostly zeros at small n."""
+        s = self.summary
+        if s is not None and isinstance(s.hist, np.ndarray):
+            nz = np.flatnonzero(s.hist)
+            s.hist = ("sparse", s.hist.size, nz.astype(np.int64), s.hist[nz])
+        return self
+
+    def unpack(self) -> "RankResult":
+        s = self.summary
+        if s is not None and isinstance(s.hist, tuple):
+            _, size, nz, counts = s.hist
+            hist = np.zeros(size, dtype=np.int64)
+            hist[nz] = counts
+            s.hist = hist
+        return self
 
 
 class RankFailure(Exception):
@@ -414,7 +433,7 @@ def _rank_main(rank: int, world_size: int, device: str, conn, parent_pid: int) -
             return
         task = msg[1]
         try:
-            conn.send(("done", rank, _rank_draw(task, rank, beat, conn.send)))
+            conn.send(("done", rank, _rank_draw(task, rank, beat, conn.send).pack()))
         except RankFailure as failure:
             conn.send(("failed", rank, failure.kind, str(failure), failure.clean, failure.candidate_s))
         except BaseException as exc:  # the harness's own failure (a collective timed out, ...)
@@ -597,7 +616,7 @@ class RankPool:
     def _take(r: int, msg, results, failures, notices, last, clean) -> None:
         last[r] = time.monotonic()
         if msg[0] == "done":
-            results[r] = msg[2]
+            results[r] = msg[2].unpack()
         elif msg[0] == "failing":
             _, _, kind, text, cand_s = msg
             notices[r] = (kind, text, cand_s)
