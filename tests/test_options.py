@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.cases import GRID, PROFILES
+from harness.cases import GRID, PROFILES, SHARDED_CASES, SHARDED_DTYPES
 from harness.options import OptionError, add_options, parse_options
 from harness.plugin import DTYPES
 from harness.seeds import DEFAULT_RUN_SEED
@@ -75,6 +75,13 @@ def test_defaults():
     (dict(alpha_suspect="1"), "--alpha-suspect: must be a probability"),
     (dict(alpha_suspect="p"), "--alpha-suspect: expected a number"),
     (dict(xfails_file="/missing"), "--xfails-file: '/missing' is not a file"),
+    (dict(world_sizes="0"), "--world-sizes: each must be an integer in [1, 1024] (1: unsharded), got 0"),
+    (dict(world_sizes="2,x"), "--world-sizes: expected an integer, got 'x'"),
+    (dict(world_sizes=","), "--world-sizes: empty list"),
+    (dict(world_sizes="2.5"), "--world-sizes: expected an integer"),
+    (dict(placements="shard2"), "--placements: unknown shard2; known: shard0, shard1, replicate"),
+    (dict(placements=""), "--placements: empty list"),
+    (dict(rank_seeds="random"), "--rank-seeds: unknown random; known: same, per-rank"),
 ])
 def test_each_bad_value_is_one_line_naming_its_option(given, says):
     with pytest.raises(OptionError) as info:
@@ -110,3 +117,19 @@ def test_budgets():
     assert parse(case_budget="0").case_budget is None  # 0: no budget
     assert parse(profile="nightly").case_budget is None
     assert parse(budget_seconds="60").budget_seconds == 60.0
+
+
+def test_sharding_options():
+    opt = parse()
+    assert opt.world_sizes == (1,) and opt.placements == ("shard0", "shard1", "replicate")
+    assert opt.rank_seeds == ("same",)
+    # W > 1 draws the sharded selection unless --cases / --dtypes say otherwise
+    assert [c.id for c in opt.sharded_cases] == list(SHARDED_CASES)
+    assert opt.sharded_dtypes == SHARDED_DTYPES
+    assert parse(profile="nightly").world_sizes == (1, 2, 4)
+    opt = parse(world_sizes="4, 2,2", placements="shard1,shard0,shard1", rank_seeds="per-rank,same")
+    assert opt.world_sizes == (2, 4) and opt.placements == ("shard1", "shard0")
+    assert opt.rank_seeds == ("per-rank", "same")
+    opt = parse(world_sizes="2", cases="tail-5", dtypes="float16")
+    assert [c.id for c in opt.sharded_cases] == ["tail-5"] and opt.sharded_dtypes == ("float16",)
+    assert opt.dtypes == ("float16",)
