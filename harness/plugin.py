@@ -473,13 +473,18 @@ def warn_stale_xfails(config, s: "HarnessSession") -> None:
              for device in ("cpu", "cuda:0") for check in all_check_names()]
     names += [f"arguments[{cand.name}-{dtype}-{device}]"
               for cand in s.candidates for dtype in DTYPES for device in ("cpu", "cuda:0")]
-    if s.layouts:
-        from .checks.sharded import SHARDED_CHECK_NAMES
+    # Sharded groups: every placement and rank seeding at W = 2 and 4, and the run's own layouts,
+    # on the sharded selection (a sharded line must not warn in a run without --world-sizes).
+    from .cases import SHARDED_CASES
+    from .checks.sharded import SHARDED_CHECK_NAMES
+    from .layout import PLACEMENTS, RANK_SEEDS
 
-        names += [f"{check}[{cand.name}-{case.id}-{dtype}-{device}-{layout.label}]"
-                  for cand in s.candidates for case in GRID for dtype in DTYPES
-                  for device in ("cpu", "cuda:0") for layout in s.layouts
-                  for check in all_check_names() + SHARDED_CHECK_NAMES]
+    layouts = {Layout(w, p, r) for w in (2, 4) for p in PLACEMENTS for r in RANK_SEEDS}
+    cases = set(SHARDED_CASES) | {c.id for c in s.sharded_cases}
+    names += [f"{check}[{cand.name}-{case}-{dtype}-{device}-{layout.label}]"
+              for cand in s.candidates for case in sorted(cases) for dtype in DTYPES
+              for device in ("cpu", "cuda:0") for layout in sorted(layouts | set(s.layouts), key=str)
+              for check in all_check_names() + SHARDED_CHECK_NAMES]
     for p in s.xfails:
         if not any(p.matches(name) for name in names):
             config.issue_config_time_warning(

@@ -61,10 +61,11 @@ def probe(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
 '''
 
 
-@pytest.mark.parametrize("layout", [Layout(4, "shard0"), Layout(3, "shard1"), Layout(2, "replicate")],
+@pytest.mark.parametrize("layout", [Layout(4, "shard0"), Layout(4, "shard1"), Layout(2, "replicate")],
                          ids=lambda l: l.label)
 def test_the_ranks_hold_the_boxes_harness_layout_computes(tmp_path, layout):
-    """10 rows over 4 ranks are 3, 3, 3, 1; every rank's DTensor agrees with harness.layout."""
+    """10 rows over 4 ranks are 3, 3, 3, 1 (7 columns: 2, 2, 2, 1); every rank's DTensor agrees
+    with harness.layout."""
     (tmp_path / "probe.py").write_text(BOX_PROBE)
     case = Case("uneven", 0.0, 1.0, -2.0, 2.0, (10, 7))
     runner = _runner(f"{tmp_path}/probe.py:probe", case=case, layout=layout)

@@ -90,10 +90,3 @@ def test_a_rank_that_dies_costs_its_group_error_rows_and_the_report_is_written(s
     good = df[df.candidate == "exact-counter"]
     assert set(good.verdict) <= {"pass", "skip"} and len(good) == 2 * 14
     assert (pytester.path / "report" / "summary.md").is_file()
-
-
-def test_bad_sharding_options_are_one_line_usage_errors(suite):  # noqa: F811
-    result, df = suite("--world-sizes", "0")
-    assert result.ret == 4 and "--world-sizes" in result.stderr.str() and df is None
-    result, _ = suite("--placements", "shard7")
-    assert result.ret == 4 and "--placements: unknown shard7" in result.stderr.str()
