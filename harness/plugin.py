@@ -643,6 +643,7 @@ def pytest_sessionstart(session):
 
         prepare_report_dir(s.report_dir)
         shutil.rmtree(os.path.join(s.report_dir, INFLIGHT_DIR), ignore_errors=True)
+        shutil.rmtree(os.path.join(s.report_dir, ".stores"), ignore_errors=True)  # rank rendezvous files
 
 
 def pytest_sessionfinish(session, exitstatus):

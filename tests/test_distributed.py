@@ -230,3 +230,29 @@ def test_skip_reasons():
     elif torch.cuda.device_count() < 4:
         why = sharded_skip_reason(Layout(4, "shard0"), "cuda:0", (8, 6))
         assert why and "needs 4 GPUs" in why
+
+
+def test_a_rank_that_writes_nothing_is_seen_by_written(tmp_path):
+    spec = _one_rank(tmp_path, "return tensor", "lazy")
+    runner = _runner(spec)
+    written = runner.run("written")
+    assert written.verdict == "fail"
+    s = runner.summary(1)
+    assert s.n_unwritten == s.n // 2  # rank 1's half of every call still holds the poison
+
+
+def test_a_budget_stops_every_rank_at_the_same_call(tmp_path):
+    (tmp_path / "slow.py").write_text(textwrap.dedent('''
+        import time
+        from candidates.sharded import exact_counter_trunc_normal_
+
+        def fn(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+            time.sleep(0.05)
+            return exact_counter_trunc_normal_(tensor, mean, std, a, b, generator)
+    '''))
+    config = RunConfig(samples=48 * 60, case_budget_s=0.3)  # 60 calls asked of an 8x6 tensor
+    runner = _runner(f"{tmp_path}/slow.py:fn", config=config)
+    s = runner.summary(1)
+    assert not isinstance(s, CandidateFailure), s
+    assert s.notes.get("stopped_by_budget") and s.n_calls < 60 and s.n == s.n_calls * 48
+    assert runner.budget_limited and runner.run("gof").verdict in ("pass", "skip")
