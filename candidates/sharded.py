@@ -29,7 +29,6 @@ is exact-counter everywhere else):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np

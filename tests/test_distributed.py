@@ -9,8 +9,6 @@ the test: the ranks resolve it by path, as they would a user's sampler.
 
 from __future__ import annotations
 
-import math
-import os
 import textwrap
 import time
 

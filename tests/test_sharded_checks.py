@@ -14,7 +14,6 @@ Two levels:
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
