@@ -20,6 +20,10 @@ Systems people used (known bad, or bad in some regime):
 * ``rejection-loop`` — ``normal_`` and redraw out-of-bounds elements until none is left.
 * ``clamp`` — ``normal_`` then ``clamp_``.
 
+Sharded parameters (DTensors; `candidates.sharded`, imported on first use): ``exact-counter`` (good,
+sharding-invariant: u from a counter-based stream indexed by global position) and ``local-shard``
+(known bad: the seed's DTensor workaround, the local tensor initialized with the rank's own generator).
+
 Known-bad by construction (issue 4), each the exact sampler with one defect, named for it:
 ``scale-2pct-wide``, ``shift-0.02sigma``, ``no-tail-beyond-3.5sigma``, ``antithetic-neighbours``,
 ``round-toward-zero``, ``point-mass-1e-4-at-a``. Never "fix" them: they exist to be caught.
@@ -449,3 +453,17 @@ REGISTRY: dict[str, Callable[[], Candidate]] = {
                                   defect="each element replaced by RN(a) with probability 1e-4",
                                   caught_by=("atoms", "tails", "extremes", "gof")),
 }
+
+
+def _sharded(name: str) -> Callable[[], Candidate]:
+    """A factory resolved from `candidates.sharded` when first called (it imports this module)."""
+    def factory() -> Candidate:
+        from candidates.sharded import SHARDED_REGISTRY
+
+        return SHARDED_REGISTRY[name]()
+
+    factory.__name__ = f"make_{name.replace('-', '_')}"
+    return factory
+
+
+REGISTRY.update({name: _sharded(name) for name in ("exact-counter", "local-shard")})

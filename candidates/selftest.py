@@ -18,6 +18,10 @@ default run) but `candidates.resolve` finds them by name: ``SELFTEST_REGISTRY`` 
 ``selftest-crash``             ``os._exit(3)`` on every call -> the report's crash handling
 ``selftest-slow``              exact, but each call sleeps 0.1 s first -> the per-case budget
                                (correct output: it must pass, with fewer samples)
+``selftest-shifted-shards``,   on DTensors, each breaking one thing only sharding can break ->
+``selftest-mirrored-shards``,  shards (repeated rows), shards (correlation), replicas, sharding;
+``selftest-replica-drift``,    see candidates/sharded.py
+``selftest-layout-dependent``
 =============================  ===================================================================
 """
 
@@ -123,3 +127,17 @@ SELFTEST_REGISTRY: dict[str, Callable[[], Candidate]] = {
     "selftest-crash": _make("selftest-crash", crash_),
     "selftest-slow": _make("selftest-slow", slow_, known_bad=False),
 }
+
+
+def _sharded_selftest(name: str) -> Callable[[], Candidate]:
+    def factory() -> Candidate:
+        from candidates.sharded import SHARDED_SELFTESTS
+
+        return SHARDED_SELFTESTS[name]()
+
+    return factory
+
+
+SELFTEST_REGISTRY.update({name: _sharded_selftest(name) for name in (
+    "selftest-shifted-shards", "selftest-mirrored-shards", "selftest-replica-drift",
+    "selftest-layout-dependent")})

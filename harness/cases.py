@@ -78,6 +78,13 @@ def case_by_id(case_id: str) -> Case:
         raise KeyError(f"unknown case {case_id!r}; known: {', '.join(_BY_ID)}") from None
 
 
+#: The `sharded` selection: the cases and dtypes a sharded run (world size > 1) draws unless
+#: --cases / --dtypes say otherwise: the initializers of large models (std 0.02 in bf16, the
+#: absolute-bounds trap, a ViT embedding whose one row leaves ranks empty) and the textbook case.
+SHARDED_CASES = ("normal-2sigma", "abs-bounds-trap", "vit-pos-embed")
+SHARDED_DTYPES = ("float32", "bfloat16")
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -88,6 +95,9 @@ class Profile:
     # Default seconds of the candidate's own time per case for the stage-1 draw (None: none);
     # only for n taken from the profile (an explicit --samples is drawn in full).
     case_budget_s: float | None = None
+    # World sizes run by default (--world-sizes): 1 is the unsharded grid; W > 1 runs the sharded
+    # selection (SHARDED_CASES x SHARDED_DTYPES) on W ranks (harness.distributed).
+    world_sizes: tuple = (1,)
 
     def samples(self, device: str = "cpu") -> int:
         if self.n_cuda is not None and str(device).startswith("cuda"):
@@ -100,7 +110,8 @@ PROFILES = {
     "pr": Profile("pr", 1 << 22, "the default: the whole grid for one candidate in minutes on 2 cores",
                   case_budget_s=10.0),
     "nightly": Profile("nightly", 1 << 27, "long CPU runs and GPUs (2^30 there); rates down to "
-                       "~1e-8 per element; no budget", n_cuda=1 << 30),
+                       "~1e-8 per element; no budget; the sharded selection on 2 and 4 ranks",
+                       n_cuda=1 << 30, world_sizes=(1, 2, 4)),
 }
 
 STAGE2_FACTOR = 4

@@ -11,6 +11,7 @@ very same code.
 
 from __future__ import annotations
 
+import functools
 import math
 import signal
 import threading
@@ -367,22 +368,38 @@ def _shifted_power_sums(count: float, s1: float, s2: float, s3: float, s4: float
             s4 + 4 * d * s3 + 6 * d**2 * s2 + 4 * d**3 * s1 + count * d**4]
 
 
+@functools.lru_cache(maxsize=None)
 def _raw_to_ordered(hist_bits: int):
     """Ordered-key bin of each raw top-bits bin: taking the top bits commutes with the key's
     bit flips, so the key's top bits are the raw top bits with the same flips."""
     raw = np.arange(1 << hist_bits, dtype=np.int64)
     sign, mask = 1 << (hist_bits - 1), (1 << hist_bits) - 1
-    return np.where(raw & sign, ~raw & mask, raw | sign)
+    order = np.where(raw & sign, ~raw & mask, raw | sign)
+    order.setflags(write=False)  # cached: shared by every fold
+    return order
 
 
 def _raw_nonfinite_bins(fmt):
     """Boolean mask over raw bins holding no finite value (all inf/NaN patterns).
 
     For every supported format the exponent lies inside the top hist_bits bits, so a bin is
-    either all finite or all non-finite."""
+    either all finite or all non-finite. Cached per format (both arrays are 2^20 long for 32/64-bit
+    formats: recomputing them cost more than folding a small sharded draw)."""
+    return _nonfinite_mask(fmt.name, fmt)
+
+
+_NONFINITE: dict = {}
+
+
+def _nonfinite_mask(name: str, fmt):
+    if name in _NONFINITE:
+        return _NONFINITE[name]
     lo, _ = fmt.hist_bin_bounds()
     ordered_nonfinite = np.isnan(lo)
-    return ordered_nonfinite[_raw_to_ordered(fmt.hist_bits)]
+    mask = ordered_nonfinite[_raw_to_ordered(fmt.hist_bits)]
+    mask.setflags(write=False)
+    _NONFINITE[name] = mask
+    return mask
 
 
 def _representable_inside(fmt, a: float, b: float) -> tuple[float, float]:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from .cases import GRID, PROFILES, case_by_id
 from .partition import PartitionError, ShardSpec, load_durations, resolve_shard
+from .cases import GRID, PROFILES, SHARDED_CASES, SHARDED_DTYPES, case_by_id
+from .layout import PLACEMENTS, RANK_SEEDS
 
 DEFAULT_DTYPES = ("float64", "float32", "float16", "bfloat16")
 DEFAULT_REPORT_DIR = "harness-report"
@@ -40,8 +42,9 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
                 help="stage-1 samples per (case, dtype, device), drawn in full (no budget); "
                      "overrides the profile")
     g.addoption("--seed", default=str(default_seed), metavar="S", help="run seed (0 <= S < 2^63)")
-    g.addoption("--dtypes", default=",".join(DEFAULT_DTYPES), metavar="LIST",
-                help=f"comma-separated dtypes (default {','.join(DEFAULT_DTYPES)}; also "
+    g.addoption("--dtypes", default=None, metavar="LIST",
+                help=f"comma-separated dtypes (default {','.join(DEFAULT_DTYPES)}; sharded: "
+                     f"{','.join(SHARDED_DTYPES)}; also "
                      f"{', '.join(d for d in known_dtypes if d not in DEFAULT_DTYPES)})")
     g.addoption("--devices", default=None, metavar="LIST",
                 help="comma-separated devices (default: cpu and every cuda device present)")
@@ -76,6 +79,16 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
     g.addoption("--durations-from", default=None, metavar="DIR",
                 help="balance the shards by the group durations in an earlier run's report "
                      "directory (default: a stable hash of the group key)")
+    # Sharded parameters (harness.layout, harness.distributed).
+    g.addoption("--world-sizes", default=None, metavar="LIST",
+                help="ranks per sharded parameter, e.g. 2,4; 1 is the unsharded grid (default: the "
+                     "profile's, 1; nightly 1,2,4). W > 1 draws the sharded selection of cases "
+                     f"({','.join(SHARDED_CASES)}) unless --cases is given")
+    g.addoption("--placements", default=",".join(PLACEMENTS), metavar="LIST",
+                help=f"DTensor placements of a sharded parameter (default {','.join(PLACEMENTS)})")
+    g.addoption("--rank-seeds", default="same", metavar="LIST",
+                help="how ranks are seeded: same (every rank torch.manual_seed(s), default), "
+                     "per-rank (rank 0 s, the others their own), or both")
 
 
 @dataclass(frozen=True)
@@ -100,6 +113,11 @@ class Options:
     shard: ShardSpec | None = None  # None: the whole grid (harness.partition)
     durations_from: str | None = None
     durations: dict | None = None  # group -> seconds, from --durations-from
+    world_sizes: tuple = (1,)  # 1: the unsharded grid
+    placements: tuple = PLACEMENTS
+    rank_seeds: tuple = ("same",)
+    sharded_cases: tuple = ()  # Cases drawn on W > 1 ranks
+    sharded_dtypes: tuple = ()
 
 
 def csv_list(value: str) -> list[str]:
@@ -162,7 +180,7 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
     seed = _number("--seed", opt.seed, integer=True)
     _require("--seed", opt.seed, 0 <= seed < 2**63, "an integer in [0, 2^63)")
 
-    dtypes = tuple(csv_list(opt.dtypes))
+    dtypes = tuple(csv_list(opt.dtypes)) if opt.dtypes is not None else DEFAULT_DTYPES
     unknown = [d for d in dtypes if d not in known_dtypes]
     if unknown:
         raise OptionError(f"--dtypes: unknown {', '.join(unknown)}; known: {', '.join(known_dtypes)}")
@@ -198,6 +216,10 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
         if not os.access(xfails_file, os.R_OK):
             raise OptionError(f"--xfails-file: {xfails_file!r} is not readable")
     shard, durations_from, durations = _partition(opt, environ)
+    world_sizes, placements, rank_seeds = _sharding_options(opt, profile)
+    sharded_cases = tuple(cases) if opt.cases else tuple(case_by_id(c) for c in SHARDED_CASES)
+    sharded_dtypes = dtypes if opt.dtypes is not None else tuple(
+        d for d in SHARDED_DTYPES if d in known_dtypes)
     return Options(candidates=tuple(opt.candidate or ["torch"]), profile=profile, samples=samples,
                    seed=seed, dtypes=dtypes, devices=devices, cases=tuple(cases), bounds=bounds,
                    case_timeout=case_timeout, case_budget=case_budget,
@@ -205,7 +227,9 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
                    alpha_suspect=_alpha("--alpha-suspect", opt.alpha_suspect),
                    alpha_fail=_alpha("--alpha-fail", opt.alpha_fail), report_dir=report_dir,
                    xfails_file=xfails_file, shard=shard, durations_from=durations_from,
-                   durations=durations)
+                   durations=durations, world_sizes=world_sizes, placements=placements,
+                   rank_seeds=rank_seeds, sharded_cases=sharded_cases,
+                   sharded_dtypes=sharded_dtypes)
 
 
 def _partition(opt, environ) -> tuple:
@@ -223,3 +247,37 @@ def _partition(opt, environ) -> tuple:
     except PartitionError as exc:
         raise OptionError(str(exc)) from None
     return shard, durations_from, durations
+
+
+MAX_WORLD_SIZE = 1024
+
+
+def _choices(name: str, text, known: tuple) -> tuple:
+    """A comma-separated list of known names, deduplicated in the order given."""
+    values = tuple(dict.fromkeys(csv_list(text)))
+    if not values:
+        raise OptionError(f"{name}: empty list")
+    unknown = [v for v in values if v not in known]
+    if unknown:
+        raise OptionError(f"{name}: unknown {', '.join(unknown)}; known: {', '.join(known)}")
+    return values
+
+
+def _sharding_options(opt, profile: str) -> tuple[tuple, tuple, tuple]:
+    """(world sizes, placements, rank seedings) of --world-sizes, --placements, --rank-seeds."""
+    raw = getattr(opt, "world_sizes", None)
+    if raw is None:
+        world_sizes = tuple(PROFILES[profile].world_sizes)
+    else:
+        sizes = [_number("--world-sizes", v, integer=True) for v in csv_list(raw)]
+        if not sizes:
+            raise OptionError("--world-sizes: empty list")
+        bad = [str(w) for w in sizes if not 1 <= w <= MAX_WORLD_SIZE]
+        if bad:
+            raise OptionError(f"--world-sizes: each must be an integer in [1, {MAX_WORLD_SIZE}] "
+                              f"(1: unsharded), got {', '.join(bad)}")
+        world_sizes = tuple(sorted(set(sizes)))
+    placements = _choices("--placements", getattr(opt, "placements", ",".join(PLACEMENTS)),
+                          PLACEMENTS)
+    rank_seeds = _choices("--rank-seeds", getattr(opt, "rank_seeds", "same"), RANK_SEEDS)
+    return world_sizes, placements, rank_seeds

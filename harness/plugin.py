@@ -21,6 +21,7 @@ import torch
 
 from .cases import GRID
 from .groups import GroupLedger, group_of_nodeid
+from .layout import Layout
 from .options import (DEFAULT_ALPHA, DEFAULT_CASE_TIMEOUT, OptionError, add_options,
                       parse_options)
 from .run import RunConfig, RunnerCache, dtype_name
@@ -32,6 +33,8 @@ for _name in ("float8_e4m3fn", "float8_e5m2"):
     if hasattr(torch, _name):
         DTYPES[_name] = getattr(torch, _name)
 ROW_KEY = "harness_row"
+#: Checks of a case that call the candidate on plain tensors of their own: not run for sharded groups.
+PLAIN_ONLY_CHECKS = ("contract", "generator")
 INFLIGHT_DIR = ".inflight"  # inside the report dir: leases of draws in progress (harness.leases)
 #: xdist modes whose scheduling the harness takes over (plain -n gives "load"); any other mode
 #: would split or duplicate case groups and is refused at start-up.
@@ -48,16 +51,24 @@ def pytest_addoption(parser):
 
 @dataclass(frozen=True)
 class Combo:
-    """One (candidate, case, dtype, device): the parameter of every conformance test."""
+    """One (candidate, case, dtype, device[, layout]): the parameter of every conformance test.
+    A layout (harness.layout) makes it a sharded parameter on W ranks: a group of its own."""
 
     candidate: object
     case: object
     dtype: torch.dtype
     device: str
+    layout: Layout | None = None
 
     @property
     def id(self) -> str:
-        return f"{self.candidate.name}-{self.case.id}-{dtype_name(self.dtype)}-{self.device}"
+        base = f"{self.candidate.name}-{self.case.id}-{dtype_name(self.dtype)}-{self.device}"
+        return base if self.layout is None else f"{base}-{self.layout.label}"
+
+    @property
+    def case_label(self) -> str:
+        """The report's case column: the case id, `@layout` for a sharded group."""
+        return self.case.id if self.layout is None else f"{self.case.id}@{self.layout.label}"
 
 
 @dataclass(frozen=True)
@@ -127,6 +138,12 @@ class HarnessSession:
         except (OSError, UnicodeDecodeError) as exc:
             raise pytest.UsageError(f"--xfails-file: {opt.xfails_file!r}: {exc}") from None
         self.runners = RunnerCache()
+        self.world_sizes = tuple(opt.world_sizes)
+        self.layouts = [Layout(w, p, r) for w in self.world_sizes if w > 1
+                        for p in opt.placements for r in opt.rank_seeds]
+        self.sharded_cases = list(opt.sharded_cases)
+        self.sharded_dtypes = [DTYPES[d] for d in opt.sharded_dtypes]
+        self._sharded_runners = None
         self.rows: list[dict] = []
         self.started = time.time()
         self.node_params: dict = {}  # nodeid -> row skeleton (to report crashed workers)
@@ -150,13 +167,42 @@ class HarnessSession:
         self.run_config = dataclasses.replace(self.run_config, case_budget_s=share)
 
     def combos(self):
+        if 1 in self.world_sizes:
+            for cand in self.candidates:
+                for case in self.cases:
+                    for dtype in self.dtypes:
+                        for device in self.devices:
+                            yield Combo(cand, case, dtype, device)
+        yield from self.sharded_combos()
+
+    def sharded_combos(self):
+        """The sharded groups: candidates x the sharded selection x devices x layouts."""
         for cand in self.candidates:
-            for case in self.cases:
-                for dtype in self.dtypes:
+            for case in self.sharded_cases:
+                for dtype in self.sharded_dtypes:
                     for device in self.devices:
-                        yield Combo(cand, case, dtype, device)
+                        for layout in self.layouts:
+                            yield Combo(cand, case, dtype, device, layout)
+
+    @property
+    def sharded_runners(self):
+        if self._sharded_runners is None:
+            from .distributed import ShardedRunnerCache
+
+            store_dir = os.path.join(self.report_dir, ".stores") if self.report_dir else None
+            self._sharded_runners = ShardedRunnerCache(store_dir)
+        return self._sharded_runners
+
+    def runner_for(self, combo: "Combo"):
+        if combo.layout is None:
+            return self.runners.get(combo.candidate, combo.case, combo.dtype, combo.device,
+                                    self.run_config)
+        return self.sharded_runners.get(combo.candidate, combo.case, combo.dtype, combo.device,
+                                        self.run_config, combo.layout)
 
     def api_combos(self):
+        if 1 not in self.world_sizes:  # the API checks call the candidate on plain tensors
+            return
         for cand in self.candidates:
             for dtype in self.dtypes:
                 for device in self.devices:
@@ -166,10 +212,16 @@ class HarnessSession:
         """Every group key of the run's grid (what a partition splits), whatever -k selects."""
         return sorted({p.id for p in (*self.combos(), *self.api_combos())})
 
-    def skip_reason(self, candidate, dtype, device, case=None) -> str | None:
+    def skip_reason(self, candidate, dtype, device, combo=None) -> str | None:
         # The case too: a sampler that cannot be asked for it (fixed ±2σ bounds, no mean) is
-        # skipped with the candidate's reason.
-        return device_skip_reason(device) or candidate.skip_reason(dtype, device, case)
+        # skipped with the candidate's reason; a sharded layout needs ranks and devices.
+        reason = (device_skip_reason(device)
+                  or candidate.skip_reason(dtype, device, getattr(combo, "case", None)))
+        if reason is None and getattr(combo, "layout", None) is not None:
+            from .distributed import sharded_skip_reason
+
+            reason = sharded_skip_reason(combo.layout, device, tuple(combo.case.shape))
+        return reason
 
     def skeleton_from_nodeid(self, nodeid: str) -> dict | None:
         """Row skeleton of a test from its node id alone: the xdist controller collects nothing,
@@ -188,7 +240,8 @@ class HarnessSession:
                 return p
         return None
 
-    def repro(self, candidate, case_id, dtype, device, check, samples: int | None = None) -> str:
+    def repro(self, candidate, case_id, dtype, device, check, samples: int | None = None,
+              layout: Layout | None = None) -> str:
         """The one command that reruns this check on exactly these streams. `samples`: the n
         stage 1 drew, where a budget was in force (a budget stops at a time that depends on the
         machine; an explicit --samples is drawn in full, so the rerun draws the same n)."""
@@ -198,6 +251,12 @@ class HarnessSession:
             parts += ["--cases", case_id]
         parts += ["--dtypes", dtype_name(dtype), "--devices", device, "--seed", str(cfg.run_seed),
                   "--profile", cfg.profile]
+        if layout is not None:
+            parts += ["--world-sizes", str(layout.world_size), "--placements", layout.placement]
+            if layout.rank_seeds != "same":
+                parts += ["--rank-seeds", layout.rank_seeds]
+        elif case_id != "api" and self.world_sizes != (1,):
+            parts += ["--world-sizes", "1"]
         samples = samples or cfg.samples
         if samples:
             parts += ["--samples", str(samples)]
@@ -313,12 +372,17 @@ def pytest_report_header(config):
     n = str(cfg.n(1))
     if any(d.startswith("cuda") for d in s.devices) and cfg.n(1, "cuda") != cfg.n(1):
         n += f" on CPU, {cfg.n(1, 'cuda')} on CUDA"
+    sharded = ""
+    if s.layouts:
+        sharded = (f"; sharded: world sizes {','.join(str(w) for w in s.world_sizes if w > 1)}, "
+                   f"{len(s.layouts)} layouts ({', '.join(l.label for l in s.layouts[:6])}"
+                   f"{', ...' if len(s.layouts) > 6 else ''})")
     lines = [f"harness: candidates {cands}",
              f"harness: torch {torch.__version__}; devices {', '.join(s.devices)}; dtypes "
              f"{', '.join(dtype_name(d) for d in s.dtypes)}",
              f"harness: profile {cfg.profile} (n={n} per case, stage 2 x4); "
              f"budget {budget_text(cfg.case_budget_s)}; seed {cfg.run_seed}; bounds {cfg.bounds}; "
-             f"alpha {cfg.alpha_suspect:g}/{cfg.alpha_fail:g}"]
+             f"alpha {cfg.alpha_suspect:g}/{cfg.alpha_fail:g}{sharded}"]
     if s.partition is not None:
         lines.append(f"harness: {s.partition.describe()}")
     return lines
@@ -331,8 +395,19 @@ def budget_text(seconds: float | None) -> str:
 def pytest_generate_tests(metafunc):
     s = _session(metafunc.config)
     if "conformance_case" in metafunc.fixturenames:
-        # The id is the case group (harness.groups): every check of a combo shares it.
-        metafunc.parametrize("conformance_case", [pytest.param(c, id=c.id) for c in s.combos()])
+        # The id is the case group (harness.groups): every check of a combo shares it. A sharded
+        # group runs the Summary and statistical checks plus its own; the plain-tensor API checks
+        # (contract, generator) and the shard-only ones go to the groups they are about.
+        from .checks.sharded import SHARDED_CHECK_NAMES
+
+        marker = metafunc.definition.get_closest_marker("harness_check")
+        check = marker.args[0] if marker else None
+        combos = list(s.combos())
+        if check in SHARDED_CHECK_NAMES:
+            combos = [c for c in combos if c.layout is not None]
+        elif check in PLAIN_ONLY_CHECKS:
+            combos = [c for c in combos if c.layout is None]
+        metafunc.parametrize("conformance_case", [pytest.param(c, id=c.id) for c in combos])
     if "api_case" in metafunc.fixturenames:
         metafunc.parametrize("api_case", [pytest.param(c, id=c.id) for c in s.api_combos()])
 
@@ -346,7 +421,19 @@ def _param_of(item):
     callspec = getattr(item, "callspec", None)
     if callspec is None:
         return None
-    return callspec.params.get("conformance_case") or callspec.params.get("api_case")
+    param = callspec.params.get("conformance_case") or callspec.params.get("api_case")
+    return param if isinstance(param, (Combo, ApiCombo)) else None
+
+
+def _empty_parametrization(item) -> bool:
+    """A harness test whose parameter list was empty in this run (e.g. `contract` in a run of
+    sharded groups only): pytest's placeholder, deselected rather than reported as a skip."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return False
+    params = callspec.params
+    return any(k in params and not isinstance(params[k], (Combo, ApiCombo))
+               for k in ("conformance_case", "api_case"))
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -356,7 +443,13 @@ def pytest_collection_modifyitems(session, config, items):
     if s.partition is not None:
         deselect_other_shards(s.partition, config, items)
 
-    order = {name: i for i, name in enumerate(all_check_names() + ("arguments",))}
+    from .checks.sharded import SHARDED_CHECK_NAMES
+
+    order = {name: i for i, name in enumerate(all_check_names() + SHARDED_CHECK_NAMES + ("arguments",))}
+    empty = [item for item in items if _empty_parametrization(item)]
+    if empty:
+        config.hook.pytest_deselected(items=empty)
+        items[:] = [item for item in items if not _empty_parametrization(item)]
     # Keep every check of one (candidate, case, dtype, device) together: its Summary is generated
     # once and shared, and a runner cache of a few cases suffices.
     indexed = list(enumerate(items))
@@ -379,7 +472,7 @@ def pytest_collection_modifyitems(session, config, items):
         if param is None or check is None:
             continue
         test_name = f"{check}[{param.id}]"
-        reason = s.skip_reason(param.candidate, param.dtype, param.device, getattr(param, "case", None))
+        reason = s.skip_reason(param.candidate, param.dtype, param.device, param)
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
         s.node_params[item.nodeid] = _row_skeleton(param, check)
@@ -428,6 +521,18 @@ def warn_stale_xfails(config, s: "HarnessSession") -> None:
              for device in ("cpu", "cuda:0") for check in all_check_names()]
     names += [f"arguments[{cand.name}-{dtype}-{device}]"
               for cand in s.candidates for dtype in DTYPES for device in ("cpu", "cuda:0")]
+    # Sharded groups: every placement and rank seeding at W = 2 and 4, and the run's own layouts,
+    # on the sharded selection (a sharded line must not warn in a run without --world-sizes).
+    from .cases import SHARDED_CASES
+    from .checks.sharded import SHARDED_CHECK_NAMES
+    from .layout import PLACEMENTS, RANK_SEEDS
+
+    layouts = {Layout(w, p, r) for w in (2, 4) for p in PLACEMENTS for r in RANK_SEEDS}
+    cases = set(SHARDED_CASES) | {c.id for c in s.sharded_cases}
+    names += [f"{check}[{cand.name}-{case}-{dtype}-{device}-{layout.label}]"
+              for cand in s.candidates for case in sorted(cases) for dtype in DTYPES
+              for device in ("cpu", "cuda:0") for layout in sorted(layouts | set(s.layouts), key=str)
+              for check in all_check_names() + SHARDED_CHECK_NAMES]
     for p in s.xfails:
         if not any(p.matches(name) for name in names):
             config.issue_config_time_warning(
@@ -440,9 +545,14 @@ _XFAIL_KEY = pytest.StashKey[XfailPattern]()
 
 def _row_skeleton(param, check: str) -> dict:
     case = getattr(param, "case", None)
+    layout = getattr(param, "layout", None)
     row = {"group": param.id, "candidate": param.candidate.name, "candidate_spec": param.candidate.spec,
-           "candidate_version": param.candidate.version, "case": case.id if case else "api",
+           "candidate_version": param.candidate.version,
+           "case": param.case_label if case else "api",
            "dtype": dtype_name(param.dtype), "device": param.device, "check": check}
+    if layout is not None:
+        row.update(case_id=case.id, world_size=layout.world_size, placement=layout.placement,
+                   rank_seeds=layout.rank_seeds)
     if case is not None:
         row.update(mean=case.mean, std=case.std, a=case.a, b=case.b,
                    shape="x".join(map(str, case.shape)))
@@ -462,8 +572,7 @@ class Verifier:
         s = self.s
         case_columns, repro_samples = {}, None
         if isinstance(param, Combo):
-            runner = s.runners.get(param.candidate, param.case, param.dtype, param.device,
-                                   s.run_config)
+            runner = s.runner_for(param)
             result = runner.run(check)
             case_id = param.case.id
             case_columns = runner.case_columns()
@@ -480,7 +589,8 @@ class Verifier:
         row = _row_skeleton(param, check) | result.as_row() | case_columns
         row["worker"] = os.environ.get("PYTEST_XDIST_WORKER", "main")
         row["profile"] = s.run_config.profile
-        repro = s.repro(param.candidate, case_id, param.dtype, param.device, check, repro_samples)
+        repro = s.repro(param.candidate, case_id, param.dtype, param.device, check, repro_samples,
+                        getattr(param, "layout", None))
         xf = self.request.node.stash.get(_XFAIL_KEY, None)
         if result.verdict in ("fail", "error"):
             row["repro"] = repro
@@ -502,7 +612,7 @@ class Verifier:
     def _save_case_data(self, param, runner) -> None:
         """Keep the failing case's histogram for the report's figure (never changes a verdict)."""
         s = self.s
-        key = (param.candidate.name, param.case.id, dtype_name(param.dtype), param.device)
+        key = (param.candidate.name, param.case_label, dtype_name(param.dtype), param.device)
         if not s.report_dir or key in s.saved_case_data:
             return
         summary = next((runner.cached_summary(st) for st in (2, 1)
@@ -559,6 +669,15 @@ def pytest_runtest_logreport(report):
 _CONFIG: dict = {}
 
 
+def _close_rank_pools() -> None:
+    """Stop the rank processes this process started for sharded groups (harness.distributed)."""
+    import sys as _sys
+
+    distributed = _sys.modules.get("harness.distributed")
+    if distributed is not None:
+        distributed.close_pools()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session):
     _CONFIG["config"] = session.config
@@ -572,10 +691,12 @@ def pytest_sessionstart(session):
 
         prepare_report_dir(s.report_dir)
         shutil.rmtree(os.path.join(s.report_dir, INFLIGHT_DIR), ignore_errors=True)
+        shutil.rmtree(os.path.join(s.report_dir, ".stores"), ignore_errors=True)  # rank rendezvous files
 
 
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
+    _close_rank_pools()
     if hasattr(config, "workerinput"):
         return
     s = _session(config)

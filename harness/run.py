@@ -239,13 +239,18 @@ class CaseRunner:
                 r = check_bounds(s1, case.mean, case.std, strict=cfg.bounds == "strict")
             r.n_stage1 = r.n
             return r, (1,)
-        if check in STATISTICAL_CHECKS:
+        if check in self.statistical_checks():
             return self._two_stage(check, s1)
         raise KeyError(f"unknown check {check!r}")
 
+    def statistical_checks(self) -> dict:
+        """name -> (Summary, law, *, alpha) -> Outcome: the checks run through the two stages
+        (a sharded case adds its own, see harness.distributed.ShardedCaseRunner)."""
+        return STATISTICAL_CHECKS
+
     def _two_stage(self, check: str, s1):
         cfg = self.config
-        fn = STATISTICAL_CHECKS[check]
+        fn = self.statistical_checks()[check]
         o1 = fn(s1, self.law, alpha=cfg.alpha_fail)
         base = dict(statistic=o1.statistic, p_value=o1.p_value, p_value_stage1=o1.p_value,
                     n=s1.n, n_stage1=s1.n, seed=self.seed(1), effect=o1.effect,

@@ -125,6 +125,18 @@ class Summary:
     # Extra facts the engine wants to pass on (e.g. which seed was used, a captured warning).
     notes: dict = field(default_factory=dict)
 
+    # Sharded parameters (harness.shardfold, harness.distributed). A *part* folds one rank's box
+    # of each call: `box` is (global offsets, local shape), `shape` stays the whole tensor's, and
+    # its rows are kept by global slot (call * rows_per_call + global row, the first
+    # ROW_EXTREMES_CAP slots): row_min/row_max hold +inf/-inf (the identities of min/max) where the
+    # part has no element of the row, and `row_hash` the unmixed partial row hashes (0 where none;
+    # the hash is linear in the columns, so parts add). `Summary.merge` of the parts is the
+    # Summary of the whole. `sharding`: the layout facts only sharding can break
+    # (harness.shardfold.ShardingStats), read by the checks `replicas`, `shards`, `sharding`.
+    box: tuple | None = None
+    row_hash: np.ndarray | None = None
+    sharding: object | None = None
+
     def __post_init__(self) -> None:
         if self.hist is None:
             self.hist = np.zeros(1 << self.hist_bits, dtype=np.int64)
@@ -144,3 +156,106 @@ class Summary:
     @property
     def n_finite_written(self) -> int:
         return self.n - self.n_nonfinite - self.n_unwritten
+
+    @classmethod
+    def merge(cls, parts) -> "Summary":
+        """The Summary of the whole tensor from the Summaries of disjoint parts of the same calls
+        (one per rank of a sharded parameter; see the fields' comment above).
+
+        Counts and histograms add; power sums, lag and successive-call sums add (float64: equal to
+        the whole's up to summation order); min/max and row extremes take the extreme over the
+        parts; row hashes add (wrapping int64) and the duplicate rows are counted on the sums, as
+        the engine counts them on the whole rows. For dtypes whose histogram has a bin per bit
+        pattern (16/8-bit) counts, extremes and power sums are recomputed from the merged
+        histogram, exactly as the engine's own finish does, so they equal the whole's bit for bit.
+        The parts keep their own data; the result shares none of it."""
+        parts = list(parts)
+        if not parts:
+            raise ValueError("Summary.merge: no parts")
+        first = parts[0]
+        for p in parts[1:]:
+            same = (p.dtype, tuple(p.shape), p.hist_bits, p.center, p.scale, p.fine_bins)
+            if same != (first.dtype, tuple(first.shape), first.hist_bits, first.center,
+                        first.scale, first.fine_bins):
+                raise ValueError("Summary.merge: parts of different tensors or laws")
+            if p.n_calls != first.n_calls:
+                raise ValueError(f"Summary.merge: parts saw different numbers of calls "
+                                 f"({first.n_calls} and {p.n_calls})")
+        out = cls(dtype=first.dtype, shape=tuple(first.shape), hist_bits=first.hist_bits,
+                  center=first.center, scale=first.scale, rn_a=first.rn_a, rn_b=first.rn_b,
+                  a=first.a, b=first.b, row_len=first.row_len, fine_bins=first.fine_bins)
+        out.n_calls = first.n_calls
+        for name in ("n", "n_nan", "n_posinf", "n_neginf", "n_unwritten", "n_outside_rounded",
+                     "n_outside_strict", "n_at_rn_a", "n_at_rn_b", "n_equal_successive",
+                     "n_pairs_successive"):
+            setattr(out, name, sum(int(getattr(p, name)) for p in parts))
+        out.hist = np.sum([np.asarray(p.hist, dtype=np.int64) for p in parts], axis=0)
+        if first.fine_hist is not None:
+            out.fine_hist = np.sum([np.asarray(p.fine_hist, dtype=np.int64) for p in parts], axis=0)
+        out.power_sums = np.sum([np.asarray(p.power_sums, dtype=np.float64) for p in parts], axis=0)
+        out.min = min(float(p.min) for p in parts)
+        out.max = max(float(p.max) for p in parts)
+        out.worst_outside = _farthest_of([p.worst_outside for p in parts], out.rn_a, out.rn_b)
+        out.worst_outside_strict = _farthest_of([p.worst_outside_strict for p in parts], out.a, out.b)
+        for p in parts:
+            for dim, sums in p.lag1.items():
+                out.lag1.setdefault(dim, LagSums()).add(
+                    sums if isinstance(sums, LagSums) else LagSums(**sums))
+            out.successive.add(p.successive if isinstance(p.successive, LagSums)
+                               else LagSums(**p.successive))
+        _merge_rows(out, parts)
+        out.candidate_s = max(float(p.candidate_s) for p in parts)
+        out.engine_s = max(float(p.engine_s) for p in parts)
+        out.notes = dict(first.notes)
+        out.notes["parts"] = len(parts)
+        out.notes["candidate_s_all_parts"] = sum(float(p.candidate_s) for p in parts)
+        if any(p.notes.get("stopped_by_budget") for p in parts):
+            out.notes["stopped_by_budget"] = True
+        if out.hist_bits <= 16 and 1 << out.hist_bits == out.hist.size:
+            _recount_from_exact_histogram(out)
+        return out
+
+
+def _farthest_of(values, lo: float, hi: float) -> float:
+    def distance(v: float) -> float:
+        return max(lo - v, v - hi, 0.0)
+
+    options = [float(v) for v in values if not np.isnan(v) and distance(float(v)) > 0]
+    return max(options, key=distance) if options else float("nan")
+
+
+def _merge_rows(out: "Summary", parts) -> None:
+    """Row extremes, row counts and duplicate rows of the whole from the parts' rows."""
+    out.n_rows_total = max(int(p.n_rows_total) for p in parts)
+    kept = max(len(p.row_min) for p in parts)
+    if kept == 0:
+        return
+    if any(p.row_hash is None for p in parts):
+        if len(parts) == 1:  # a whole Summary: nothing to combine
+            p = parts[0]
+            out.row_min, out.row_max = p.row_min.copy(), p.row_max.copy()
+            out.n_duplicate_rows, out.n_rows_compared = p.n_duplicate_rows, p.n_rows_compared
+            return
+        raise ValueError("Summary.merge: rows of parts need their partial row hashes")
+    if any(len(p.row_min) != kept for p in parts):
+        raise ValueError("Summary.merge: parts kept different numbers of row slots")
+    out.row_min = np.minimum.reduce([np.asarray(p.row_min, dtype=np.float64) for p in parts])
+    out.row_max = np.maximum.reduce([np.asarray(p.row_max, dtype=np.float64) for p in parts])
+    hashes = np.sum([np.asarray(p.row_hash, dtype=np.int64) for p in parts], axis=0,
+                    dtype=np.int64)  # wraps modulo 2^64, as the engine's int64 sums do
+    rows_per_call = int(np.prod(out.shape[:-1])) if len(out.shape) >= 1 else 1
+    whole_calls = kept // rows_per_call if rows_per_call else 0
+    if out.row_len >= 2 and rows_per_call >= 2 and whole_calls:
+        h = np.sort(hashes[: whole_calls * rows_per_call].reshape(whole_calls, rows_per_call), axis=1)
+        out.n_duplicate_rows = int(np.count_nonzero(h[:, 1:] == h[:, :-1]))
+        out.n_rows_compared = whole_calls * rows_per_call
+
+
+def _recount_from_exact_histogram(out: "Summary") -> None:
+    from reference import float_format
+
+    from .engine import _counts_from_exact_histogram, poison_value
+    import torch
+
+    dtype = getattr(torch, out.dtype)
+    _counts_from_exact_histogram(out, float_format(dtype), poison_value(dtype))

@@ -1,4 +1,6 @@
-"""One test per check; each runs on every (candidate, case, dtype, device) of the run.
+"""One test per check; each runs on every (candidate, case, dtype, device) of the run, and on
+every sharded group (candidate, case, dtype, device, world size, placement) of a run with
+--world-sizes (replicas, shards, sharding run only there; contract and generator only unsharded).
 
 The statistics live in `harness/`; these tests only name the check. Run with
 `pytest suites --candidate SPEC` (see README.md for the options).
@@ -85,6 +87,24 @@ def test_extremes(verify, conformance_case):
 def test_independence(verify, conformance_case):
     """Lag-1 correlation along every dim and across calls; duplicate rows."""
     verify("independence", conformance_case)
+
+
+@check("replicas")
+def test_replicas(verify, conformance_case):
+    """Sharded groups, Replicate: every rank holds rank 0's bits on every call."""
+    verify("replicas", conformance_case)
+
+
+@check("shards")
+def test_shards(verify, conformance_case):
+    """Sharded groups, Shard(d): no shard repeats another (equal elements, correlation, rows)."""
+    verify("shards", conformance_case)
+
+
+@check("sharding")
+def test_sharding(verify, conformance_case):
+    """Sharded groups: the whole tensor against the unsharded one (held for invariant candidates)."""
+    verify("sharding", conformance_case)
 
 
 @check("arguments")

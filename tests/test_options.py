@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.cases import GRID, PROFILES
+from harness.cases import GRID, PROFILES, SHARDED_CASES, SHARDED_DTYPES
 from harness.options import OptionError, add_options, parse_options
 from harness.plugin import DTYPES
 from harness.seeds import DEFAULT_RUN_SEED
@@ -84,6 +84,13 @@ def test_defaults():
     (dict(durations_from="/missing"), "--durations-from: no shard given"),
     (dict(durations_from="/missing", shard_id="0", num_shards="2"),
      "--durations-from: '/missing' is not a directory"),
+    (dict(world_sizes="0"), "--world-sizes: each must be an integer in [1, 1024] (1: unsharded), got 0"),
+    (dict(world_sizes="2,x"), "--world-sizes: expected an integer, got 'x'"),
+    (dict(world_sizes=","), "--world-sizes: empty list"),
+    (dict(world_sizes="2.5"), "--world-sizes: expected an integer"),
+    (dict(placements="shard2"), "--placements: unknown shard2; known: shard0, shard1, replicate"),
+    (dict(placements=""), "--placements: empty list"),
+    (dict(rank_seeds="random"), "--rank-seeds: unknown random; known: same, per-rank"),
 ])
 def test_each_bad_value_is_one_line_naming_its_option(given, says):
     with pytest.raises(OptionError) as info:
@@ -129,3 +136,19 @@ def test_shards_from_flags_or_the_environment():
     assert (opt.shard.id, opt.shard.count) == (3, 4) and "1-based" in opt.shard.source
     with pytest.raises(OptionError, match=r"^CI_NODE_INDEX: shard index 5 is not in 1\.\.4"):
         parse(environ={"CI_NODE_INDEX": "5", "CI_NODE_TOTAL": "4"})
+
+
+def test_sharding_options():
+    opt = parse()
+    assert opt.world_sizes == (1,) and opt.placements == ("shard0", "shard1", "replicate")
+    assert opt.rank_seeds == ("same",)
+    # W > 1 draws the sharded selection unless --cases / --dtypes say otherwise
+    assert [c.id for c in opt.sharded_cases] == list(SHARDED_CASES)
+    assert opt.sharded_dtypes == SHARDED_DTYPES
+    assert parse(profile="nightly").world_sizes == (1, 2, 4)
+    opt = parse(world_sizes="4, 2,2", placements="shard1,shard0,shard1", rank_seeds="per-rank,same")
+    assert opt.world_sizes == (2, 4) and opt.placements == ("shard1", "shard0")
+    assert opt.rank_seeds == ("per-rank", "same")
+    opt = parse(world_sizes="2", cases="tail-5", dtypes="float16")
+    assert [c.id for c in opt.sharded_cases] == ["tail-5"] and opt.sharded_dtypes == ("float16",)
+    assert opt.dtypes == ("float16",)

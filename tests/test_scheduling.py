@@ -141,6 +141,37 @@ def test_parsing_and_ownership():
     assert owned_cuda_device("gw5", 0) is None and owned_cuda_device("main", 2) is None
 
 
+@pytest.mark.parametrize("group, device", [
+    ("torch-normal-2sigma-bfloat16-cuda:1-w2-shard0", 1),
+    ("torch-normal-2sigma-bfloat16-cuda:0-w4-replicate", 0),
+    ("torch-vit-pos-embed-float32-cuda:3-w2-shard1-perrank", 3),
+    ("torch-normal-2sigma-bfloat16-cpu-w2-shard0", None),
+    ("torch-normal-2sigma-bfloat16-cuda-w2-shard0", None),
+    ("torch-normal-2sigma-bfloat16-cuda:1-w2-bogus", None),
+])
+def test_sharded_groups_keep_their_device(group, device):
+    """A sharded group's id is the combo id plus its layout (harness.layout): its rank 0 runs on
+    the device named before the layout, so it goes to that device's workers."""
+    assert cuda_index_of_group(group) == device
+    assert group_of_nodeid(f"suites/test_conformance.py::test_shards[{group}]") == group
+
+
+def test_sharded_cuda_groups_run_on_their_owners(config):
+    names = [f"torch-case{i}-float32-cuda:{i % 2}-w2-shard{i % 2}" for i in range(6)]
+    names += [f"torch-case{i}-float32-cpu-w2-replicate" for i in range(4)]
+    sched, workers, items = start(config, 4, 2, names)
+    ran = drain(sched, workers, items)
+    assert set(ran) == set(items)
+    by_group: dict = {}
+    for nodeid, worker in ran.items():
+        by_group.setdefault(group_of(nodeid), set()).add(worker)
+    assert all(len(w) == 1 for w in by_group.values())
+    for group, (worker,) in by_group.items():
+        device = cuda_index_of_group(group)
+        if device is not None:
+            assert owned_cuda_device(worker, 2) == device, (group, worker)
+
+
 def test_pick_group_policy():
     queue = ["c-cuda:1", "a-cpu", "b-cuda:0", "d-cpu"]
     owned = {0, 1}

@@ -1,0 +1,253 @@
+"""Built-in candidates for sharded parameters (DTensors), good and known-bad, and their saboteurs.
+
+* ``exact-counter`` (good) — the gold sampler's law (`candidates.builtin.exact_fill`'s inverse CDF
+  in float64, one RN cast) with u from a *counter-based* stream: element number k of the whole
+  tensor (row-major, global position) gets u = SplitMix64(key + (k + 1) * golden gamma) >> 11 times
+  2^-53, the key drawn once per call from the generator. On a DTensor every rank computes its own
+  elements from their global positions, with the key of mesh coordinate 0 (broadcast), so the
+  whole tensor is the same on 1, 2 or 4 ranks under any placement and rank seeding: it declares
+  itself sharding-invariant, and the `sharding` check holds it to that bit for bit. On a plain
+  tensor it is a plain exact sampler (passes the calibration self-test like `exact`).
+* ``local-shard`` (known-bad) — the DTensor branch of the seed's workaround
+  (shared/seeds/001_496432e690538caa.txt): cast to float32, ``trunc_normal_`` on the float32
+  DTensor's ``_local_tensor`` ("safe because trunc_normal_ is elementwise") with the rank's own
+  generator, cast back. With one seed on every rank, as training scripts seed, every shard is the
+  same draw: caught by `shards`. Never "fix" it.
+
+Self-test saboteurs (``selftest-*``, in `SHARDED_SELFTESTS`; each breaks one thing on a DTensor and
+is exact-counter everywhere else):
+
+* ``selftest-shifted-shards`` — rank r reads the stream r local rows further on: a row of shard r
+  repeats row k + 1 of shard r - 1 at another local index (the `shards` component "repeated rows");
+* ``selftest-mirrored-shards`` — odd ranks use 1 - u of rank 0's stream at the same local index
+  (the component "correlation");
+* ``selftest-replica-drift`` — the key is mixed with the rank and not broadcast: replicas differ
+  (`replicas`);
+* ``selftest-layout-dependent`` — the key is mixed with the world size, and the candidate declares
+  itself sharding-invariant (`sharding`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from candidates.builtin import CHUNK, _inverse_cdf, _law, _rn_scalar, harness_version, validate_args
+from candidates.protocol import Candidate
+from candidates.rounding import rn_cast
+
+__all__ = ["exact_counter_trunc_normal_", "local_shard_trunc_normal_", "counter_uniform",
+           "SHARDED_REGISTRY", "SHARDED_SELFTESTS"]
+
+_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def counter_uniform(key: int, index: np.ndarray) -> np.ndarray:
+    """u in [0, 1), multiples of 2^-53, of SplitMix64's output number index + 1 from state `key`
+    (a counter-based stream: any element is computed from its index alone)."""
+    with np.errstate(over="ignore"):
+        z = np.uint64(int(key) % (1 << 64)) + (np.asarray(index, dtype=np.uint64) + np.uint64(1)) * _GAMMA
+        z = (z ^ (z >> np.uint64(30))) * _MIX1
+        z = (z ^ (z >> np.uint64(27))) * _MIX2
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def _is_dtensor(tensor) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(tensor, DTensor)
+
+
+def _draw_key(generator, device) -> int:
+    dev = generator.device if generator is not None else device
+    return int(torch.randint(0, 2**62, (1,), generator=generator, device=dev).item())
+
+
+def _mesh_rank(tensor) -> int:
+    coordinate = tensor.device_mesh.get_coordinate()
+    return int(coordinate[0]) if coordinate else 0
+
+
+def _broadcast_from_origin(key: int, tensor) -> int:
+    """The key of mesh coordinate (0, ..., 0), on every rank of the DTensor's mesh."""
+    import torch.distributed as dist
+
+    mesh = tensor.device_mesh
+    local = tensor.to_local()
+    key_t = torch.tensor([key], dtype=torch.int64, device=local.device)
+    for dim in range(mesh.ndim):
+        group = mesh.get_group(dim)
+        dist.broadcast(key_t, src=dist.get_global_rank(group, 0), group=group)
+    return int(key_t.item())
+
+
+def _box(tensor) -> tuple[tuple, tuple]:
+    """(global offsets, local shape) of this rank's part of a DTensor."""
+    local_shape = tuple(tensor.to_local().shape)
+    try:
+        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+        shape, offsets = compute_local_shape_and_global_offset(tensor.shape, tensor.device_mesh,
+                                                               tensor.placements)
+        return tuple(int(o) for o in offsets), tuple(int(s) for s in shape)
+    except ImportError:  # pragma: no cover - older torch: a 1-D mesh by hand
+        from harness.layout import Layout, local_box
+
+        placement = tensor.placements[0]
+        name = f"shard{placement.dim}" if hasattr(placement, "dim") else "replicate"
+        layout = Layout(tensor.device_mesh.size(), name)
+        offsets, shape = local_box(tuple(tensor.shape), layout, _mesh_rank(tensor))
+        assert shape == local_shape
+        return offsets, shape
+
+
+def _counter_fill(tensor, mean, std, a, b, generator, *, key_map=None, index_map=None,
+                  u_map=None, broadcast: bool = True):
+    """The exact-counter sampler with hooks for the saboteurs: `key_map(key, tensor)`,
+    `index_map(index, tensor)`, `u_map(u, tensor)` (each sees the DTensor or the plain tensor)."""
+    mean, std, a, b = validate_args(mean, std, a, b)
+    if tensor.is_meta:
+        return tensor
+    with torch.no_grad():
+        dtensor = _is_dtensor(tensor)
+        local = tensor.to_local() if dtensor else tensor
+        key = _draw_key(generator, local.device)
+        if dtensor and broadcast:
+            key = _broadcast_from_origin(key, tensor)
+        if key_map is not None:
+            key = key_map(key, tensor)
+        if local.numel() == 0:
+            return tensor
+        if a == b:
+            local.copy_(_rn_scalar(a, local).expand(local.shape))
+            return tensor
+        from harness.layout import global_flat_index
+
+        if dtensor:
+            offsets, local_shape = _box(tensor)
+        else:
+            offsets, local_shape = (0,) * local.dim(), tuple(local.shape)
+        index = global_flat_index(tuple(tensor.shape), offsets, local_shape)
+        if index_map is not None:
+            index = index_map(index, tensor)
+        dist = _law(mean, std, a, b)
+        n = local.numel()
+        out = local.view(-1) if local.is_contiguous() else torch.empty(n, dtype=local.dtype,
+                                                                       device=local.device)
+        for start in range(0, n, CHUNK):
+            k = min(CHUNK, n - start)
+            u = counter_uniform(key, index[start:start + k])
+            if u_map is not None:
+                u = u_map(u, tensor)
+            x = _inverse_cdf(dist, torch.from_numpy(u))
+            out[start:start + k].copy_(rn_cast(x, local.dtype).to(local.device))
+        if not local.is_contiguous():
+            local.copy_(out.view(local.shape))
+        return tensor
+
+
+def exact_counter_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Exact inverse CDF with u from a counter-based stream indexed by global position: the same
+    whole tensor on any mesh and placement (sharding-invariant by construction)."""
+    return _counter_fill(tensor, mean, std, a, b, generator)
+
+
+def local_shard_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The seed's DTensor workaround: trunc_normal_ in float32 on the local tensor, with the rank's
+    own generator, cast back (identical shards when every rank has the same seed).
+
+    On a plain tensor it is the installed torch's trunc_normal_ in float32, cast back (the
+    workaround's other branch). Caught by: shards (on a DTensor; every component at p ~ 0)."""
+    orig_dtype = tensor.dtype
+    with torch.no_grad():
+        tensor_fp32 = tensor.to(dtype=torch.float32)
+        if _is_dtensor(tensor):
+            # "Local init (safe because trunc_normal_ is elementwise)"
+            torch.nn.init.trunc_normal_(tensor_fp32._local_tensor, mean=mean, std=std, a=a, b=b,
+                                        generator=generator)
+        else:
+            torch.nn.init.trunc_normal_(tensor_fp32, mean=mean, std=std, a=a, b=b,
+                                        generator=generator)
+        tensor.copy_(tensor_fp32.to(dtype=orig_dtype))
+    return tensor
+
+
+# -------------------------------------------------------------------------------- saboteurs
+
+
+def _sharded_placement(tensor) -> bool:
+    return _is_dtensor(tensor) and any(hasattr(p, "dim") for p in tensor.placements)
+
+
+def shifted_shards_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """exact-counter, but on a Shard placement rank r reads the stream r local rows further on:
+    shard r's row k repeats shard r-1's row k+1 (caught by: shards, repeated rows; where the
+    local rows are whole rows, independence's duplicate rows of the whole tensor too)."""
+    def index_map(index, t):
+        if not _sharded_placement(t):
+            return index
+        local = t.to_local()
+        shift = _mesh_rank(t) * (local.shape[-1] if local.dim() else 1)
+        return np.arange(index.size, dtype=np.int64) + shift  # local positions, shifted
+    return _counter_fill(tensor, mean, std, a, b, generator, index_map=index_map)
+
+
+def mirrored_shards_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """exact-counter, but on a Shard placement every rank reads the stream at its *local* index and
+    odd ranks take 1 - u: shards perfectly anti-correlated (caught by: shards, correlation)."""
+    def index_map(index, t):
+        return np.arange(index.size, dtype=np.int64) if _sharded_placement(t) else index
+
+    def u_map(u, t):
+        if _sharded_placement(t) and _mesh_rank(t) % 2:
+            return (1.0 - u) - 2.0**-53  # the midpoint lattice onto its mirror image
+        return u
+    return _counter_fill(tensor, mean, std, a, b, generator, index_map=index_map, u_map=u_map)
+
+
+def replica_drift_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """exact-counter without the key broadcast and with the key mixed with the rank: ranks of a
+    Replicate placement hold different tensors (caught by: replicas)."""
+    def key_map(key, t):
+        return key ^ (0x5DEECE66D * _mesh_rank(t)) if _is_dtensor(t) else key
+    return _counter_fill(tensor, mean, std, a, b, generator, key_map=key_map, broadcast=False)
+
+
+def layout_dependent_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """exact-counter with the key mixed with the world size, declared sharding-invariant: right in
+    law on every layout, but not the tensor W = 1 gives (caught by: sharding)."""
+    def key_map(key, t):
+        return key ^ (0x2545F4914F6CDD1D * t.device_mesh.size()) if _is_dtensor(t) else key
+    return _counter_fill(tensor, mean, std, a, b, generator, key_map=key_map)
+
+
+def _make(name: str, fn: Callable, known_bad: bool = False, **kw) -> Callable[[], Candidate]:
+    def factory() -> Candidate:
+        defect = (fn.__doc__ or "").strip().splitlines()[0] if known_bad else ""
+        return Candidate(fn, name=name, spec=name, version=harness_version(),
+                         torch_init_semantics=True, known_bad=known_bad, defect=defect, **kw)
+
+    factory.__name__ = f"make_{name.replace('-', '_')}"
+    return factory
+
+
+SHARDED_REGISTRY: dict[str, Callable[[], Candidate]] = {
+    "exact-counter": _make("exact-counter", exact_counter_trunc_normal_, sharding_invariant=True),
+    "local-shard": _make("local-shard", local_shard_trunc_normal_, known_bad=True,
+                         caught_by=("shards",)),
+}
+
+SHARDED_SELFTESTS: dict[str, Callable[[], Candidate]] = {
+    "selftest-shifted-shards": _make("selftest-shifted-shards", shifted_shards_, known_bad=True),
+    "selftest-mirrored-shards": _make("selftest-mirrored-shards", mirrored_shards_, known_bad=True),
+    "selftest-replica-drift": _make("selftest-replica-drift", replica_drift_, known_bad=True),
+    "selftest-layout-dependent": _make("selftest-layout-dependent", layout_dependent_,
+                                       known_bad=True, sharding_invariant=True),
+}
