@@ -103,7 +103,8 @@ class _Folder:
     chunk's min/max says a bound was reached, and non-finite bookkeeping only when one is present.
     """
 
-    def __init__(self, summary: Summary, dtype: torch.dtype, device: torch.device):
+    def __init__(self, summary: Summary, dtype: torch.dtype, device: torch.device, law=None,
+                 watch: tuple | None = None):
         from reference import float_format
 
         self.s = summary
@@ -134,11 +135,53 @@ class _Folder:
             self.fine_shift = fine_shift
             self.fine_end = self.fine_lo + (n_fine << fine_shift)
             self.raw_fine = torch.zeros(n_fine + 2, dtype=torch.int64, device=device)
+        self._init_mass_bins(law, watch)
         self.prev_z: torch.Tensor | None = None  # last call of the previous chunk
         self.prev_ints: torch.Tensor | None = None
         self.rows_kept: list = []
         self.n_rows_kept = 0
         self._buffers: dict = {}
+
+    def _init_mass_bins(self, law, watch) -> None:
+        """Mass bins (`reference.rounded.MassBins`) of a 32/64-bit law, and the optional watch list:
+        mass bins whose values are tallied exactly (stage 2 of `spikes`, see harness.run)."""
+        self.mass = None
+        self.watch_raw = None
+        self.watched: dict = {}
+        mb = getattr(law, "mass_bins", None) if law is not None else None
+        if mb is None or self.exact_hist:
+            return
+        self.mass = mb
+        self.mass_table = torch.from_numpy(mb.raw_table.copy()).to(self.device)
+        self.mass_low_mask = (1 << mb.low_bits) - 1  # main-bin layout
+        self.raw_mass = torch.zeros(mb.n_bins, dtype=torch.int64, device=self.device)
+        self.s.mass_hist = np.zeros(mb.n_bins, dtype=np.int64)
+        if watch:
+            bins = np.asarray(sorted(set(int(j) for j in watch)), dtype=np.int64)
+            raw_of = np.empty(mb.n_bins, dtype=np.int64)
+            raw_of[mb.raw_order] = np.arange(mb.n_bins, dtype=np.int64)
+            table = np.zeros(mb.n_bins, dtype=bool)
+            table[raw_of[bins]] = True
+            self.watch_raw = torch.as_tensor(table, device=self.device)
+            self.s.watch_bins = tuple(int(j) for j in bins)
+
+    def _fold_mass(self, packed: torch.Tensor, low: torch.Tensor, ints: torch.Tensor) -> None:
+        """Mass-bin counts: the coarse bin (raw main bin, or fine bin) of each element gives
+        ``packed`` = (first counter, shift) from one table lookup (done by the caller); the
+        element's low key bits shifted are the offset; one bincount. ``low`` becomes the
+        counters; ``packed`` is overwritten."""
+        mb = self.mass
+        shift = torch.bitwise_and(packed, (1 << mb.SHIFT_BITS) - 1,
+                                  out=self._buffer("mass_s", tuple(packed.shape), packed.dtype))
+        packed.bitwise_right_shift_(mb.SHIFT_BITS)
+        counter = low.bitwise_right_shift_(shift).add_(packed)
+        self.raw_mass += torch.bincount(counter, minlength=self.raw_mass.numel())
+        if self.watch_raw is not None:
+            hit = torch.index_select(self.watch_raw, 0, counter)
+            if bool(hit.any()):
+                values, counts = torch.unique(ints[hit], return_counts=True)
+                for v, c in zip(values.cpu().tolist(), counts.cpu().tolist()):
+                    self.watched[v] = self.watched.get(v, 0) + c
 
     def _buffer(self, name: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
         """A reused scratch tensor of `shape`: fresh 16 MB allocations cost more (page faults) than
@@ -170,6 +213,12 @@ class _Folder:
             torch.bitwise_right_shift(ints, shift, out=bins).bitwise_and_((1 << s.hist_bits) - 1)
         chunk_hist = torch.bincount(bins, minlength=self.raw_hist.numel())
         self.raw_hist += chunk_hist
+        if self.mass is not None and self.mass.fine is None:
+            # Main-bin mass bins. `bins` is not needed past the table lookup: the raw low bits, then
+            # the counters, go into its memory.
+            packed = torch.index_select(self.mass_table, 0, bins,
+                                        out=self._buffer("mass_t", tuple(bins.shape), self.mass_table.dtype))
+            self._fold_mass(packed, torch.bitwise_and(ints, self.mass_low_mask, out=bins), ints)
         n_nonfinite = int(chunk_hist.index_select(0, self.raw_nonfinite).sum())
         finite = torch.isfinite(flat) if n_nonfinite else None
         if self.raw_fine is not None:
@@ -215,6 +264,16 @@ class _Folder:
                                          out=self._buffer("ints", tuple(ints.shape), self.int_dtype))
         keys.bitwise_and_(top).bitwise_xor_(ints)
         keys.clamp_(self.fine_lo - 1, self.fine_end).sub_(self.fine_lo)
+        if self.mass is not None and self.mass.fine is not None:
+            # Mass bins over the fine bins: coarse bin = fine bin + 1 (0 below, n + 1 above), low
+            # bits = the key's offset inside it (all ones below: the below bin is not split).
+            coarse = torch.bitwise_right_shift(keys, self.fine_shift,
+                                               out=self._buffer("mass_c", tuple(keys.shape), keys.dtype))
+            coarse.add_(1)
+            packed = torch.index_select(self.mass_table, 0, coarse,
+                                        out=self._buffer("mass_t", tuple(keys.shape), self.mass_table.dtype))
+            low = torch.bitwise_and(keys, (1 << self.fine_shift) - 1, out=coarse)
+            self._fold_mass(packed, low, ints)
         if self.fine_shift:
             keys.bitwise_right_shift_(self.fine_shift)
         keys.add_(1)
@@ -346,6 +405,18 @@ class _Folder:
         s.hist = hist
         if self.raw_fine is not None:
             s.fine_hist = self.raw_fine.cpu().numpy()
+        if self.mass is not None:
+            mass_hist = np.zeros(self.mass.n_bins, dtype=np.int64)
+            mass_hist[self.mass.raw_order] = self.raw_mass.cpu().numpy()
+            s.mass_hist = mass_hist
+            if self.watch_raw is not None:
+                patterns = np.array(sorted(self.watched), dtype=np.int64)
+                unsigned = (patterns & ((1 << self.bits) - 1) if self.bits < 64 else patterns)
+                keys = self.fmt.keys_from_bits(unsigned.astype(np.uint64))
+                order = np.argsort(keys)
+                s.watch_keys = keys[order]
+                s.watch_counts = np.array([self.watched[int(p)] for p in patterns],
+                                          dtype=np.int64)[order]
         if self.exact_hist:
             _counts_from_exact_histogram(s, self.fmt, self.poison)
         if self.rows_kept:
@@ -476,13 +547,15 @@ def _fixed_sum(t: torch.Tensor) -> float:
     return total
 
 
-def summarize_samples(samples: torch.Tensor, law, shape: tuple | None = None) -> Summary:
-    """Fold samples shaped (calls, *shape) — or flat, with `shape` given — into a Summary."""
+def summarize_samples(samples: torch.Tensor, law, shape: tuple | None = None,
+                      watch: tuple | None = None) -> Summary:
+    """Fold samples shaped (calls, *shape) — or flat, with `shape` given — into a Summary
+    (`watch`: mass bins whose values are tallied exactly, as at stage 2 of a run)."""
     if shape is None:
         shape = tuple(samples.shape[1:])
     samples = samples.reshape(-1, *shape) if len(shape) else samples.reshape(-1)
     summary = new_summary(law, shape, samples.dtype)
-    folder = _Folder(summary, samples.dtype, samples.device)
+    folder = _Folder(summary, samples.dtype, samples.device, law, watch)
     folder.fold(samples)
     return folder.finish()
 
@@ -518,11 +591,13 @@ def call_deadline(seconds: float | None):
 
 def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: int, *,
                call_timeout: float | None = 60.0, chunk_elements: int = 1 << 22,
-               min_calls: int = 2, time_budget: float | None = None) -> Summary:
+               min_calls: int = 2, time_budget: float | None = None,
+               watch: tuple | None = None) -> Summary:
     """Draw at least n samples of `case` from `candidate` and fold them into a Summary.
 
     With `time_budget` (seconds), stop at the first chunk boundary after the budget is spent
     (never before `min_calls` calls): the Summary's n says how many samples were actually drawn.
+    `watch` (mass-bin indices) asks for the exact values in those bins to be tallied.
     Raises CandidateFailure (kind "raised" or "hang") when a call raises or exceeds call_timeout;
     the exception carries the partial Summary.
     """
@@ -533,7 +608,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     per_chunk = max(1, min(calls_total, chunk_elements // numel))
     summary = new_summary(law, shape, dtype)
     summary.notes["seed"] = seed
-    folder = _Folder(summary, dtype, device)
+    folder = _Folder(summary, dtype, device, law, watch)
     generator = torch.Generator(device=device).manual_seed(seed)
     target = torch.empty(shape, dtype=dtype, device=device)
     buffer = torch.empty((per_chunk, *shape), dtype=dtype, device=device)

@@ -13,6 +13,10 @@ Conventions
   with ``shift = bits - hist_bits``: an exact, contiguous interval of representable values, whose
   probability under the rounded law is ``RoundedLaw.hist_bin_probs()[k]``. The histogram counts every
   examined element (poisoned, NaN and Inf included): ``hist.sum() == n``.
+* A 32/64-bit law also gets ``mass_hist``: counts over its mass bins (``RoundedLaw.mass_bins``),
+  contiguous key ranges each holding about 2**-20 of the law or less (a single value may hold more);
+  ``mass_hist.sum() == n``. With a watch list (stage 2), ``watch_keys``/``watch_counts`` tally the
+  exact values seen in the watched mass bins.
 * A narrow 32/64-bit law (one whose support covers few of those bins, e.g. [8, 8.01] in float64)
   also gets ``fine_hist``: the same ordered keys in up to 2**16 bins over its support, plus one
   bin below and one above (``RoundedLaw.fine_bin_probs()``); ``fine_hist.sum() == n`` too.
@@ -104,6 +108,14 @@ class Summary:
     # counts int64[n_bins + 2]: [below key_lo, fine bin 0 .. n_bins-1, at or above the end].
     fine_bins: tuple | None = None
     fine_hist: np.ndarray | None = None
+    # 32/64-bit laws: counts over the law's mass bins (`reference.rounded.MassBins`: contiguous key
+    # ranges of about equal mass, <= 2**-20 each), for the localized checks (spikes, scan).
+    mass_hist: np.ndarray | None = None
+    # Stage 2 of a case whose stage 1 flagged mass bins (harness.run): those bins' exact values,
+    # ordered keys (uint64) and counts, sorted by key.
+    watch_bins: tuple = ()
+    watch_keys: np.ndarray | None = None
+    watch_counts: np.ndarray | None = None
 
     # Per-slice extremes along the last dimension (first ROW_EXTREMES_CAP rows), float64.
     row_len: int = 0
