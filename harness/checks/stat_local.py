@@ -85,11 +85,13 @@ class LocalBins:
                 pass
         return cache
 
-    def counts(self, summary) -> np.ndarray:
+    def counts(self, summary) -> np.ndarray | None:
+        """The Summary's counts over these bins; None when it was built without mass bins (a
+        hand-made Summary: the engine always folds them)."""
         if self.exact:
             return np.asarray(summary.hist, dtype=np.int64)
         if getattr(summary, "mass_hist", None) is None:
-            raise ValueError("the law has mass bins but the Summary was folded without them")
+            return None
         return np.asarray(summary.mass_hist, dtype=np.int64)
 
     def n_values(self, j0: int, j1: int) -> float:
@@ -167,9 +169,9 @@ def spike_watch(summary: Summary, law) -> tuple:
     Bonferroni-adjusted upper-tail p is below 1), for the engine to tally exactly at stage 2; empty
     for dtypes whose histogram already has one bin per value."""
     bins = LocalBins.of(law)
-    if bins.exact or getattr(summary, "mass_hist", None) is None or bins.n_positive < 2:
+    counts = None if bins.exact else bins.counts(summary)
+    if counts is None or bins.n_positive < 2:
         return ()
-    counts = bins.counts(summary)
     n = int(counts.sum())
     if n == 0:
         return ()
@@ -232,6 +234,8 @@ def check_spikes(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     unit = SPIKES_UNIT
     bins = LocalBins.of(law)
     counts = bins.counts(summary)
+    if counts is None:
+        return not_applicable("the Summary has no mass-bin counts", unit)
     probs = bins.probs
     n = int(counts.sum())
     if n == 0:
@@ -376,6 +380,8 @@ def check_scan(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     unit = SCAN_UNIT
     bins = LocalBins.of(law)
     counts = bins.counts(summary)
+    if counts is None:
+        return not_applicable("the Summary has no mass-bin counts", unit)
     probs = bins.probs
     n = int(counts.sum())
     if n == 0:
