@@ -220,7 +220,7 @@ def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_
         cand(batch[i], case.mean, case.std, case.a, case.b, gen)
 
     def folder():
-        return _Folder(new_summary(law, tuple(case.shape), dtype), dtype, torch.device("cpu"))
+        return _Folder(new_summary(law, tuple(case.shape), dtype), dtype, torch.device("cpu"), law)
 
     folder().fold(batch)  # warm-up (first-call allocations, caches)
     t0 = time.perf_counter()
@@ -241,7 +241,7 @@ def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_
                     steps[name] = steps.get(name, 0.0) + time.perf_counter() - t
         return wrapper
 
-    for name in ("_fold_counts", "_fold_lags", "_fold_successive", "_fold_rows"):
+    for name in ("_fold_counts", "_fold_mass", "_fold_lags", "_fold_successive", "_fold_rows"):
         setattr(f, name, timed(name, getattr(f, name)))
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         t0 = time.perf_counter()
@@ -257,7 +257,7 @@ def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_
     for name, sec in sorted(steps.items(), key=lambda kv: -kv[1]):
         lines.append(f"| {name} | {sec:.3f} | {sec / profiled_s:.0%} |")
     rest = profiled_s - sum(steps.values())
-    lines.append(f"| rest (histogram bins, bincount, z, power sums) | {rest:.3f} | {rest / profiled_s:.0%} |")
+    lines.append(f"| rest (histogram bins, bincount, mass-bin lookup, z, power sums) | {rest:.3f} | {rest / profiled_s:.0%} |")
     lines += ["", "```",
               prof.key_averages(group_by_input_shape=True).table(
                   sort_by="self_cpu_time_total", row_limit=rows, max_name_column_width=40,
