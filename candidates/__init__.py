@@ -10,6 +10,8 @@
   `functional` and `sigma_bounds`; its docstring documents the conventions and declarations.
 * `candidates.loader` — `resolve` and `CandidateNotFound` (one-line messages).
 * `candidates.builtin` — ``REGISTRY`` (name -> zero-argument factory) and the built-in samplers.
+* `candidates.libraries` — adapters for other libraries' samplers (jax, keras-*, tensorflow*, timm*,
+  paddle): ``LIBRARIES`` lists them without importing anything; each module is imported when named.
 * `candidates.selftest` — ``selftest-*`` candidates for the harness's own tests (resolvable by name,
   not listed in ``REGISTRY``).
 * `candidates.rounding` — correct float64 -> dtype casts (torch's own rounds twice for 16-bit).
@@ -25,6 +27,7 @@ from candidates.protocol import (
     Candidate,
     accepts_generator,
     candidate,
+    draw_seed,
     functional,
     sigma_bounds,
 )
@@ -43,4 +46,5 @@ __all__ = [
     "functional",
     "sigma_bounds",
     "accepts_generator",
+    "draw_seed",
 ]

@@ -2,8 +2,10 @@
 
 Spec forms:
 
-* a registered name: ``torch``, ``exact``, ... (`candidates.REGISTRY`), or a self-test name
-  ``selftest-...`` (`candidates.selftest.SELFTEST_REGISTRY`);
+* a registered name: ``torch``, ``exact``, ... (`candidates.REGISTRY`), a library adapter ``jax``,
+  ``keras-torch``, ``timm``, ... (`candidates.libraries.LIBRARIES`: its adapter module is imported
+  only now, its library only when it draws), or a self-test name ``selftest-...``
+  (`candidates.selftest.SELFTEST_REGISTRY`);
 * ``pkg.mod:fn`` — imported with importlib; the part after the colon may be a dotted attribute path
   (``pkg.mod:Sampler.fill``);
 * ``path/to/file.py:fn`` — the file is imported by path under a module name derived from its absolute
@@ -48,10 +50,12 @@ class CandidateNotFound(Exception):
 
 
 def registered_names() -> list[str]:
-    """The default registry's names, in registration order (self-test names are not listed)."""
+    """The built-in names, then the library adapters' names, in registration order (self-test names
+    are not listed). Imports no library and no adapter module."""
     from candidates.builtin import REGISTRY
+    from candidates.libraries import LIBRARIES
 
-    return list(REGISTRY)
+    return list(REGISTRY) + list(LIBRARIES)
 
 
 def resolve(spec: str | Candidate) -> Candidate:
@@ -62,10 +66,14 @@ def resolve(spec: str | Candidate) -> Candidate:
         raise CandidateNotFound(spec, "expected a registered name, pkg.mod:fn or path/to/file.py:fn")
     spec = spec.strip()
     from candidates.builtin import REGISTRY
+    from candidates.libraries import LIBRARIES
+    from candidates.libraries import make as make_library_candidate
     from candidates.selftest import SELFTEST_REGISTRY
 
     if spec in REGISTRY:
         return REGISTRY[spec]()
+    if spec in LIBRARIES:
+        return make_library_candidate(spec)
     if spec in SELFTEST_REGISTRY:
         return SELFTEST_REGISTRY[spec]()
     where, sep, attr_path = spec.rpartition(":")
@@ -74,7 +82,7 @@ def resolve(spec: str | Candidate) -> Candidate:
         if spec.startswith("selftest-"):
             hint = f"; self-test names: {', '.join(SELFTEST_REGISTRY)}"
         raise CandidateNotFound(
-            spec, f"no registered candidate named {spec!r} (registered: {', '.join(REGISTRY)}{hint}); "
+            spec, f"no registered candidate named {spec!r} (registered: {', '.join(registered_names())}{hint}); "
                   "or give pkg.mod:fn or path/to/file.py:fn")
     if not where or not attr_path:
         raise CandidateNotFound(spec, "expected pkg.mod:fn or path/to/file.py:fn")

@@ -22,15 +22,27 @@ in place, **absolute** bounds ``a <= x <= b`` (either may be infinite), returnin
 ``raw``                   the user's function before adaptation
 ``known_bad``/``defect``  built-ins that model a defect say so; ``caught_by`` names the checks
 ``caught_by``             that are expected to catch it (documentation for the power self-tests)
+``expresses``             None (every (mean, std, a, b) can be asked for), or a function
+                          ``expresses(mean, std, a, b) -> None | reason`` naming why a sampler cannot
+                          be asked for those parameters (a fixed-±2σ library sampler, one without a
+                          mean); the harness skips such cases with the reason instead of calling it
+``unavailable``           None, or a one-line reason why it cannot run here at all (its library is
+                          not installed: the reason names the package); every test is then skipped
+``prepare``               None, or a zero-argument callable doing one-time start-up (import the
+                          library, start its child process); the engine calls it before the timed
+                          calls, so start-up is not candidate time and not spent out of a budget
 ========================  ==========================================================================
 
 Calling a candidate, ``cand(tensor, mean, std, a, b, generator)``, calls its function and returns what
 the function returned (the contract check compares it with the tensor; nothing here wraps the call in
 ``torch.no_grad`` because whether the candidate does so itself is part of what is tested).
 **When the function takes no generator**, the harness's generator is honoured by seeding the global RNG
-with ``torch.manual_seed(generator.initial_seed())`` just before the call: the global RNG state (of
-every device) changes as a side effect, so a generator check that watches the global state must not
-count that against such a candidate.
+with ``torch.manual_seed(s)`` just before the call, where ``s`` is a fresh 63-bit seed drawn from the
+generator (`draw_seed`): the generator advances and successive calls get different streams, as
+they would from a function that takes the generator, and the same generator seed still
+reproduces every call. The
+global RNG state (of every device) changes as a side effect, so a generator check that watches the
+global state must not count that against such a candidate.
 
 Declaring what a user function supports
 ---------------------------------------
@@ -45,7 +57,7 @@ A file or module given to ``--candidate`` can declare its properties with the de
 or, without importing this package, with plain attributes on the function (the decorator sets exactly
 these): ``fn.harness_dtypes``, ``fn.harness_devices``, ``fn.harness_convention``,
 ``fn.harness_torch_init_semantics``, ``fn.harness_name``, ``fn.harness_version``,
-``fn.harness_accepts_generator``. Dtypes may be torch dtypes or names ("float32", "bf16", "half", ...).
+``fn.harness_accepts_generator``, ``fn.harness_expresses``. Dtypes may be torch dtypes or names ("float32", "bf16", "half", ...).
 A module attribute that already is a `Candidate` is used as is.
 
 Conventions (``convention=``):
@@ -158,6 +170,7 @@ def candidate(
     name: str | None = None,
     version: str | None = None,
     accepts_generator: bool | None = None,
+    expresses: Callable | None = None,
 ):
     """Decorator declaring a user function's properties (see the module docstring).
 
@@ -176,6 +189,7 @@ def candidate(
             ("harness_name", name),
             ("harness_version", version),
             ("harness_accepts_generator", accepts_generator),
+            ("harness_expresses", expresses),
         ):
             if value is not None:
                 setattr(f, attr, value)
@@ -263,6 +277,16 @@ def adapt(fn: Callable, convention: str) -> Callable:
     raise ValueError(f"unknown convention {convention!r} (one of {', '.join(CONVENTIONS)})")
 
 
+def draw_seed(generator: torch.Generator | None, bits: int = 63) -> int:
+    """A fresh ``bits``-bit seed from the harness's generator (the global torch RNG without one).
+
+    One draw per call: successive calls get different seeds and the generator advances, as it
+    would under a torch sampler; a generator seeded alike gives the same sequence."""
+    device = generator.device if generator is not None else "cpu"
+    high = (1 << bits) - 1 if bits == 63 else 1 << bits
+    return int(torch.randint(0, high, (), generator=generator, device=device, dtype=torch.int64))
+
+
 class Candidate:
     """A sampler under test; see the module docstring for the attributes.
 
@@ -287,6 +311,9 @@ class Candidate:
         known_bad: bool = False,
         defect: str = "",
         caught_by: tuple[str, ...] = (),
+        expresses: Callable | None = None,
+        unavailable: str | None = None,
+        prepare: Callable[[], Any] | None = None,
     ):
         if not callable(fn):
             raise TypeError(f"candidate function must be callable, got {type(fn).__name__}")
@@ -305,6 +332,11 @@ class Candidate:
         self.known_bad = bool(known_bad)
         self.defect = defect
         self.caught_by = tuple(caught_by)
+        self.expresses = decl("expresses", expresses)
+        if self.expresses is not None and not callable(self.expresses):
+            raise TypeError("expresses must be callable: expresses(mean, std, a, b) -> None | reason")
+        self.unavailable = unavailable
+        self.prepare = prepare
         doc = inspect.getdoc(fn) or ""
         self.doc = doc.strip().splitlines()[0] if doc.strip() else ""
 
@@ -313,16 +345,33 @@ class Candidate:
         if self.accepts_generator:
             return self.fn(tensor, mean, std, a, b, generator=generator)
         if generator is not None:
-            # The function cannot take the generator: honour its seed through the global RNG (this
+            # The function cannot take the generator: honour it through the global RNG (this
             # changes the global RNG state of every device; documented in the module docstring).
-            torch.manual_seed(generator.initial_seed())
+            # A seed drawn from the generator, not its initial seed: reseeding with the same seed
+            # before every call would make successive calls identical, a defect of the harness
+            # that the independence check would blame on the candidate.
+            torch.manual_seed(draw_seed(generator))
         return self.fn(tensor, mean, std, a, b)
 
     def supports(self, dtype: torch.dtype, device: str | torch.device) -> bool:
         return self.skip_reason(dtype, device) is None
 
-    def skip_reason(self, dtype: torch.dtype, device: str | torch.device) -> str | None:
-        """None when (dtype, device) is supported, else a one-line reason for a pytest skip."""
+    def cannot_express(self, mean: float, std: float, a: float, b: float) -> str | None:
+        """None when the sampler can be asked for TN(mean, std, a, b), else the one-line reason."""
+        if self.expresses is None:
+            return None
+        reason = self.expresses(mean, std, a, b)
+        return None if reason is None else " ".join(str(reason).split())
+
+    def skip_reason(self, dtype: torch.dtype, device: str | torch.device, case=None) -> str | None:
+        """None when (dtype, device) — and the case, when given (anything with mean, std, a, b and
+        an id) — is supported, else a one-line reason for a pytest skip."""
+        if self.unavailable:
+            return f"candidate {self.name}: {self.unavailable}"
+        if case is not None:
+            reason = self.cannot_express(case.mean, case.std, case.a, case.b)
+            if reason is not None:
+                return f"candidate {self.name} cannot express {getattr(case, 'id', 'this case')}: {reason}"
         if dtype not in self.dtypes:
             have = ", ".join(str(d).removeprefix("torch.") for d in self.dtypes)
             return f"candidate {self.name} does not support {str(dtype).removeprefix('torch.')} (supports {have})"

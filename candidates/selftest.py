@@ -16,6 +16,8 @@ default run) but `candidates.resolve` finds them by name: ``SELFTEST_REGISTRY`` 
 ``selftest-infinite-loop``     ``while True: pass`` in pure Python -> hang
 ``selftest-raises``            raises RuntimeError on every call -> error rows
 ``selftest-crash``             ``os._exit(3)`` on every call -> the report's crash handling
+``selftest-slow``              exact, but each call sleeps 0.1 s first -> the per-case budget
+                               (correct output: it must pass, with fewer samples)
 =============================  ===================================================================
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -95,10 +98,17 @@ def crash_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     os._exit(3)
 
 
-def _make(name: str, fn: Callable) -> Callable[[], Candidate]:
+def slow_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Exact, but every call first sleeps 0.1 s (exercises the per-case budget; passes)."""
+    time.sleep(0.1)
+    return exact_trunc_normal_(tensor, mean, std, a, b, generator=generator)
+
+
+def _make(name: str, fn: Callable, known_bad: bool = True) -> Callable[[], Candidate]:
     def factory() -> Candidate:
         return Candidate(fn, name=name, spec=name, version=harness_version(), torch_init_semantics=True,
-                         known_bad=True, defect=(fn.__doc__ or "").strip().splitlines()[0])
+                         known_bad=known_bad,
+                         defect=(fn.__doc__ or "").strip().splitlines()[0] if known_bad else "")
 
     return factory
 
@@ -111,4 +121,5 @@ SELFTEST_REGISTRY: dict[str, Callable[[], Candidate]] = {
     "selftest-infinite-loop": _make("selftest-infinite-loop", infinite_loop_),
     "selftest-raises": _make("selftest-raises", raises_),
     "selftest-crash": _make("selftest-crash", crash_),
+    "selftest-slow": _make("selftest-slow", slow_, known_bad=False),
 }

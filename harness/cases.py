@@ -85,6 +85,9 @@ class Profile:
     note: str = ""
     min_calls: int = 2  # at least this many candidate calls (successive-call independence)
     n_cuda: int | None = None  # stage-1 samples on a CUDA device, where it differs from n
+    # Default seconds of the candidate's own time per case for the stage-1 draw (None: none);
+    # only for n taken from the profile (an explicit --samples is drawn in full).
+    case_budget_s: float | None = None
 
     def samples(self, device: str = "cpu") -> int:
         if self.n_cuda is not None and str(device).startswith("cuda"):
@@ -93,10 +96,11 @@ class Profile:
 
 
 PROFILES = {
-    "smoke": Profile("smoke", 1 << 16, "self-tests: seconds for the whole grid"),
-    "pr": Profile("pr", 1 << 22, "the default: the whole grid for one candidate in minutes on 2 cores"),
+    "smoke": Profile("smoke", 1 << 16, "self-tests: seconds for the whole grid", case_budget_s=5.0),
+    "pr": Profile("pr", 1 << 22, "the default: the whole grid for one candidate in minutes on 2 cores",
+                  case_budget_s=10.0),
     "nightly": Profile("nightly", 1 << 27, "long CPU runs and GPUs (2^30 there); rates down to "
-                       "~1e-8 per element", n_cuda=1 << 30),
+                       "~1e-8 per element; no budget", n_cuda=1 << 30),
 }
 
 STAGE2_FACTOR = 4

@@ -42,7 +42,9 @@ class CandidateFailure(Exception):
 
     def __init__(self, kind: str, message: str, summary: Summary | None = None):
         super().__init__(message)
-        self.kind = kind  # "raised" | "hang" | "crashed"
+        # "raised" | "hang" | "crashed" (the process died) | "split" (another worker holds the
+        # case: a scheduling defect, see harness.leases)
+        self.kind = kind
         self.summary = summary
 
 
@@ -589,14 +591,86 @@ def call_deadline(seconds: float | None):
         signal.signal(signal.SIGALRM, previous)
 
 
+_NORMAL_RATES: dict = {}
+
+
+def normal_throughput(shape: tuple, dtype: torch.dtype, device, min_seconds: float = 0.05) -> float:
+    """Samples per second of torch's own ``normal_`` filling a tensor of `shape` on `device`: the
+    yardstick a candidate's throughput is quoted against (both are timed on the same machine in
+    the same process, so the ratio carries across machines). NaN where ``normal_`` does not
+    support the dtype. Measured once per (shape, dtype, device) and process."""
+    device = torch.device(device)
+    key = (tuple(shape), dtype, str(device))
+    if key in _NORMAL_RATES:
+        return _NORMAL_RATES[key]
+    rate = math.nan
+    try:
+        tensor = torch.empty(shape, dtype=dtype, device=device)
+        generator = torch.Generator(device=device).manual_seed(0)
+        tensor.normal_(generator=generator)  # first call: allocation and dispatch warm-up
+        calls, t0 = 0, time.perf_counter()
+        while True:
+            tensor.normal_(generator=generator)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            calls += 1
+            elapsed = time.perf_counter() - t0
+            if calls >= 2 and elapsed >= min_seconds:
+                break
+        rate = calls * max(1, tensor.numel()) / elapsed
+    except (RuntimeError, NotImplementedError, TypeError):
+        pass
+    _NORMAL_RATES[key] = rate
+    return rate
+
+
+def is_budget_stop(calls: int) -> bool:
+    """Call counts at which a budget may stop a draw: 2^k and 3 * 2^k. Few enough that the n of
+    a budget-limited draw is a round number of calls, dense enough (ratio <= 1.5 between
+    neighbours) that stopping at the next one costs little."""
+    calls = int(calls)
+    if calls < 1:
+        return False
+    odd = calls >> ((calls & -calls).bit_length() - 1)
+    return odd in (1, 3)
+
+
+PREPARE_TIMEOUT_S = 120.0
+
+
+def _prepare(candidate, call_timeout: float | None, folder: "_Folder") -> None:
+    """A candidate's one-time start-up (``candidate.prepare()``, issue 13: importing a library,
+    starting a library's child process) before the timed calls, so it is neither candidate time
+    nor spent out of a per-case budget. Idempotent on the candidate's side; bounded by a deadline
+    of its own (imports are slow on a busy machine)."""
+    prepare = getattr(candidate, "prepare", None)
+    if prepare is None:
+        return
+    seconds = max(call_timeout or 0.0, PREPARE_TIMEOUT_S)
+    try:
+        with call_deadline(seconds):
+            prepare()
+    except _Timeout:
+        raise CandidateFailure("hang", f"preparing the candidate did not finish within {seconds:g} s",
+                               folder.finish()) from None
+    except Exception as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise CandidateFailure("raised", f"preparing the candidate raised {type(exc).__name__}: "
+                               f"{text[:300]}", folder.finish()) from exc
+
+
 def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: int, *,
                call_timeout: float | None = 60.0, chunk_elements: int = 1 << 22,
                min_calls: int = 2, time_budget: float | None = None,
                watch: tuple | None = None) -> Summary:
     """Draw at least n samples of `case` from `candidate` and fold them into a Summary.
 
-    With `time_budget` (seconds), stop at the first chunk boundary after the budget is spent
-    (never before `min_calls` calls): the Summary's n says how many samples were actually drawn.
+    With `time_budget` (seconds of the candidate's own time), stop once the candidate has used
+    the budget, at the first call count on the grid 1, 2, 3, 4, 6, 8, 12, ... (`is_budget_stop`)
+    at or after `min_calls`: the Summary's n says how many samples were drawn, and
+    ``notes["stopped_by_budget"]`` that the budget stopped it. Chunks are cut the same way for
+    any n, so ``run_engine(..., n=summary.n)`` without a budget folds the very same chunks and
+    gives the same Summary bit for bit (what a `reproduce:` line with ``--samples`` relies on).
     `watch` (mass-bin indices) asks for the exact values in those bins to be tallied.
     Raises CandidateFailure (kind "raised" or "hang") when a call raises or exceeds call_timeout;
     the exception carries the partial Summary.
@@ -612,6 +686,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     generator = torch.Generator(device=device).manual_seed(seed)
     target = torch.empty(shape, dtype=dtype, device=device)
     buffer = torch.empty((per_chunk, *shape), dtype=dtype, device=device)
+    _prepare(candidate, call_timeout, folder)
     filled = 0
     done = 0
     t_candidate = 0.0
@@ -639,8 +714,8 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
         buffer[filled].copy_(target)
         filled += 1
         done += 1
-        over_budget = (time_budget is not None and done >= min_calls
-                       and time.perf_counter() - t_start > time_budget)
+        over_budget = (time_budget is not None and done >= min_calls and done < calls_total
+                       and t_candidate > time_budget and is_budget_stop(done))
         if filled == per_chunk or done == calls_total or over_budget:
             folder.fold(buffer[:filled])
             filled = 0

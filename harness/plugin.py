@@ -19,8 +19,11 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from .cases import GRID, PROFILES, case_by_id
-from .run import CASE_CHECKS, RunConfig, RunnerCache, dtype_name
+from .cases import GRID
+from .groups import GroupLedger, group_of_nodeid
+from .options import (DEFAULT_ALPHA, DEFAULT_CASE_TIMEOUT, OptionError, add_options,
+                      parse_options)
+from .run import RunConfig, RunnerCache, dtype_name
 from .seeds import DEFAULT_RUN_SEED
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
@@ -28,47 +31,15 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.f
 for _name in ("float8_e4m3fn", "float8_e5m2"):
     if hasattr(torch, _name):
         DTYPES[_name] = getattr(torch, _name)
-DEFAULT_DTYPES = ("float64", "float32", "float16", "bfloat16")
-DEFAULT_REPORT_DIR = "harness-report"
 ROW_KEY = "harness_row"
-INFLIGHT_DIR = ".inflight"  # inside the report dir: markers of draws in progress (crash detection)
-
-
-def _csv(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
+INFLIGHT_DIR = ".inflight"  # inside the report dir: leases of draws in progress (harness.leases)
+#: xdist modes whose scheduling the harness takes over (plain -n gives "load"); any other mode
+#: would split or duplicate case groups and is refused at start-up.
+GROUP_PRESERVING_DIST = ("load", "loadgroup")
 
 
 def pytest_addoption(parser):
-    g = parser.getgroup("harness", "truncated-normal conformance harness")
-    g.addoption("--candidate", action="append", default=[], metavar="SPEC",
-                help="sampler under test: a registered name, pkg.mod:fn or path/file.py:fn; "
-                     "repeatable (default: torch)")
-    g.addoption("--profile", choices=sorted(PROFILES), default="pr",
-                help="samples per case: smoke, pr (default), nightly")
-    g.addoption("--samples", type=int, default=None, metavar="N",
-                help="stage-1 samples per (case, dtype, device); overrides the profile")
-    g.addoption("--seed", type=int, default=DEFAULT_RUN_SEED, metavar="S", help="run seed")
-    g.addoption("--dtypes", default=",".join(DEFAULT_DTYPES), metavar="LIST",
-                help=f"comma-separated dtypes (default {','.join(DEFAULT_DTYPES)}; also "
-                     f"{', '.join(d for d in DTYPES if d not in DEFAULT_DTYPES)})")
-    g.addoption("--devices", default=None, metavar="LIST",
-                help="comma-separated devices (default: cpu and every cuda device present)")
-    g.addoption("--cases", default=None, metavar="IDS", help="comma-separated case ids (default: all)")
-    g.addoption("--bounds", choices=("rounded", "strict"), default="rounded",
-                help="accept values in [RN(a), RN(b)] (default) or demand [a, b]")
-    g.addoption("--case-timeout", type=float, default=20.0, metavar="SECONDS",
-                help="seconds one candidate call may take before it counts as a hang (default 20)")
-    g.addoption("--budget-seconds", type=float, default=None, metavar="SECONDS",
-                help="scale n per case down so the run's sampling fits this wall-clock budget "
-                     "(the n actually used and its MDE are recorded)")
-    g.addoption("--alpha-suspect", type=float, default=1e-3,
-                help="stage-1 p below this draws stage 2 (default 1e-3)")
-    g.addoption("--alpha-fail", type=float, default=1e-3,
-                help="stage-2 p below this fails (default 1e-3)")
-    g.addoption("--report-dir", default=DEFAULT_REPORT_DIR, metavar="DIR",
-                help=f"where results go (default ./{DEFAULT_REPORT_DIR}); '' to write nothing")
-    g.addoption("--xfails-file", default=None, metavar="FILE",
-                help="known failures, one pattern per line with '# cause'")
+    add_options(parser, DEFAULT_RUN_SEED, tuple(DTYPES))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -128,10 +99,13 @@ class HarnessSession:
     def __init__(self, config):
         from candidates import CandidateNotFound, resolve
 
-        opt = config.option
-        specs = opt.candidate or ["torch"]
+        try:
+            opt = parse_options(config.option, tuple(DTYPES))
+        except OptionError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self.options = opt
         self.candidates = []
-        for spec in specs:
+        for spec in opt.candidates:
             try:
                 self.candidates.append(resolve(spec))
             except CandidateNotFound as exc:
@@ -139,30 +113,33 @@ class HarnessSession:
         self.run_config = RunConfig(profile=opt.profile, samples=opt.samples, run_seed=opt.seed,
                                     bounds=opt.bounds, case_timeout=opt.case_timeout,
                                     alpha_suspect=opt.alpha_suspect, alpha_fail=opt.alpha_fail,
+                                    case_budget_s=opt.case_budget,
                                     inflight_dir=(os.path.join(opt.report_dir, INFLIGHT_DIR)
                                                   if opt.report_dir else None))
         self.budget_seconds = opt.budget_seconds
-        try:
-            self.cases = ([case_by_id(c) for c in _csv(opt.cases)] if opt.cases else list(GRID))
-        except KeyError as exc:
-            raise pytest.UsageError(f"--cases: {exc.args[0]}") from None
-        unknown = [d for d in _csv(opt.dtypes) if d not in DTYPES]
-        if unknown:
-            raise pytest.UsageError(f"--dtypes: unknown {', '.join(unknown)}; known: {', '.join(DTYPES)}")
-        self.dtypes = [DTYPES[d] for d in _csv(opt.dtypes)]
-        self.devices = _csv(opt.devices) if opt.devices else default_devices()
+        self.cases = list(opt.cases)
+        self.dtypes = [DTYPES[d] for d in opt.dtypes]
+        self.devices = list(opt.devices) if opt.devices else default_devices()
         for d in self.devices:
-            try:
-                torch.device(d)
-            except (RuntimeError, ValueError):
-                raise pytest.UsageError(f"--devices: {d!r} is not a torch device") from None
-        self.xfails = load_xfails(opt.xfails_file) if opt.xfails_file else []
+            check_device_name(d)
+        try:
+            self.xfails = load_xfails(opt.xfails_file) if opt.xfails_file else []
+        except (OSError, UnicodeDecodeError) as exc:
+            raise pytest.UsageError(f"--xfails-file: {opt.xfails_file!r}: {exc}") from None
         self.runners = RunnerCache()
         self.rows: list[dict] = []
         self.started = time.time()
         self.node_params: dict = {}  # nodeid -> row skeleton (to report crashed workers)
         self.report_dir = opt.report_dir
         self.saved_case_data: set = set()
+        self.ledger = GroupLedger()  # controller: which worker ran each case group
+        # Grid partitions (harness.partition): the groups this process runs; None: all of them.
+        self.partition = None
+        if opt.shard is not None:
+            from .partition import plan
+
+            self.partition = plan(opt.shard, self.grid_groups(), opt.durations, opt.durations_from)
+        self.collected: dict = {}  # group -> tests collected (for the manifest)
 
     def apply_budget(self, n_combos: int, workers: int) -> None:
         """--budget-seconds: give each (candidate, case, dtype, device) an equal share of the
@@ -185,23 +162,24 @@ class HarnessSession:
                 for device in self.devices:
                     yield ApiCombo(cand, dtype, device)
 
-    def skip_reason(self, candidate, dtype, device) -> str | None:
-        dev = torch.device(device)
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            return f"device {device}: CUDA is not available on this machine"
-        if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-            return f"device {device}: only {torch.cuda.device_count()} CUDA device(s) present"
-        return candidate.skip_reason(dtype, device)
+    def grid_groups(self) -> list[str]:
+        """Every group key of the run's grid (what a partition splits), whatever -k selects."""
+        return sorted({p.id for p in (*self.combos(), *self.api_combos())})
+
+    def skip_reason(self, candidate, dtype, device, case=None) -> str | None:
+        # The case too: a sampler that cannot be asked for it (fixed ±2σ bounds, no mean) is
+        # skipped with the candidate's reason.
+        return device_skip_reason(device) or candidate.skip_reason(dtype, device, case)
 
     def skeleton_from_nodeid(self, nodeid: str) -> dict | None:
         """Row skeleton of a test from its node id alone: the xdist controller collects nothing,
         yet must write rows for tests whose worker crashed or that were skipped at setup."""
-        match = re.search(r"::test_(\w+)\[([^\]]+)\]", nodeid)
+        match = re.search(r"::test_(\w+)\[", nodeid)
         if match is None:
             return None
         if not hasattr(self, "_params_by_id"):
             self._params_by_id = {p.id: p for p in (*self.combos(), *self.api_combos())}
-        param = self._params_by_id.get(match.group(2))
+        param = self._params_by_id.get(group_of_nodeid(nodeid))
         return _row_skeleton(param, match.group(1)) if param is not None else None
 
     def xfail_for(self, test_name: str) -> XfailPattern | None:
@@ -210,19 +188,55 @@ class HarnessSession:
                 return p
         return None
 
-    def repro(self, candidate, case_id, dtype, device, check) -> str:
+    def repro(self, candidate, case_id, dtype, device, check, samples: int | None = None) -> str:
+        """The one command that reruns this check on exactly these streams. `samples`: the n
+        stage 1 drew, where a budget was in force (a budget stops at a time that depends on the
+        machine; an explicit --samples is drawn in full, so the rerun draws the same n)."""
         cfg = self.run_config
         parts = ["pytest", "suites", "--candidate", candidate.spec]
         if case_id != "api":
             parts += ["--cases", case_id]
         parts += ["--dtypes", dtype_name(dtype), "--devices", device, "--seed", str(cfg.run_seed),
                   "--profile", cfg.profile]
-        if cfg.samples:
-            parts += ["--samples", str(cfg.samples)]
+        samples = samples or cfg.samples
+        if samples:
+            parts += ["--samples", str(samples)]
         if cfg.bounds != "rounded":
             parts += ["--bounds", cfg.bounds]
+        for flag, value, default in (("--case-timeout", cfg.case_timeout, DEFAULT_CASE_TIMEOUT),
+                                     ("--alpha-suspect", cfg.alpha_suspect, DEFAULT_ALPHA),
+                                     ("--alpha-fail", cfg.alpha_fail, DEFAULT_ALPHA)):
+            if value != default:
+                parts += [flag, f"{value:g}"]
         parts += ["-k", f"test_{check}"]
         return " ".join(shlex.quote(p) for p in parts)
+
+
+def check_device_name(name: str) -> None:
+    """A device the harness can sample on: a torch device name, not `meta` (which holds no
+    values). Whether it is present on this machine is decided per test (`device_skip_reason`)."""
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise pytest.UsageError(f"--devices: {name!r} is not a torch device") from None
+    if device.type == "meta":
+        raise pytest.UsageError("--devices: 'meta' holds no values to test (the contract check "
+                                "covers meta tensors)")
+
+
+def device_skip_reason(name: str) -> str | None:
+    """Why tests on device `name` cannot run here (None: they can); an explicit skip, not an error."""
+    device = torch.device(name)
+    if device.type == "cpu":
+        return None
+    backend = getattr(torch, device.type, None)
+    is_available = getattr(backend, "is_available", None)
+    if is_available is None or not is_available():
+        return f"device {name}: {device.type} is not available on this machine"
+    count = getattr(backend, "device_count", lambda: 1)()
+    if device.index is not None and device.index >= count:
+        return f"device {name}: only {count} {device.type} device(s) present"
+    return None
 
 
 def default_devices() -> list[str]:
@@ -243,42 +257,53 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "harness_check(name): a conformance check test")
     config.stash[_SESSION_KEY] = HarnessSession(config)
     workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None and workerinput.get("harness_cuda_device") is not None:
+    if workerinput is None:
+        # xdist (when installed and -n is given) has set its mode in pytest_cmdline_main, which
+        # runs before any pytest_configure. Modes other than load/loadgroup would split case
+        # groups or run them on every worker; the harness schedules load/loadgroup itself.
+        dist = config.getoption("dist", "no")
+        if dist not in ("no",) + GROUP_PRESERVING_DIST:
+            raise pytest.UsageError(
+                f"--dist {dist}: the harness keeps each case's checks on one worker itself; use "
+                f"-n N with the default --dist load (or loadgroup)")
+        return
+    if workerinput.get("harness_cuda_device") is not None:
         # Pin the worker to the CUDA device the controller gave it (worker index modulo device
         # count, see harness.scheduling) before any CUDA work, so default allocations and
         # kernels of different workers go to different devices.
         torch.cuda.set_device(int(workerinput["harness_cuda_device"]))
-    if getattr(config.option, "dist", "no") == "load":
-        # A case's checks share one Summary: keep them on one worker (plain -n implies "load").
-        config.option.dist = "loadgroup"
-    if workerinput is not None and workerinput.get("harness_loadgroup"):
-        # Workers decide on the group suffix of node ids from their own command line, which
-        # still says "load": tell them what the controller switched to.
-        config.option.loadgroup = True
-    if workerinput is not None:
-        # One worker must not oversubscribe the cores the others use.
-        count = int(workerinput.get("workercount", 1))
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // count))
+    # One worker must not oversubscribe the cores the others use.
+    count = int(workerinput.get("workercount", 1))
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // count))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
-    """xdist controller, per worker: pass the scheduling decisions on (see pytest_configure)."""
+    """xdist controller, per worker: the CUDA device the worker owns (see pytest_configure)."""
     from .scheduling import owned_cuda_device, visible_cuda_devices
 
-    node.workerinput["harness_loadgroup"] = node.config.getvalue("dist") == "loadgroup"
     node.workerinput["harness_cuda_device"] = owned_cuda_device(node.gateway.id,
                                                                 visible_cuda_devices())
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """loadgroup (what plain -n becomes here) with CUDA cases routed to their device's workers."""
-    if config.getvalue("dist") != "loadgroup":
+    """The harness's scheduler for every -n run: case groups stay whole, CUDA cases go to their
+    device's workers (harness.scheduling). It reads the groups from the node ids itself, so it
+    depends neither on xdist's loadgroup option nor on how a pytest version stores node ids."""
+    if config.getoption("dist", "no") not in GROUP_PRESERVING_DIST:
         return None
     from .scheduling import DeviceGroupScheduling
 
     return DeviceGroupScheduling(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist controller: a worker went down. One that crashed (error set) hands its unfinished
+    group on legitimately; one that finished normally has no unfinished group to hand on."""
+    if error is not None:
+        _session(node.config).ledger.worker_down(node.gateway.id)
 
 
 def pytest_report_header(config):
@@ -288,24 +313,28 @@ def pytest_report_header(config):
     n = str(cfg.n(1))
     if any(d.startswith("cuda") for d in s.devices) and cfg.n(1, "cuda") != cfg.n(1):
         n += f" on CPU, {cfg.n(1, 'cuda')} on CUDA"
-    return [f"harness: candidates {cands}",
-            f"harness: torch {torch.__version__}; devices {', '.join(s.devices)}; dtypes "
-            f"{', '.join(dtype_name(d) for d in s.dtypes)}",
-            f"harness: profile {cfg.profile} (n={n} per case, stage 2 x4); seed {cfg.run_seed}; "
-            f"bounds {cfg.bounds}; alpha {cfg.alpha_suspect:g}/{cfg.alpha_fail:g}"]
+    lines = [f"harness: candidates {cands}",
+             f"harness: torch {torch.__version__}; devices {', '.join(s.devices)}; dtypes "
+             f"{', '.join(dtype_name(d) for d in s.dtypes)}",
+             f"harness: profile {cfg.profile} (n={n} per case, stage 2 x4); "
+             f"budget {budget_text(cfg.case_budget_s)}; seed {cfg.run_seed}; bounds {cfg.bounds}; "
+             f"alpha {cfg.alpha_suspect:g}/{cfg.alpha_fail:g}"]
+    if s.partition is not None:
+        lines.append(f"harness: {s.partition.describe()}")
+    return lines
+
+
+def budget_text(seconds: float | None) -> str:
+    return "none" if seconds is None else f"{seconds:g} s of candidate time per case"
 
 
 def pytest_generate_tests(metafunc):
     s = _session(metafunc.config)
     if "conformance_case" in metafunc.fixturenames:
-        params = []
-        for combo in s.combos():
-            group = pytest.mark.xdist_group(combo.id)
-            params.append(pytest.param(combo, id=combo.id, marks=group))
-        metafunc.parametrize("conformance_case", params)
+        # The id is the case group (harness.groups): every check of a combo shares it.
+        metafunc.parametrize("conformance_case", [pytest.param(c, id=c.id) for c in s.combos()])
     if "api_case" in metafunc.fixturenames:
-        params = [pytest.param(c, id=c.id, marks=pytest.mark.xdist_group(c.id)) for c in s.api_combos()]
-        metafunc.parametrize("api_case", params)
+        metafunc.parametrize("api_case", [pytest.param(c, id=c.id) for c in s.api_combos()])
 
 
 def _check_of(item) -> str | None:
@@ -323,6 +352,9 @@ def _param_of(item):
 def pytest_collection_modifyitems(session, config, items):
     s = _session(config)
     from .run import all_check_names
+
+    if s.partition is not None:
+        deselect_other_shards(s.partition, config, items)
 
     order = {name: i for i, name in enumerate(all_check_names() + ("arguments",))}
     # Keep every check of one (candidate, case, dtype, device) together: its Summary is generated
@@ -347,7 +379,7 @@ def pytest_collection_modifyitems(session, config, items):
         if param is None or check is None:
             continue
         test_name = f"{check}[{param.id}]"
-        reason = s.skip_reason(param.candidate, param.dtype, param.device)
+        reason = s.skip_reason(param.candidate, param.dtype, param.device, getattr(param, "case", None))
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
         s.node_params[item.nodeid] = _row_skeleton(param, check)
@@ -356,6 +388,34 @@ def pytest_collection_modifyitems(session, config, items):
             item.stash[_XFAIL_KEY] = xf
     if not hasattr(config, "workerinput"):
         warn_stale_xfails(config, s)
+
+
+def deselect_other_shards(partition, config, items) -> None:
+    """Keep the conformance tests of this shard's groups; the others are deselected (not skipped:
+    another shard runs them). Tests the harness did not parametrize are left alone."""
+    keep, drop = [], []
+    for item in items:
+        mine = _param_of(item) is None or partition.owns(group_of_nodeid(item.nodeid))
+        (keep if mine else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def _count_collected(s: "HarnessSession", nodeids) -> None:
+    counts = Counter(group_of_nodeid(n) for n in nodeids)
+    s.collected = dict(counts)
+
+
+def pytest_collection_finish(session):
+    if not hasattr(session.config, "workerinput"):
+        _count_collected(_session(session.config), [i.nodeid for i in session.items])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """xdist controller: what the workers collected (they all collect the same)."""
+    _count_collected(_session(node.config), ids)
 
 
 def warn_stale_xfails(config, s: "HarnessSession") -> None:
@@ -380,7 +440,7 @@ _XFAIL_KEY = pytest.StashKey[XfailPattern]()
 
 def _row_skeleton(param, check: str) -> dict:
     case = getattr(param, "case", None)
-    row = {"candidate": param.candidate.name, "candidate_spec": param.candidate.spec,
+    row = {"group": param.id, "candidate": param.candidate.name, "candidate_spec": param.candidate.spec,
            "candidate_version": param.candidate.version, "case": case.id if case else "api",
            "dtype": dtype_name(param.dtype), "device": param.device, "check": check}
     if case is not None:
@@ -400,11 +460,15 @@ class Verifier:
 
     def __call__(self, check: str, param) -> None:
         s = self.s
+        case_columns, repro_samples = {}, None
         if isinstance(param, Combo):
             runner = s.runners.get(param.candidate, param.case, param.dtype, param.device,
                                    s.run_config)
             result = runner.run(check)
             case_id = param.case.id
+            case_columns = runner.case_columns()
+            if s.run_config.case_budget_s is not None:
+                repro_samples = runner.samples_for_repro or s.run_config.n(1, param.device)
         else:
             from .run import run_candidate_check
 
@@ -413,10 +477,10 @@ class Verifier:
             case_id = "api"
         if result.verdict == "fail" and isinstance(param, Combo):
             self._save_case_data(param, runner)
-        row = _row_skeleton(param, check) | result.as_row()
+        row = _row_skeleton(param, check) | result.as_row() | case_columns
         row["worker"] = os.environ.get("PYTEST_XDIST_WORKER", "main")
         row["profile"] = s.run_config.profile
-        repro = s.repro(param.candidate, case_id, param.dtype, param.device, check)
+        repro = s.repro(param.candidate, case_id, param.dtype, param.device, check, repro_samples)
         xf = self.request.node.stash.get(_XFAIL_KEY, None)
         if result.verdict in ("fail", "error"):
             row["repro"] = repro
@@ -473,6 +537,9 @@ def pytest_runtest_logreport(report):
     s = _session(config)
     rows = [v for k, v in report.user_properties if k == ROW_KEY]
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        node = getattr(report, "node", None)  # the xdist worker that ran it (None without -n)
+        if node is not None:
+            s.ledger.record(group_of_nodeid(report.nodeid), node.gateway.id)
         if rows:
             s.rows.extend(rows)
             return
@@ -513,11 +580,49 @@ def pytest_sessionfinish(session, exitstatus):
         return
     s = _session(config)
     s.rows = latest_rows(s.rows)
-    if not s.rows or not s.report_dir:
+    if s.ledger.splits:
+        # Each check of a split group read its own draw: the verdicts are not the harness's.
+        dsession = config.pluginmanager.getplugin("dsession")
+        scheduler = type(getattr(dsession, "sched", None)).__name__
+        for row in s.rows:
+            if row.get("group") in s.ledger.splits:
+                row.update(verdict="error",
+                           message=s.ledger.split_message(row["group"], scheduler))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    empty_share = s.partition is not None and not s.partition.groups
+    if empty_share and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK  # N > groups: this shard has nothing to run
+    if not s.report_dir or not (s.rows or empty_share):
         return
     from reports.results import write_run
 
     s.written = write_run(s.rows, s.report_dir, config=config, session=s)
+    write_run_manifest(s, config, session.exitstatus)
+
+
+def write_run_manifest(s: "HarnessSession", config, exitstatus) -> None:
+    """manifest.json beside the results: the shard, the grid's assignment, the groups run, the
+    machine (reports.manifest); what `reports merge` checks a partitioned run's coverage with."""
+    from reports.manifest import build_manifest, write_manifest
+    from reports.results import command_line
+
+    opt, p = s.options, s.partition
+    if p is not None:
+        shard, assignment = p.shard.as_dict(), p.assignment
+        partition = {"method": p.method, "durations_from": p.durations_from, "known": p.known}
+    else:
+        shard, assignment, partition = None, {g: 0 for g in s.grid_groups()}, {"method": None}
+    config_key = {"profile": opt.profile, "samples": opt.samples, "run_seed": opt.seed,
+                  "bounds": opt.bounds, "case_timeout": opt.case_timeout,
+                  "case_budget": opt.case_budget, "budget_seconds": opt.budget_seconds,
+                  "alpha_suspect": opt.alpha_suspect, "alpha_fail": opt.alpha_fail,
+                  "candidates": [[c.spec, c.version] for c in s.candidates]}
+    manifest = build_manifest(shard=shard, partition=partition, assignment=assignment,
+                              groups={r["group"] for r in s.rows if r.get("group")},
+                              tests=s.collected, config=config_key, started=s.started,
+                              finished=time.time(), exitstatus=int(exitstatus),
+                              command=command_line(config))
+    write_manifest(s.report_dir, manifest)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

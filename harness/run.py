@@ -12,6 +12,7 @@ Result carries the candidate time and harness time it caused, so the columns add
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections import OrderedDict
@@ -24,7 +25,8 @@ from .cases import PROFILES, STAGE2_FACTOR
 from .checks import (CANDIDATE_API_CHECKS, CASE_API_CHECKS, STATISTICAL_CHECKS, SUMMARY_CHECKS,
                      check_arguments, check_bounds, check_contract, check_finite, check_generator,
                      check_written)
-from .engine import CandidateFailure, run_engine
+from .engine import CandidateFailure, normal_throughput, run_engine
+from .leases import LeaseHeld, lease
 from .result import Result
 from .seeds import DEFAULT_RUN_SEED, derive_seed
 
@@ -41,10 +43,13 @@ class RunConfig:
     alpha_suspect: float = 1e-3
     alpha_fail: float = 1e-3
     chunk_elements: int = 1 << 22
-    case_budget_s: float | None = None  # wall-clock seconds for one case's stage-1 draw (--budget-seconds)
-    inflight_dir: str | None = None  # where a draw leaves a marker while it runs (crash detection)
+    # Seconds of the candidate's own time one case's stage-1 draw may take (None: no limit); a
+    # draw stopped by it records its n, and stage 2 draws STAGE2_FACTOR times that n.
+    case_budget_s: float | None = None
+    inflight_dir: str | None = None  # where a draw holds its lease while it runs (harness.leases)
 
     def n(self, stage: int, device: str = "cpu") -> int:
+        """The n asked for (a budget may stop stage 1 earlier; see CaseRunner.n_requested)."""
         base = self.samples if self.samples else PROFILES[self.profile].samples(device)
         return base * (STAGE2_FACTOR if stage == 2 else 1)
 
@@ -83,9 +88,38 @@ class CaseRunner:
             self._law = rounded_law(TruncatedNormal(c.mean, c.std, c.a, c.b), self.dtype)
         return self._law
 
-    def _budget(self, stage: int) -> float | None:
-        budget = self.config.case_budget_s
-        return None if budget is None else budget * (STAGE2_FACTOR if stage == 2 else 1)
+    def n_requested(self, stage: int) -> int:
+        """Stage 1 asks for the configured n; stage 2 for STAGE2_FACTOR times what stage 1 drew
+        when a budget stopped it (so `--samples <that n>` reproduces both stages), else for
+        STAGE2_FACTOR times the configured n."""
+        s1 = self._summaries.get(1)
+        if stage == 2 and self.budget_limited:
+            return STAGE2_FACTOR * s1.n
+        return self.config.n(stage, self.device)
+
+    @property
+    def budget_limited(self) -> bool:
+        """Whether the budget stopped stage 1 short of the configured n."""
+        s1 = self.cached_summary(1)
+        return bool(s1 is not None and s1.notes.get("stopped_by_budget"))
+
+    def case_columns(self) -> dict:
+        """What every row of the case carries besides its check's result: the n asked for,
+        whether the budget cut stage 1 short of it, and the candidate's stage-1 throughput next to
+        torch's ``normal_`` on the same tensor and device (`speed_vs_normal`: their ratio)."""
+        cols = {"n_target": self.config.n(1, self.device), "budget_limited": self.budget_limited}
+        s1 = self.cached_summary(1)
+        if s1 is not None and s1.n and s1.candidate_s > 0:
+            rate = s1.n / s1.candidate_s
+            reference = normal_throughput(tuple(self.case.shape), self.dtype, self.device)
+            cols.update(samples_per_s=rate, normal_samples_per_s=reference,
+                        speed_vs_normal=rate / reference if reference > 0 else math.nan)
+        return cols
+
+    @property
+    def samples_for_repro(self) -> int | None:
+        """The `--samples` a reproduce line needs: stage 1's n when the budget cut it."""
+        return self.cached_summary(1).n if self.budget_limited else None
 
     def _inflight_marker(self, stage):
         return inflight_marker(self.config, self.candidate, self.case.id, self.dtype, self.device,
@@ -96,16 +130,16 @@ class CaseRunner:
         if stage in self._summaries:
             return self._summaries[stage]
         marker = self._inflight_marker(stage)
-        if marker is not None and marker.exists():
-            s, cost = CandidateFailure("crashed", CRASHED), (0.0, 0.0)
-        else:
-            with inflight(marker), warnings.catch_warnings(record=True) as caught:
+        try:
+            with lease(marker), warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 s, cost = self._draw(stage)
             for w in caught:
                 text = f"{w.category.__name__}: {w.message}"
                 if text not in self.warnings:
                     self.warnings.append(text)
+        except LeaseHeld as held:
+            s, cost = failure_from_lease(held, f"stage {stage}"), (0.0, 0.0)
         self._summaries[stage] = s
         self._uncharged[stage] = cost
         return s
@@ -125,11 +159,11 @@ class CaseRunner:
         """Run the engine for one stage -> (Summary or CandidateFailure, (candidate_s, engine_s))."""
         try:
             s = run_engine(self.candidate, self.case, self.dtype, self.device, self.law,
-                           self.config.n(stage, self.device), self.seed(stage),
+                           self.n_requested(stage), self.seed(stage),
                            call_timeout=self.config.case_timeout,
                            chunk_elements=self.config.chunk_elements,
                            min_calls=PROFILES[self.config.profile].min_calls,
-                           time_budget=self._budget(stage),
+                           time_budget=self.config.case_budget_s if stage == 1 else None,
                            watch=self.watch_list() if stage == 2 else None)
             return s, (s.candidate_s, s.engine_s)
         except CandidateFailure as failure:
@@ -144,7 +178,10 @@ class CaseRunner:
         return s
 
     def _charge(self, result: Result, stages: tuple, t0: float) -> Result:
-        cand = eng = 0.0
+        """Put the candidate and harness time this check caused on its Result: the draws of the
+        stages it used first (each draw is charged once, to the first check that reads it), plus
+        the candidate's own calls of an API check (already on the Result)."""
+        cand, eng = result.candidate_s, 0.0
         for stage in stages:
             c, e = self._uncharged.pop(stage, (0.0, 0.0))
             cand, eng = cand + c, eng + e
@@ -170,6 +207,8 @@ class CaseRunner:
 
     def _failed_run(self, check: str, failure: CandidateFailure, stage: int) -> Result:
         n = failure.summary.n if failure.summary is not None else 0
+        if failure.kind == "split":  # the harness's scheduling, not the candidate
+            return Result(check, "error", str(failure), n=n, n_stage1=n)
         verdict = "error" if failure.kind == "crashed" else "fail"
         return Result(check, verdict, f"candidate {failure.kind} on {self.case.id} "
                       f"({dtype_name(self.dtype)}, {self.device}), stage {stage}: {failure}",
@@ -194,7 +233,7 @@ class CaseRunner:
 
         s1 = self.summary(1)
         if check == "hang":
-            if isinstance(s1, CandidateFailure) and s1.kind in ("hang", "crashed"):
+            if isinstance(s1, CandidateFailure) and s1.kind in ("hang", "crashed", "split"):
                 return self._failed_run(check, s1, 1), (1,)
             if isinstance(s1, CandidateFailure):
                 return Result("hang", "pass", "returned (with an error; see the other checks)"), (1,)
@@ -244,8 +283,16 @@ class CaseRunner:
         return Result(check, verdict, prefix + o2.message, **base), (1, 2)
 
 
-CRASHED = ("an earlier attempt ended the worker process (os._exit, a signal or a fatal error "
-           "inside the candidate)")
+def failure_from_lease(held: LeaseHeld, what: str) -> CandidateFailure:
+    """A lease someone else holds: a crash when its holder is proven dead, else a split group."""
+    who = held.holder.describe() if held.holder is not None else "an unknown process"
+    if held.crashed:
+        return CandidateFailure("crashed", f"{who} ended while calling the candidate for {what} "
+                                f"(os._exit, a signal or a fatal error inside the candidate)")
+    where = "is drawing it right now" if held.alive else "holds it (liveness unknown)"
+    return CandidateFailure("split", f"case group split across workers: {who} {where} ({what}); "
+                            f"the checks of one case must run on one worker and share one draw. "
+                            f"A scheduling defect, not a candidate failure")
 
 
 @contextmanager
@@ -262,11 +309,12 @@ def on_device(device):
 
 
 def inflight_marker(config: RunConfig, candidate, case_id: str, dtype, device, what):
-    """A file that exists while the candidate is being called for (case, dtype, device, what).
+    """The lease file held while the candidate is called for (case, dtype, device, what).
 
-    One left behind means an earlier attempt killed its process (os._exit, a segfault): xdist
-    replaces the worker, and the next test of the case finds the marker instead of crashing
-    again, so one crashing case costs one worker, not one per check."""
+    One left behind by a dead holder means an earlier attempt killed its process (os._exit, a
+    segfault): xdist replaces the worker, and the next test of the case finds the lease instead of
+    crashing again, so one crashing case costs one worker, not one per check. One held by a live
+    process is not a crash (see harness.leases)."""
     if not config.inflight_dir:
         return None
     import hashlib
@@ -277,26 +325,15 @@ def inflight_marker(config: RunConfig, candidate, case_id: str, dtype, device, w
     return pathlib.Path(config.inflight_dir) / f"{name}.inflight"
 
 
-@contextmanager
-def inflight(marker):
-    """Keep the marker file in place while the enclosed candidate calls run (None: no marker)."""
-    if marker is None:
-        yield
-        return
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.touch()
-    try:
-        yield
-    finally:
-        marker.unlink(missing_ok=True)
-
-
 def crash_guarded(marker, check: str, call) -> Result:
-    """Run `call` with the in-flight marker set; an existing marker becomes an `error` Result."""
-    if marker is not None and marker.exists():
-        return Result(check, "error", f"candidate crashed: {CRASHED}")
-    with inflight(marker):
-        return call()
+    """Run `call` holding the lease; one held by someone else becomes an `error` Result."""
+    try:
+        with lease(marker):
+            return call()
+    except LeaseHeld as held:
+        failure = failure_from_lease(held, check)
+        prefix = "candidate crashed: " if failure.kind == "crashed" else ""
+        return Result(check, "error", prefix + str(failure))
 
 
 class RunnerCache:
@@ -332,5 +369,5 @@ def run_candidate_check(check: str, candidate, dtype: torch.dtype, device: str,
     except Exception as exc:
         result = Result(check, "error", f"{type(exc).__name__}: {exc}"[:400])
     result.seed = seed
-    result.harness_s = time.perf_counter() - t0
+    result.harness_s = max(0.0, time.perf_counter() - t0 - result.candidate_s)
     return result

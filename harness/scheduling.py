@@ -3,11 +3,12 @@ that owns its device, and CPU cases keep every worker busy.
 
 Worker ``gwK`` of W owns CUDA device ``K mod D`` (D = visible CUDA devices; the controller decides
 and tells the worker, which pins it with ``torch.cuda.set_device`` before CUDA initializes). The
-unit of scheduling is an ``xdist_group`` (one (candidate, case, dtype, device), see
-`harness.plugin`); a group whose name ends in ``-cuda:J`` is a *device group* of device J.
+unit of scheduling is a case group (one (candidate, case, dtype, device), see `harness.groups`),
+read from the node id by the harness itself; a group whose name ends in ``-cuda:J`` is a *device
+group* of device J.
 
-`DeviceGroupScheduling` is xdist's ``loadgroup`` scheduler with one change, in which group a
-worker asking for work gets:
+`DeviceGroupScheduling` is xdist's ``loadscope`` scheduler with the harness's groups as scopes and
+one change, in which group a worker asking for work gets:
 
 1. a group of its own device, if fewer than `GPU_SLOTS_PER_DEVICE` workers are running that
    device's groups right now: one GPU is kept busy by a couple of processes, and more would only
@@ -15,7 +16,7 @@ worker asking for work gets:
 2. else a group that any worker may run (CPU cases, the self-tests, ``cuda`` without an index,
    devices no live worker owns), so CPU cases are not starved behind GPU ones;
 3. else a group of its own device anyway (nothing else is left);
-4. else nothing: the worker shuts down, as loadgroup's workers do when the queue is empty.
+4. else nothing: the worker shuts down, as loadscope's workers do when the queue is empty.
 
 Device groups go only to owners while an owner lives; if every owner has gone (crashed), anyone
 may take them, so no group is ever stranded. Verdicts do not depend on the worker (seeds derive
@@ -26,7 +27,9 @@ from __future__ import annotations
 
 import re
 
-from xdist.scheduler import LoadGroupScheduling
+from xdist.scheduler import LoadScopeScheduling
+
+from .groups import group_of_nodeid
 
 #: At most this many workers run groups of one CUDA device at a time (while CPU work is queued).
 GPU_SLOTS_PER_DEVICE = 2
@@ -84,12 +87,15 @@ def pick_group(groups, own_device: int | None, owned_devices: set, busy_on_own: 
     return first_any if first_any is not None else first_own
 
 
-class DeviceGroupScheduling(LoadGroupScheduling):
-    """xdist's loadgroup with device-aware assignment (see the module docstring)."""
+class DeviceGroupScheduling(LoadScopeScheduling):
+    """xdist's loadscope over case groups, with device-aware assignment (see the module docstring)."""
 
     def __init__(self, config, log=None, device_count: int | None = None):
         super().__init__(config, log)
         self.device_count = visible_cuda_devices() if device_count is None else device_count
+
+    def _split_scope(self, nodeid: str) -> str:
+        return group_of_nodeid(nodeid)
 
     def own_device(self, node) -> int | None:
         return owned_cuda_device(node.gateway.id, self.device_count)
@@ -134,7 +140,7 @@ class DeviceGroupScheduling(LoadGroupScheduling):
             node.shutdown()  # what is queued belongs to other devices' owners
 
     def schedule(self) -> None:
-        # loadgroup's initial distribution calls _assign_work_unit on every node and expects
+        # loadscope's initial distribution calls _assign_work_unit on every node and expects
         # work; with devices a node may have none: it is shut down, as _reschedule would.
         if self.collection is not None or not self.collection_is_completed:
             return super().schedule()
@@ -149,9 +155,9 @@ class DeviceGroupScheduling(LoadGroupScheduling):
             groups.setdefault(self._split_scope(nodeid), {})[nodeid] = False
         order = list(groups.items())
         if self.config.getoption("loadscopereorder", True):
-            order.sort(key=lambda item: -len(item[1]))  # loadgroup's default: big groups first
+            order.sort(key=lambda item: -len(item[1]))  # loadscope's default: big groups first
         self.workqueue.update(order)
-        for _ in range(2):  # two groups per worker to start with, as loadgroup does
+        for _ in range(2):  # two groups per worker to start with, as loadscope does
             for node in self.nodes:
                 if node.shutting_down or node not in self.registered_collections:
                     continue

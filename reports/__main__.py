@@ -2,9 +2,11 @@
 
 show     print summary.md of a report directory (rebuilt from the results when it is missing)
 compare  markdown diff of two runs; exit 1 when NEW fails what BASE passed (the PR gate)
-merge    one report from several shards of a run
+merge    one report from the shards of a run; exit 1 when a shard or group is missing (unless
+         --allow-partial) or two shards ran one group
 
-Exit 2 with a one-line reason on stderr when an input cannot be read.
+Exit 2 with a one-line reason on stderr when an input cannot be read (or, for merge, when the
+inputs are not the shards of one run).
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def _compare(args) -> int:
 
     base = read_results(args.base)
     new = read_results(args.new)
-    text, status = compare(base, new, read_environment(args.base), read_environment(args.new))
+    text, status = compare(base, new, read_environment(args.base), read_environment(args.new),
+                           gate_throughput=args.gate_throughput)
     sys.stdout.write(text)
     return status
 
@@ -42,8 +45,25 @@ def _compare(args) -> int:
 def _merge(args) -> int:
     from .merge import merge
 
-    path = merge(args.dirs, args.out)
-    print(f"merged {len(args.dirs)} report(s) into {path}")
+    merged = merge(args.dirs, args.out, allow_partial=args.allow_partial)
+    print(f"merged {len(args.dirs)} report(s) into {merged.path}")
+    cov = merged.coverage
+    if cov is None:
+        return 0
+    for line in cov.warnings:
+        print(f"reports merge: warning: {line}", file=sys.stderr)
+    for line in cov.problem_lines():
+        print(f"reports merge: {line}", file=sys.stderr)
+    status = cov.status_line()
+    if cov.overlaps:
+        print(f"reports merge: {status}", file=sys.stderr)
+        return 1
+    if not cov.complete:
+        accepted = " (accepted: --allow-partial)" if args.allow_partial else \
+            " (exit 1; --allow-partial accepts a partial run)"
+        print(f"reports merge: {status}{accepted}", file=sys.stderr)
+        return 0 if args.allow_partial else 1
+    print(status)
     return 0
 
 
@@ -56,10 +76,14 @@ def main(argv=None) -> int:
     c = sub.add_parser("compare", help="compare two report directories (exit 1 on new failures)")
     c.add_argument("base")
     c.add_argument("new")
+    c.add_argument("--gate-throughput", action="store_true",
+                   help="also exit 1 when a case's throughput dropped more than 2x")
     c.set_defaults(fn=_compare)
     m = sub.add_parser("merge", help="merge report directories of a sharded run")
     m.add_argument("dirs", nargs="+", metavar="DIR")
     m.add_argument("--out", required=True, metavar="DIR")
+    m.add_argument("--allow-partial", action="store_true",
+                   help="exit 0 when shards or groups are missing (the report says what is missing)")
     m.set_defaults(fn=_merge)
     args = p.parse_args(argv)  # argparse itself exits 2 on bad usage
     try:

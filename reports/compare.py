@@ -6,14 +6,18 @@ device type): `cuda:0` and `cuda:1` are both "cuda", and the candidate's name an
 ignored. Where several rows share a key (two candidates in one run, two GPUs), the key's verdict
 is the worst of them and its stage-1 p-value the smallest.
 
-Exit status: 1 when NEW fails (fail or error) a key that BASE passed; 0 otherwise (keys only in
-NEW are listed but do not gate: BASE has no verdict to regress from); 2 when a directory cannot be
-read (one line on stderr, no traceback).
+Exit status: 1 when NEW fails (fail or error) a key that BASE passed, or, with
+``--gate-throughput``, when a case's throughput dropped more than `THROUGHPUT_DROP` times; 0
+otherwise (keys only in NEW are listed but do not gate: BASE has no verdict to regress from); 2
+when a directory cannot be read (one line on stderr, no traceback).
 
 The markdown on stdout lists new failures, fixed keys, stage-1 p-values that became suspicious
 (< alpha_suspect in NEW, not in BASE), effects that moved by more than `EFFECT_MDES` times the
 larger MDE, and candidate time per sample that changed by more than `SPEED_RATIO` (per device type
-overall, and per case where both sides spent at least `MIN_SECONDS` in the candidate).
+overall). Per case it warns about throughput drops of more than `THROUGHPUT_DROP` times: the
+candidate's samples/s relative to torch's ``normal_`` on the same tensor, device and machine
+(`speed_vs_normal`), so that two runs on different machines compare; reports written before that
+column existed fall back to time per sample (where both sides spent `MIN_SECONDS` in the case).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from .summary import RANK, effect_text, fmt_num, short_message, worst
 KEY = ["case", "dtype", "check", "device_type"]
 EFFECT_MDES = 2.0  # the difference of two estimates has sd ~ 0.45 MDE: 2 MDE is not noise
 SPEED_RATIO = 1.5
+THROUGHPUT_DROP = 2.0  # a case this many times slower (relative to normal_) is a warning
 MIN_SECONDS = 0.05  # below this per case the timing is mostly overhead
 MAX_LINES = 40
 
@@ -87,8 +92,39 @@ def _row_text(key, r) -> str:
     return f"`{case}` {dtype} {dev} **{check}**: {short_message(r.get('message'), 160)}" + (f" · {eff}" if eff else "")
 
 
+def throughput_drops(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """Cases (case, dtype, device type) whose throughput fell more than THROUGHPUT_DROP times:
+    by speed_vs_normal where both runs have it, else by time per sample."""
+    def speed(df):
+        df = _keyed(df)
+        if "speed_vs_normal" not in df.columns:
+            return pd.Series(dtype=float)
+        df["speed_vs_normal"] = pd.to_numeric(df["speed_vs_normal"], errors="coerce")
+        return df.groupby(["case", "dtype", "device_type"])["speed_vs_normal"].min()
+
+    rows = {}
+    sb, sn = speed(base), speed(new)
+    both = pd.concat([sb.rename("base"), sn.rename("new")], axis=1, join="inner").dropna()
+    both = both[(both["base"] > 0) & (both["new"] > 0)]
+    for key, r in both.iterrows():
+        rows[key] = dict(measure="samples/s ÷ normal_'s", base=r["base"], new=r["new"],
+                         factor=r["base"] / r["new"])
+    cb = _samples_seconds(base, ["case", "dtype", "device_type"])
+    cn = _samples_seconds(new, ["case", "dtype", "device_type"])
+    j = cb.merge(cn, left_index=True, right_index=True, suffixes=("_b", "_n"), how="inner")
+    j = j[(j["s_b"] >= MIN_SECONDS) & (j["s_n"] >= MIN_SECONDS) & (j["n_b"] > 0) & (j["n_n"] > 0)]
+    for key, r in j.iterrows():
+        if key not in rows:
+            per_b, per_n = r["s_b"] / r["n_b"] * 1e9, r["s_n"] / r["n_n"] * 1e9
+            rows[key] = dict(measure="ns/sample", base=per_b, new=per_n, factor=per_n / per_b)
+    frame = pd.DataFrame.from_dict(rows, orient="index",
+                                   columns=["measure", "base", "new", "factor"])
+    frame = frame[frame["factor"] > THROUGHPUT_DROP] if len(frame) else frame
+    return frame.sort_values("factor", ascending=False)
+
+
 def compare(base: pd.DataFrame, new: pd.DataFrame, base_env: dict | None = None,
-            new_env: dict | None = None) -> tuple[str, int]:
+            new_env: dict | None = None, gate_throughput: bool = False) -> tuple[str, int]:
     """(markdown, exit status) for two results tables."""
     base_env, new_env = base_env or {}, new_env or {}
     base, new = normalize(base), normalize(new)  # crafted frames may lack optional columns
@@ -161,22 +197,20 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, base_env: dict | None = None,
         if nb > 0 and nn > 0 and max(nn / nb, nb / nn) > SPEED_RATIO:
             flag = f" **{'slower' if nn > nb else 'faster'} ×{max(nn / nb, nb / nn):.2g}**"
         lines.append(f"- {dev}: {fmt_num(nb)} → {fmt_num(nn)} ns/sample{flag}")
-    cb = _samples_seconds(base, ["case", "dtype", "device_type"])
-    cn = _samples_seconds(new, ["case", "dtype", "device_type"])
-    j = cb.merge(cn, left_index=True, right_index=True, suffixes=("_b", "_n"), how="inner")
-    j = j[(j["s_b"] >= MIN_SECONDS) & (j["s_n"] >= MIN_SECONDS) & (j["n_b"] > 0) & (j["n_n"] > 0)]
-    ratio = (j["s_n"] / j["n_n"]) / (j["s_b"] / j["n_b"])
-    big = ratio[(ratio > SPEED_RATIO) | (ratio < 1 / SPEED_RATIO)]
-    for (case, dtype, dev), r in big.sort_values(ascending=False).head(MAX_LINES).items():
-        lines.append(f"- `{case}` {dtype} {dev}: ×{r:.2g} time per sample")
     if base_env.get("cpu") and new_env.get("cpu") and base_env.get("cpu") != new_env.get("cpu"):
         lines.append(f"- note: different machines ({base_env['cpu']} vs {new_env['cpu']})")
     out += lines or ["no timing data"]
     out.append("")
+    drops = throughput_drops(base, new)
+    section(f"Throughput drops (more than {THROUGHPUT_DROP:g}x slower per case)", drops,
+            lambda k, r: f"`{k[0]}` {k[1]} {k[2]}: {r['measure']} {fmt_num(r['base'])} → "
+                         f"{fmt_num(r['new'])} (÷{r['factor']:.3g})"
+                         + ("" if gate_throughput else " · warning (gates with --gate-throughput)"))
     if len(still):
         out.append(f"{len(still)} key(s) fail in both runs (not a regression).")
         out.append("")
-    status = 1 if len(regress) else 0
-    out.append(f"**Verdict: {'FAIL' if status else 'OK'}** — {len(regress)} new failure(s), "
+    status = 1 if len(regress) or (gate_throughput and len(drops)) else 0
+    gated = f", {len(drops)} throughput drop(s)" if gate_throughput else ""
+    out.append(f"**Verdict: {'FAIL' if status else 'OK'}** — {len(regress)} new failure(s){gated}, "
                f"{len(fixed)} fixed.")
     return "\n".join(out) + "\n", status

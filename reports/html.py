@@ -26,6 +26,7 @@ td.skip { background: #f0f0f0; color: #888; } td.none { color: #bbb; }
 table.fails td { text-align: left; vertical-align: top; } table.fails td.case { white-space: nowrap; } table.fails td.msg { max-width: 46em; }
 code { font-size: 12px; background: #f5f5f5; padding: 0 .25em; word-break: break-all; }
 .counts span { margin-right: 1.2em; } .muted { color: #777; }
+div.coverage { background: #fbdada; border: 1px solid #a00; padding: 0 1em; }
 figure { margin: 1em 0 2em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-weight: bold; margin-bottom: .3em; }
 ul.env li { font-family: monospace; font-size: 12.5px; }
@@ -38,6 +39,8 @@ def e(x) -> str:
 
 def _grid_table(df: pd.DataFrame, cand: str, figs: dict) -> str:
     g = S.grid(df, cand)
+    limited = S.budget_limited(df, cand)
+    marked = set(zip(limited["case"], limited["dtype"]))
     rows = ["<table class='grid'><tr><th>case</th>" + "".join(f"<th>{e(d)}</th>" for d in g.columns) + "</tr>"]
     for case in g.index:
         cells = []
@@ -47,6 +50,8 @@ def _grid_table(df: pd.DataFrame, cand: str, figs: dict) -> str:
             # A failing cell links to its figure when there is one.
             anchor = next((_anchor(k) for k in figs if k[0] == cand and k[1] == case and k[2] == d), None)
             inner = f"<a href='#{anchor}'>{sym}</a>" if anchor and v in ("fail", "xfail") else sym
+            if (case, d) in marked:
+                inner += f" <span title='budget-limited'>{S.BUDGET_MARK}</span>"
             cells.append(f"<td class='{e(v or 'none')}'>{inner}</td>")
         rows.append(f"<tr><td class='case'>{e(case)}</td>{''.join(cells)}</tr>")
     rows.append("</table>")
@@ -76,6 +81,20 @@ def _fail_table(rows: pd.DataFrame, with_device: bool, cause: bool = False) -> s
     return "\n".join(out)
 
 
+def _budget_table(limited: pd.DataFrame, with_device: bool) -> str:
+    head = ["case", "dtype"] + (["device"] if with_device else []) + ["n drawn", "n asked", "MDE at that n"]
+    out = ["<table class='fails'><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
+    for _, r in limited.iterrows():
+        cells = [f"<td class='case'>{e(r['case'])}</td>", f"<td>{e(r['dtype'])}</td>"]
+        if with_device:
+            cells.append(f"<td>{e(r['device'])}</td>")
+        cells += [f"<td>{int(r['n']):,}</td>", f"<td>{int(r['n_target']):,}</td>",
+                  f"<td class='msg'>{e(r['mdes'])}</td>"]
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
 def index_html(df: pd.DataFrame, env: dict | None, figs: dict | None = None) -> str:
     env = env or {}
     figs = figs or {}
@@ -86,10 +105,21 @@ def index_html(df: pd.DataFrame, env: dict | None, figs: dict | None = None) -> 
     c = S.counts(df)
     parts.append("<p class='counts'>" + ("".join(f"<span><b>{v}</b> {e(k)}</span>" for k, v in c.items())
                                          or "no results") + "</p>")
+    if env.get("coverage_problems"):  # a merged partitioned run with holes
+        parts.append("<div class='coverage'><p><b>Coverage</b></p><ul>"
+                     + "".join(f"<li>{e(line)}</li>" for line in env["coverage_problems"])
+                     + "</ul></div>")
     for cand in S.candidates(df):
         sub = df[df["candidate"] == cand]
         parts.append(f"<h2>{e(S.candidate_label(df, cand))}</h2>")
         parts.append(_grid_table(df, cand, figs))
+        limited = S.budget_limited(df, cand)
+        if len(limited):
+            parts.append(f"<h3>Budget-limited ({len(limited)})</h3>")
+            parts.append("<p class='muted'>Fewer samples than the profile asks: smaller effects "
+                         "than these MDEs can pass. Rerun with <code>--case-budget 0</code> or the "
+                         "<code>--samples</code> of a reproduce line.</p>")
+            parts.append(_budget_table(limited, with_device))
         fails = S.failures(df, cand)
         if len(fails):
             parts.append(f"<h3>Failures ({len(fails)})</h3>")
@@ -111,9 +141,10 @@ def index_html(df: pd.DataFrame, env: dict | None, figs: dict | None = None) -> 
                          f"{e(key[3])} — failing: {e(checks)}</figcaption>"
                          f"<img src='{e(figs[key])}' alt='histogram and P-P plot of {e(key[1])} "
                          f"{e(key[2])}'></figure>")
-    parts.append("<p class='muted'>✔ pass · ✘ fail · error: harness or candidate crash · "
-                 "xfail: known failure · skip · '·' not run. Each cell is the worst verdict over "
-                 "the checks and devices of that case and dtype.</p>")
+    parts.append(f"<p class='muted'>✔ pass · ✘ fail · error: harness or candidate crash · "
+                 f"xfail: known failure · skip · '·' not run · {S.BUDGET_MARK} budget-limited. "
+                 f"Each cell is the worst verdict over the checks and devices of that case and "
+                 f"dtype.</p>")
     parts.append("<h2>Environment</h2><ul class='env'>")
     parts += [f"<li>{e(line)}</li>" for line in S.env_lines(env, df)]
     parts.append("</ul><p class='muted'>Full table: <a href='results.csv'>results.csv</a> · "

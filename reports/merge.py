@@ -1,11 +1,28 @@
-"""`python -m reports merge DIR... --out DIR`: one report from a run sharded across machines.
+"""`python -m reports merge DIR... --out DIR`: one report from a run split across machines.
 
 Rows are concatenated. A (candidate, case, dtype, device, check) present in more than one input is
 an error unless the rows agree on everything but the columns that describe when, where and how
-fast they ran (`results.VOLATILE`): the seeds are derived from the run seed, so two shards that
-both ran a case must have produced the same verdict, statistic and p-values. The case data of all
-inputs is copied over and the usual files are written, so `show` and `compare` read the result
-like any other run.
+fast they ran (`results.VOLATILE`): the seeds are derived from the run seed and the case, so two
+inputs that both ran a case must have produced the same verdict, statistic and p-values. The case
+data of all inputs is copied over and the usual files are written, so `show` and `compare` read
+the result like any other run.
+
+**Grid partitions.** When the inputs are shards of a partitioned run (their manifests name a
+shard, `reports.manifest`), the merge is strict (`check_coverage`):
+
+* the shards must have been split the same way (the same shard count, the same assignment of the
+  same grid, the same run options): otherwise they are not one run (ReportError: exit 2);
+* a shard that was retried keeps its latest attempt, by end time; the earlier ones are dropped;
+* no group may have been run by a shard other than the one it was assigned to (overlap: exit 1);
+* every group of the grid must have been run to the end by its shard; missing shards and missing
+  groups are named, and the run is incomplete (exit 1) unless ``--allow-partial``. An input
+  directory with neither results nor a manifest (what a shard that died may leave) is ignored
+  with a warning: its shard shows as missing.
+
+The merged report is written in every case but a ReportError, with the coverage in its manifest
+and, when something is missing, at the top of summary.md and index.html. Reports written without
+a shard (by hand with ``--cases``, or before manifests existed) merge as before, unchecked;
+mixing them with shards is an error.
 """
 
 from __future__ import annotations
@@ -13,11 +30,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections import Counter
+from dataclasses import dataclass, field
 
 import pandas as pd
 
+from .manifest import FORMAT, read_manifest, write_manifest
 from .results import (CASE_DATA_DIR, SORT_KEYS, VOLATILE, ReportError, normalize, read_environment,
                       read_results, write_tables, write_views)
+
+#: Group names listed per line on stderr (manifest.json lists them all).
+MAX_NAMES = 8
 
 
 def _same(a, b) -> bool:
@@ -67,24 +90,252 @@ def merge_environments(envs: list[dict], names: list[str]) -> dict:
     return common
 
 
-def merge(dirs: list[str], out: str) -> str:
+# ------------------------------------------------------------------------------------------------
+# Coverage of a partitioned run
+
+
+@dataclass
+class Shard:
+    """One input directory: its manifest and its rows."""
+
+    dir: str
+    manifest: dict | None
+    frame: pd.DataFrame
+
+    @property
+    def id(self) -> int:
+        return self.manifest["shard"]["id"]
+
+    @property
+    def attempt_key(self) -> tuple:
+        m = self.manifest
+        return (float(m.get("finished_ts") or 0.0), float(m.get("started_ts") or 0.0), self.dir)
+
+    def rows_per_group(self) -> Counter:
+        if "group" not in self.frame.columns:
+            return Counter()
+        return Counter(g for g in self.frame["group"] if isinstance(g, str))
+
+
+@dataclass
+class Coverage:
+    """What a partitioned run's shards covered (empty lists: complete)."""
+
+    count: int
+    present: list = field(default_factory=list)  # shard ids kept
+    missing_shards: list = field(default_factory=list)
+    missing_groups: dict = field(default_factory=dict)  # group -> why
+    overlaps: dict = field(default_factory=dict)  # group -> shard ids that ran it
+    superseded: list = field(default_factory=list)  # dirs of earlier attempts, dropped
+    warnings: list = field(default_factory=list)
+    groups: int = 0  # in the grid
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing_shards and not self.missing_groups
+
+    def as_dict(self) -> dict:
+        return {"shards": self.count, "present": self.present,
+                "missing_shards": self.missing_shards, "groups": self.groups,
+                "missing_groups": dict(sorted(self.missing_groups.items())),
+                "overlaps": dict(sorted(self.overlaps.items())), "superseded": self.superseded,
+                "warnings": self.warnings, "complete": self.complete}
+
+    def problem_lines(self) -> list[str]:
+        """What is wrong, one line each (empty: nothing): for stderr and the report's top."""
+        lines = []
+        by_missing_shard: dict = {}
+        other: dict = {}
+        for group, why in sorted(self.missing_groups.items()):
+            if why.startswith("shard ") and why.endswith(" missing"):
+                by_missing_shard.setdefault(why, []).append(group)
+            else:
+                other[group] = why
+        for k in self.missing_shards:
+            groups = by_missing_shard.get(f"shard {k} missing", [])
+            lines.append(f"shard {k} of {self.count} is missing: its {len(groups)} group(s) were "
+                         f"not run: {_names(groups)}")
+        for why, groups in _by_reason(other).items():
+            lines.append(f"{len(groups)} group(s) {why}: {_names(groups)}")
+        for group, shards in sorted(self.overlaps.items()):
+            lines.append(f"overlap: group {group} was run by shards {', '.join(map(str, shards))}")
+        return lines
+
+    def status_line(self) -> str:
+        text = (f"{len(self.present)} of {self.count} shard(s), "
+                f"{self.groups - len(self.missing_groups)} of {self.groups} group(s) run")
+        if self.superseded:
+            text += f"; {len(self.superseded)} earlier attempt(s) dropped"
+        if self.overlaps:
+            return f"OVERLAPPING shards: {len(self.overlaps)} group(s) run twice; {text}"
+        return ("complete: " if self.complete else "INCOMPLETE: ") + text
+
+
+def _names(groups: list) -> str:
+    shown = ", ".join(groups[:MAX_NAMES])
+    return shown + (f", … {len(groups) - MAX_NAMES} more (manifest.json lists them)"
+                    if len(groups) > MAX_NAMES else "")
+
+
+def _by_reason(reasons: dict) -> dict:
+    out: dict = {}
+    for group, why in sorted(reasons.items()):
+        out.setdefault(why, []).append(group)
+    return out
+
+
+def _differs(a: dict, b: dict) -> str:
+    """How two assignments differ, in a few words ('' when equal)."""
+    if a == b:
+        return ""
+    only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+    if only_a or only_b:
+        return (f"their grids differ ({len(only_a)} group(s) only in the first, e.g. "
+                f"{only_a[:1] or '-'}; {len(only_b)} only in the second, e.g. {only_b[:1] or '-'}: "
+                f"other --cases/--dtypes/--devices/--candidate, or a different number of GPUs)")
+    moved = sorted(g for g in a if a[g] != b[g])
+    return (f"{len(moved)} group(s) are assigned to other shards, e.g. {moved[0]} to {a[moved[0]]} "
+            f"vs {b[moved[0]]} (one used --durations-from and the other not, or other durations)")
+
+
+def check_coverage(shards: list[Shard]) -> tuple[list[Shard], Coverage]:
+    """(the attempts kept, their coverage) for the shards of one partitioned run; ReportError when
+    they are not shards of one run. See the module docstring."""
+    counts = {s.manifest["shard"]["count"] for s in shards}
+    if len(counts) > 1:
+        raise ReportError(f"merge: the shards name different shard counts ({sorted(counts)}): "
+                          f"not one partitioned run")
+    count = counts.pop()
+    by_id: dict = {}
+    for s in shards:
+        if not 0 <= s.id < count:
+            raise ReportError(f"merge: {s.dir!r}: shard id {s.id} is not in 0..{count - 1}")
+        by_id.setdefault(s.id, []).append(s)
+    kept, superseded = [], []
+    for k in sorted(by_id):
+        attempts = sorted(by_id[k], key=lambda s: s.attempt_key)
+        kept.append(attempts[-1])
+        superseded += [s.dir for s in attempts[:-1]]
+    ref = kept[0]
+    assignment = ref.manifest["assignment"]
+    for s in kept[1:]:
+        why = _differs(assignment, s.manifest["assignment"])
+        if why:
+            raise ReportError(f"merge: shard {ref.id} ({ref.dir}) and shard {s.id} ({s.dir}) were "
+                              f"split differently: {why}")
+        a, b = ref.manifest.get("config") or {}, s.manifest.get("config") or {}
+        diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        if diff:
+            key = diff[0]
+            raise ReportError(f"merge: shard {ref.id} ({ref.dir}) and shard {s.id} ({s.dir}) ran "
+                              f"other options: {key} {a.get(key)!r} vs {b.get(key)!r}"
+                              + (f" (and {', '.join(diff[1:])})" if len(diff) > 1 else ""))
+    cov = Coverage(count=count, present=[s.id for s in kept], superseded=superseded,
+                   groups=len(assignment))
+    cov.missing_shards = [k for k in range(count) if k not in by_id]
+    shas = {(s.manifest.get("git") or {}).get("sha") for s in kept} - {None}
+    if len(shas) > 1:
+        cov.warnings.append(f"the shards ran different harness commits: {', '.join(sorted(shas))}")
+    ran_by: dict = {}
+    rows_of = {s.id: s.rows_per_group() for s in kept}
+    for s in kept:
+        for group in set(rows_of[s.id]) | set(s.manifest.get("groups") or []):
+            ran_by.setdefault(group, []).append(s.id)
+    for group, ids in ran_by.items():
+        owner = assignment.get(group)
+        if len(ids) > 1 or (owner is not None and ids[0] != owner):
+            cov.overlaps[group] = sorted(set(ids) | ({owner} if owner is not None else set()))
+    present = {s.id: s for s in kept}
+    for group, k in assignment.items():
+        if k not in present:
+            cov.missing_groups[group] = f"shard {k} missing"
+            continue
+        rows = rows_of[k].get(group, 0)
+        tests = int((present[k].manifest.get("tests") or {}).get(group, 0))
+        if rows == 0:
+            cov.missing_groups[group] = f"not run by shard {k} (its -k/-m, or it stopped early)"
+        elif rows < tests:
+            cov.missing_groups[group] = f"cut short in shard {k} (fewer rows than tests collected)"
+    return kept, cov
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Merged:
+    path: str
+    coverage: Coverage | None  # None: the inputs were not grid shards (unchecked merge)
+
+
+def merge(dirs: list[str], out: str, allow_partial: bool = False) -> Merged:
+    """Merge `dirs` into `out`; see the module docstring. `allow_partial` is recorded in the
+    merged manifest (the exit status is the command line's business)."""
     if not dirs:
         raise ReportError("merge: no input directories")
     if any(os.path.abspath(d) == os.path.abspath(out) for d in dirs):
         raise ReportError("merge: --out must differ from every input")
-    frames = [read_results(d) for d in dirs]
-    envs = [read_environment(d) for d in dirs]
-    df = merge_frames(frames, dirs)
-    os.makedirs(os.path.join(out, CASE_DATA_DIR), exist_ok=True)
+    inputs, empty = [], []
     for d in dirs:
+        manifest = read_manifest(d)
+        if manifest is None and os.path.isdir(d) and not any(
+                os.path.exists(os.path.join(d, f)) for f in ("results.parquet", "results.csv")):
+            empty.append(d)  # e.g. the artifact of a shard that died: case data, no report
+            continue
+        inputs.append(Shard(d, manifest, read_results(d)))
+    sharded = [s for s in inputs if s.manifest is not None and s.manifest.get("shard")]
+    if empty and not sharded:
+        read_results(empty[0])  # not shards: an input without results is an error, as it was
+    coverage = None
+    if sharded:
+        plain = [s.dir for s in inputs if s not in sharded]
+        if plain:
+            raise ReportError(f"merge: {plain[0]!r} is not a grid shard (its manifest names no "
+                              f"shard) but {sharded[0].dir!r} is: merge the shards of one run")
+        inputs, coverage = check_coverage(inputs)
+        coverage.warnings += [f"{d!r} holds no report (a shard that did not finish?): ignored"
+                              for d in empty]
+    names = [s.dir for s in inputs]
+    df = merge_frames([s.frame for s in inputs], names)
+    os.makedirs(os.path.join(out, CASE_DATA_DIR), exist_ok=True)
+    for d in names:
         src = os.path.join(d, CASE_DATA_DIR)
         if os.path.isdir(src):
             for name in os.listdir(src):
                 if name.endswith(".npz"):
                     shutil.copy2(os.path.join(src, name), os.path.join(out, CASE_DATA_DIR, name))
     write_tables(df, out)
-    env = merge_environments(envs, dirs)
+    env = merge_environments([read_environment(d) for d in names], names)
+    if coverage is not None:
+        env["coverage"] = coverage.as_dict()
+        if not coverage.complete or coverage.overlaps:
+            env["coverage_problems"] = [coverage.status_line()] + coverage.problem_lines()
     with open(os.path.join(out, "environment.json"), "w", encoding="utf-8") as fh:
         json.dump(env, fh, indent=2, default=str)
+    write_manifest(out, merged_manifest(inputs, coverage, allow_partial))
     write_views(df, env, out)
-    return os.path.abspath(out)
+    return Merged(os.path.abspath(out), coverage)
+
+
+def merged_manifest(inputs: list[Shard], coverage: Coverage | None, allow_partial: bool) -> dict:
+    """The merged report's manifest: unpartitioned (shard null) with the grid, the groups run, the
+    coverage, and each input's shard, machine and times."""
+    manifests = [s.manifest or {} for s in inputs]
+    assignment: dict = {}
+    for m in manifests:
+        assignment.update(m.get("assignment") or {})
+    groups = set()
+    for s in inputs:
+        groups |= set(s.rows_per_group())
+    tests: Counter = Counter()
+    for m in manifests:
+        tests.update(m.get("tests") or {})
+    keep = ("shard", "host", "platform", "torch", "cuda", "driver", "gpus", "git", "started",
+            "finished", "exitstatus", "command")
+    return {"format": FORMAT, "shard": None, "assignment": {g: 0 for g in sorted(assignment)},
+            "groups": sorted(groups), "tests": dict(sorted(tests.items())),
+            "config": manifests[0].get("config") if manifests else None,
+            "coverage": coverage.as_dict() if coverage is not None else None,
+            "allow_partial": allow_partial,
+            "inputs": [{"dir": os.path.abspath(s.dir), **{k: (s.manifest or {}).get(k) for k in keep}}
+                       for s in inputs]}

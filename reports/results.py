@@ -31,22 +31,24 @@ import pandas as pd
 COLUMNS = ("run_id", "started", "candidate", "candidate_version", "case", "dtype", "device",
            "check", "verdict", "n", "statistic", "p_value", "message", "seed", "candidate_s",
            "harness_s", "n_stage1", "n_stage2", "p_value_stage1", "p_value_stage2", "seed_stage2",
-           "alpha_suspect", "alpha_fail", "effect", "effect_unit", "mde", "mean", "std", "a", "b",
-           "shape", "torch_version", "device_name", "profile", "worker", "repro", "xfail_cause",
-           "candidate_spec", "details")
+           "alpha_suspect", "alpha_fail", "effect", "effect_unit", "mde", "n_target",
+           "budget_limited", "samples_per_s", "normal_samples_per_s", "speed_vs_normal", "mean",
+           "std", "a", "b", "shape", "torch_version", "device_name", "profile", "worker", "repro",
+           "xfail_cause", "candidate_spec", "group", "details")
 
 SORT_KEYS = ["candidate", "case", "dtype", "device", "check"]
 #: Columns that legitimately differ between two runs of the same thing (time, place, process).
-VOLATILE = ("run_id", "started", "candidate_s", "harness_s", "worker", "device_name")
+VOLATILE = ("run_id", "started", "candidate_s", "harness_s", "worker", "device_name",
+            "samples_per_s", "normal_samples_per_s", "speed_vs_normal")
 #: Text columns: forced to strings so parquet does not guess a type from the first row.
 TEXT_COLUMNS = ("message", "details", "repro", "xfail_cause", "shape", "effect_unit",
                 "candidate_version", "candidate", "case", "dtype", "device", "check", "verdict",
                 "profile", "worker", "candidate_spec", "torch_version", "device_name", "run_id",
-                "started")
+                "started", "group")
 CASE_DATA_DIR = "case-data"
 #: Integer columns that may be missing on some rows: nullable Int64, because float64 would round
 #: 63-bit seeds (and the seed is what makes a failure reproducible).
-INT_COLUMNS = ("seed", "seed_stage2", "n", "n_stage1", "n_stage2")
+INT_COLUMNS = ("seed", "seed_stage2", "n", "n_stage1", "n_stage2", "n_target")
 
 
 class ReportError(Exception):
@@ -136,7 +138,8 @@ def environment(config=None, session=None) -> dict:
         env["xdist_workers"] = workers if workers is not None else 0
     if session is not None:
         cfg = session.run_config
-        env.update(profile=cfg.profile, samples=cfg.samples, run_seed=cfg.run_seed,
+        env.update(profile=cfg.profile, samples=cfg.samples, case_budget_s=cfg.case_budget_s,
+                   run_seed=cfg.run_seed,
                    bounds=cfg.bounds, case_timeout=cfg.case_timeout,
                    alpha_suspect=cfg.alpha_suspect, alpha_fail=cfg.alpha_fail,
                    candidates=[{"name": c.name, "spec": c.spec, "version": c.version}

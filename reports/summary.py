@@ -135,6 +135,41 @@ def failure_line(row, with_device: bool) -> str:
     return "- " + " · ".join(parts)
 
 
+#: Marks a grid cell whose case drew fewer samples than the profile asks (a per-case budget).
+BUDGET_MARK = "⏱"
+
+
+def _is_true(value) -> bool:
+    return isinstance(value, (bool, int)) and bool(value) or str(value).lower() == "true"
+
+
+def budget_limited(df: pd.DataFrame, candidate: str | None = None) -> pd.DataFrame:
+    """One row per budget-limited (candidate, case, dtype, device): the n drawn, the n asked for,
+    and the minimum detectable effect each statistical check still has at that n."""
+    if "budget_limited" not in df.columns:
+        return pd.DataFrame(columns=["candidate", "case", "dtype", "device", "n", "n_target", "mdes"])
+    sub = df if candidate is None else df[df["candidate"] == candidate]
+    sub = sub[sub["budget_limited"].map(_is_true)]
+    out = []
+    for key, grp in sub.groupby(["candidate", "case", "dtype", "device"], sort=False):
+        mdes = [f"{r['check']} {fmt_num(r['mde'], 2)}" + (f" {r['effect_unit']}" if r.get("effect_unit") else "")
+                for _, r in grp.sort_values("check").iterrows() if fmt_num(r.get("mde"))]
+        n = pd.to_numeric(grp["n_stage1"], errors="coerce").max()
+        target = pd.to_numeric(grp["n_target"], errors="coerce").max()
+        out.append(dict(zip(["candidate", "case", "dtype", "device"], key), n=n, n_target=target,
+                        mdes=", ".join(mdes)))
+    frame = pd.DataFrame(out, columns=["candidate", "case", "dtype", "device", "n", "n_target", "mdes"])
+    order = {c: i for i, c in enumerate(case_order(df))}
+    return frame.assign(_c=frame["case"].map(order)).sort_values(["_c", "dtype", "device"]).drop(columns="_c")
+
+
+def budget_line(row, with_device: bool) -> str:
+    where = f"`{row['case']}` {row['dtype']}" + (f" {row['device']}" if with_device else "")
+    share = f" ({row['n'] / row['n_target']:.1%})" if row["n_target"] and row["n_target"] > 0 else ""
+    text = f"- {BUDGET_MARK} {where}: n {int(row['n']):,} of {int(row['n_target']):,}{share}"
+    return text + (f" · MDE at that n: {row['mdes']}" if row["mdes"] else "")
+
+
 def env_lines(env: dict, df: pd.DataFrame | None = None) -> list[str]:
     """The environment in three lines: the run, the software, the machine."""
     g = env.get
@@ -177,7 +212,12 @@ def summary_markdown(df: pd.DataFrame, env: dict | None = None) -> str:
     c = counts(df)
     out.append("**" + ", ".join(f"{v} {k}" for k, v in c.items()) + "**" if c else "**no results**")
     out.append("")
-    legend = "✔ pass · ✘ fail · error: harness or candidate crash · xfail: known · skip · '·' not run"
+    for line in env.get("coverage_problems") or ():  # a merged partitioned run with holes
+        out.append(f"> ⚠ {line}")
+    if env.get("coverage_problems"):
+        out.append("")
+    legend = (f"✔ pass · ✘ fail · error: harness or candidate crash · xfail: known · skip · "
+              f"'·' not run · {BUDGET_MARK} budget-limited")
     with_device = multi_device(df)
     cap = max(5, MAX_FAILURE_LINES // max(1, len(candidates(df))))
     for cand in candidates(df):
@@ -187,10 +227,20 @@ def summary_markdown(df: pd.DataFrame, env: dict | None = None) -> str:
         out.append("")
         out.append("| case | " + " | ".join(g.columns) + " |")
         out.append("|---|" + "---|" * len(g.columns))
+        limited = budget_limited(df, cand)
+        marked = set(zip(limited["case"], limited["dtype"]))
         for case in g.index:
-            cells = [SYMBOL.get(g.loc[case, d], "?") for d in g.columns]
+            cells = [SYMBOL.get(g.loc[case, d], "?") + (f" {BUDGET_MARK}" if (case, d) in marked else "")
+                     for d in g.columns]
             out.append(f"| {case} | " + " | ".join(cells) + " |")
         out.append("")
+        if len(limited):
+            out.append(f"Budget-limited ({len(limited)}): fewer samples than the profile asks, "
+                       f"so smaller effects than these can pass; rerun with `--case-budget 0` "
+                       f"or the `--samples` of a reproduce line:")
+            out.append("")
+            out.extend(budget_line(r, with_device) for _, r in limited.iterrows())
+            out.append("")
         fails = failures(df, cand)
         if len(fails):
             out.append(f"Failures ({len(fails)}):")

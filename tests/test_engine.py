@@ -11,8 +11,9 @@ import torch
 
 from candidates import resolve
 from harness.cases import Case, case_by_id
-from harness.engine import (CandidateFailure, _INT_VIEW, call_deadline, dtype_bits, poison_,
-                            run_engine, summarize_samples)
+from harness.engine import (CandidateFailure, _INT_VIEW, call_deadline, dtype_bits,
+                            is_budget_stop, normal_throughput, poison_, run_engine,
+                            summarize_samples)
 from harness.summary import ROW_EXTREMES_CAP
 from reference import TruncatedNormal, float_format, rounded_law
 
@@ -131,6 +132,55 @@ def test_folding_does_not_depend_on_chunking():
     # (here ~count), six orders of magnitude below the statistic's standard error sqrt(count).
     count = one.successive.count
     assert abs(one.successive.sum_uv - many.successive.sum_uv) < 1e-6 * count
+
+
+def test_budget_stops_are_round_call_counts():
+    assert [k for k in range(1, 50) if is_budget_stop(k)] == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48]
+    assert is_budget_stop(3 << 20) and not is_budget_stop(5 << 20) and not is_budget_stop(0)
+
+
+@pytest.mark.parametrize("chunk_calls", [3, 100])
+def test_a_budget_limited_draw_is_reproduced_by_its_n(chunk_calls):
+    """The budget stops on a round call count; drawing that n without a budget folds the same
+    chunks in the same order: the Summaries are equal bit for bit (what `--samples` relies on)."""
+    case = case_by_id("vit-pos-embed")
+    law = _law(case, torch.float32)
+    exact = resolve("exact")
+
+    def slow(t, mean, std, a, b, generator):
+        time.sleep(0.01)
+        return exact(t, mean, std, a, b, generator)
+
+    kw = dict(chunk_elements=chunk_calls * case.numel, min_calls=2)
+    cut = run_engine(slow, case, torch.float32, "cpu", law, 1000 * case.numel, 11,
+                     time_budget=0.1, **kw)
+    calls = cut.n // case.numel
+    assert cut.notes.get("stopped_by_budget") and is_budget_stop(calls) and 4 <= calls < 1000
+    again = run_engine(exact, case, torch.float32, "cpu", law, cut.n, 11, **kw)
+    assert again.n == cut.n and not again.notes.get("stopped_by_budget")
+    assert np.array_equal(cut.hist, again.hist)
+    assert np.array_equal(cut.power_sums, again.power_sums)
+    assert cut.successive == again.successive and cut.lag1 == again.lag1
+    assert np.array_equal(cut.row_min, again.row_min) and np.array_equal(cut.row_max, again.row_max)
+    assert cut.n_duplicate_rows == again.n_duplicate_rows
+
+
+def test_no_budget_stop_before_min_calls_or_beyond_n():
+    case = case_by_id("normal-2sigma")
+    law = _law(case, torch.float32)
+    s = run_engine(resolve("exact"), case, torch.float32, "cpu", law, 8 * case.numel, 1,
+                   time_budget=1e-9, min_calls=3)
+    assert s.n == 3 * case.numel and s.notes["stopped_by_budget"]
+    s = run_engine(resolve("exact"), case, torch.float32, "cpu", law, 2 * case.numel, 1,
+                   time_budget=1e-9, min_calls=2)
+    assert s.n == 2 * case.numel and not s.notes.get("stopped_by_budget")  # n reached: not cut
+
+
+def test_normal_throughput_is_measured_once_per_tensor_kind():
+    rate = normal_throughput((64, 64), torch.float32, "cpu")
+    assert rate > 0 and normal_throughput((64, 64), torch.float32, "cpu") == rate
+    if hasattr(torch, "float8_e4m3fn"):  # normal_ does not support it: no yardstick
+        assert math.isnan(normal_throughput((8, 8), torch.float8_e4m3fn, "cpu"))
 
 
 def test_memory_does_not_grow_with_n():

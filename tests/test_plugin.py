@@ -13,6 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.engine import is_budget_stop
+
 ROOT = Path(__file__).resolve().parents[1]
 
 pytest_plugins = ["pytester"]
@@ -22,6 +24,10 @@ pytest_plugins = ["pytester"]
 def suite(pytester, monkeypatch):
     """A scratch project holding the suites, with the repo importable; returns a runner."""
     monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    from harness.partition import SHARD_VARIABLES
+
+    for name in SHARD_VARIABLES:  # a CI's shard variables would split these runs' grids
+        monkeypatch.delenv(name, raising=False)
     pytester.makeconftest('pytest_plugins = ["harness.plugin"]\n')
     shutil.copytree(ROOT / "suites", pytester.path / "suites")
     pytester.makeini("[pytest]\nmarkers =\n    harness_check(name): check\n    slow: slow\n")
@@ -64,6 +70,13 @@ def test_exact_passes_and_csv_has_the_columns(suite):
         assert col in df.columns
     assert set(df.verdict) <= {"pass", "skip"}
     assert {"finite", "written", "bounds", "hang", "contract", "generator", "arguments"} <= set(df.check)
+    # throughput next to torch's normal_ on the same tensor, on every row of a case
+    cases = df[df.case != "api"]
+    for col in ("samples_per_s", "normal_samples_per_s", "speed_vs_normal", "n_target",
+                "budget_limited", "group"):
+        assert col in df.columns
+    assert (cases.samples_per_s > 0).all() and (cases.normal_samples_per_s > 0).all()
+    assert (cases.n_target == 4096).all() and not cases.budget_limited.any()
     out = result.stdout.str()
     assert "harness: candidates exact" in out and "report written to" in out
 
@@ -172,6 +185,40 @@ def test_strict_bounds_see_rounded_bounds_outside_the_interval(suite):
     assert result.ret == 1 and df.verdict.iloc[0] == "fail"
 
 
+def test_a_budget_limited_case_is_marked_and_its_repro_line_gives_the_same_rows(suite):
+    """selftest-slow sleeps 0.1 s per call: a 0.3 s budget stops stage 1 after a few calls. The
+    reproduce line pins that n with --samples (no budget then), and the rows come back bit for bit."""
+    args = ("--candidate", "selftest-slow", "--cases", "normal-2sigma", "--dtypes", "float32",
+            "-k", "finite or gof or moments")
+    result, df = suite(*args, "--case-budget", "0.3", report="budget")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    row = df[df.check == "gof"].iloc[0]
+    assert bool(row.budget_limited) and row.n_target == 1 << 22
+    calls, rest = divmod(int(row.n_stage1), 256 * 256)
+    # 0.1 s of sleep per call: the budget is spent after 2 or 3 calls (machine load decides),
+    # and the draw stops there or at the next call count of the 2^k, 3*2^k grid
+    assert rest == 0 and is_budget_stop(calls) and 2 <= calls <= 4, calls
+    assert (df.n_stage1 == row.n_stage1).all()
+    # what the reproduce line carries
+    rerun, df2 = suite(*args, "--samples", str(row.n_stage1), report="rerun")
+    assert rerun.ret == 0
+    keys = ["check"]
+    cols = keys + ["verdict", "statistic", "p_value", "n", "seed", "n_stage1"]
+    pd.testing.assert_frame_equal(df[cols].sort_values(keys).reset_index(drop=True),
+                                  df2[cols].sort_values(keys).reset_index(drop=True))
+    assert not df2.budget_limited.any()
+
+
+def test_a_failing_budget_limited_case_says_how_to_reproduce_it(suite):
+    result, df = suite("--candidate", "clamp", "--cases", "normal-2sigma", "--dtypes", "bfloat16",
+                       "--case-budget", "1e-9", "-k", "atoms")
+    assert result.ret == 1
+    row = df.iloc[0]
+    assert bool(row.budget_limited) and row.n_stage1 == 2 * 256 * 256  # stopped at min_calls
+    assert f"--samples {row.n_stage1} " in row.repro
+    assert row.n_stage2 == 4 * row.n_stage1
+
+
 def test_budget_seconds_scales_n_down_and_records_it(suite):
     result, df = suite("--candidate", "exact", "--samples", str(1 << 26), "--budget-seconds", "3",
                        "--cases", "normal-2sigma", "--dtypes", "float32", "-k", "test_finite")
@@ -199,3 +246,58 @@ def test_a_worker_crash_leaves_a_complete_report_with_error_rows(suite, pytester
     assert set(fine.verdict) == {"pass"}
     assert (crashed[crashed.check.isin(["finite", "hang", "gof"])].verdict == "error").all()
     assert "crashed" in " ".join(crashed.message.astype(str))
+
+
+def test_a_group_split_by_a_foreign_scheduler_is_an_error_naming_the_cause(suite, pytester):
+    """Another plugin's scheduler takes over and scatters the checks of each case: the run says
+    so on every row of the split groups, and never calls it a candidate crash."""
+    pytester.makeconftest(
+        'import pytest\n'
+        'pytest_plugins = ["harness.plugin"]\n'
+        '@pytest.hookimpl(tryfirst=True)\n'
+        'def pytest_xdist_make_scheduler(config, log):\n'
+        '    from xdist.scheduler import LoadScheduling\n'
+        '    return LoadScheduling(config, log)\n')
+    result, df = suite("--candidate", "exact", *SMOKE, "--cases", "normal-2sigma,tail-5",
+                       "--dtypes", "float32", "-n", "2")
+    assert result.ret == 1
+    cases = df[df.case != "api"]
+    split = cases[cases.message.str.contains("split across", na=False)]
+    assert len(split) and (split.verdict == "error").all()
+    assert "LoadScheduling" in " ".join(split.message)
+    assert not df.message.str.contains("crash", na=False).any()
+    assert set(cases[cases.group.isin(split.group)].verdict) == {"error"}
+
+
+@pytest.mark.parametrize("option, value, says", [
+    ("--samples", "-5", "--samples: must be a positive integer"),
+    ("--samples", "0", "--samples: must be a positive integer"),
+    ("--alpha-fail", "2", "--alpha-fail: must be a probability"),
+    ("--case-timeout", "-1", "--case-timeout: must be a positive number"),
+    ("--xfails-file", "/missing", "--xfails-file: '/missing' is not a file"),
+    ("--devices", "gpu7", "--devices: 'gpu7' is not a torch device"),
+    ("--dist", "worksteal", "--dist worksteal: the harness keeps each case's checks on one worker"),
+])
+def test_a_bad_option_exits_4_with_one_line(suite, option, value, says):
+    extra = ("-n", "2") if option == "--dist" else ()
+    result, df = suite("--candidate", "exact", option, value, *extra)
+    assert result.ret == 4, result.stdout.str()[-1500:]
+    err = [line for line in result.stderr.lines if line.strip()]
+    assert len(err) == 1 and says in err[0], err
+    assert "Traceback" not in result.stdout.str() and df is None
+
+
+def test_a_sampler_without_a_generator_parameter_gets_fresh_streams_per_call(suite, pytester):
+    """Seeded through the global RNG with a seed drawn from the harness's generator per call: an
+    exact sampler without a `generator` parameter passes, independence across calls included
+    (reseeding alike before every call made successive calls identical)."""
+    sampler = pytester.path / "no_generator.py"
+    sampler.write_text(
+        "from candidates.builtin import exact_trunc_normal_\n"
+        "def trunc_normal_(tensor, mean, std, a, b):\n"
+        "    return exact_trunc_normal_(tensor, mean, std, a, b)\n")
+    result, df = suite("--candidate", f"{sampler}:trunc_normal_", *SMOKE, "--cases",
+                       "normal-2sigma", "--dtypes", "float32")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert set(df.verdict) == {"pass"}
+    assert "torch.manual_seed" in df[df.check == "generator"].message.iloc[0]

@@ -396,6 +396,39 @@ def test_compare_lists_suspicious_p_effect_and_speed(tmp_path, capsys):
     assert "slower" in out.split("## Throughput")[1]
 
 
+def test_compare_warns_on_throughput_drops_and_gates_only_when_asked(tmp_path, capsys):
+    """Throughput relative to torch's normal_ on the same machine: tail-5 fell 2.5x (listed),
+    normal-2sigma 1.7x (not listed); the gate needs --gate-throughput."""
+    changes = {(c, k): {"speed_vs_normal": v} for c, v in (("tail-5", 0.2), ("normal-2sigma", 0.3))
+               for k in ("bounds", "gof")}
+    base = [row(c, "float32", k, speed_vs_normal=0.5) for c in ("normal-2sigma", "tail-5")
+            for k in ("bounds", "gof")]
+    new = [dict(r, **changes.get((r["case"], r["check"]), {})) for r in base]
+    b, n = _dir(tmp_path, "base", base), _dir(tmp_path, "new", new)
+    assert cli(["compare", b, n]) == 0
+    out = capsys.readouterr().out
+    drops = out.split("## Throughput drops (more than 2x slower per case) (1)")[1].split("##")[0]
+    assert "`tail-5` float32 cpu" in drops and "÷2.5" in drops and "warning" in drops
+    assert "normal-2sigma" not in drops
+    assert cli(["compare", "--gate-throughput", b, n]) == 1
+    assert "1 throughput drop(s)" in capsys.readouterr().out
+
+
+def test_budget_limited_cases_are_marked_with_their_mde(tmp_path):
+    rows = [row("deep-window-10-1000", "bfloat16", k, budget_limited=True, n_stage1=196608,
+                n_target=1 << 22, mde=m, effect_unit=u)
+            for k, m, u in (("gof", 0.05, "w"), ("atoms", 2.1, "obs/exp"), ("finite", math.nan, ""))]
+    rows += [row("normal-2sigma", "bfloat16", "gof", budget_limited=False, n_target=1 << 22)]
+    d = _dir(tmp_path, "run", rows)
+    text = open(os.path.join(d, "summary.md"), encoding="utf-8").read()
+    assert "| deep-window-10-1000 | ✔ ⏱ |" in text and "| normal-2sigma | ✔ |" in text
+    line = next(x for x in text.splitlines() if x.startswith("- ⏱"))
+    assert "`deep-window-10-1000` bfloat16: n 196,608 of 4,194,304 (4.7%)" in line
+    assert "MDE at that n: atoms 2.1 obs/exp, gof 0.05 w" in line
+    page = open(os.path.join(d, "index.html"), encoding="utf-8").read()
+    assert "Budget-limited (1)" in page and "196,608" in page and "⏱" in page
+
+
 def test_compare_unreadable_exits_2_without_traceback(tmp_path):
     base, _ = _base_new(tmp_path, {})
     empty = tmp_path / "empty"
@@ -457,7 +490,10 @@ def test_real_tiny_run(tmp_path, capsys):
     cmd = [sys.executable, "-m", "pytest", "suites", "--candidate", "exact", "--candidate",
            "point-mass-1e-4-at-a", "--profile", "smoke", "--cases", "abs-bounds-trap", "--dtypes",
            "bfloat16", "-p", "no:cacheprovider", "-q", "--report-dir", str(d)]
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    from harness.partition import SHARD_VARIABLES
+
+    env = {k: v for k, v in os.environ.items() if k not in SHARD_VARIABLES}  # the whole grid
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert (d / "results.parquet").is_file(), p.stdout[-3000:] + p.stderr[-3000:]
     assert not (d / "views-error.txt").exists()
     df = read_results(str(d))

@@ -1,6 +1,7 @@
 """Device-aware xdist scheduling: CUDA cases reach the workers that own their device.
 
-The scheduler is xdist's own loadgroup machinery with our assignment policy; these tests drive it
+The scheduler is xdist's own loadscope machinery over the harness's case groups with our
+assignment policy; these tests drive it
 the way xdist's controller does (add nodes, register collections, schedule, report each test
 complete) with stand-in worker handles, so the routing is checked on a machine without GPUs. The
 plugin tests run the same scheduler inside real `pytest -n 2` runs.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.groups import GroupLedger, group_of_nodeid
 from harness.scheduling import (GPU_SLOTS_PER_DEVICE, DeviceGroupScheduling, cuda_index_of_group,
                                 owned_cuda_device, pick_group)
 
@@ -42,7 +44,7 @@ class Worker:
 
 
 def collection(groups):
-    return [f"suites/test_conformance.py::test_{check}[{g}]@{g}" for g in groups for check in CHECKS]
+    return [f"suites/test_conformance.py::test_{check}[{g}]" for g in groups for check in CHECKS]
 
 
 def groups(n_cpu: int, per_device: dict) -> list[str]:
@@ -54,7 +56,7 @@ def groups(n_cpu: int, per_device: dict) -> list[str]:
 
 @pytest.fixture
 def config(pytester):
-    return pytester.parseconfig("--tx", "popen", "--dist", "loadgroup")
+    return pytester.parseconfig("--tx", "popen", "--dist", "load")
 
 
 def start(config, n_workers: int, device_count: int, group_names):
@@ -94,8 +96,40 @@ def drain(sched, workers, items, crash=None):
     return ran
 
 
-def group_of(nodeid: str) -> str:
-    return nodeid.rsplit("@", 1)[1]
+group_of = group_of_nodeid
+
+
+@pytest.mark.parametrize("nodeid, group", [
+    ("suites/test_conformance.py::test_gof[exact-normal-2sigma-float32-cpu]",
+     "exact-normal-2sigma-float32-cpu"),
+    # xdist's "@group" suffix (--dist loadgroup on pytest < 9.2) changes nothing
+    ("suites/test_conformance.py::test_gof[exact-normal-2sigma-float32-cpu]@whatever",
+     "exact-normal-2sigma-float32-cpu"),
+    # a path candidate's id keeps its slashes, colons and at-signs
+    ("suites/test_conformance.py::test_ks[/tmp/a@b/s.py:fn-tail-5-bfloat16-cuda:1]",
+     "/tmp/a@b/s.py:fn-tail-5-bfloat16-cuda:1"),
+    ("suites/test_api.py::test_arguments[torch-float16-cpu]", "torch-float16-cpu"),
+    ("tests/test_x.py::test_plain", "tests/test_x.py::test_plain"),
+])
+def test_group_of_nodeid(nodeid, group):
+    assert group_of_nodeid(nodeid) == group
+
+
+def test_checks_of_one_case_form_one_group():
+    ids = [f"suites/test_conformance.py::test_{c}[torch-tail-5-float32-cpu]" for c in CHECKS]
+    assert {group_of_nodeid(i) for i in ids} == {"torch-tail-5-float32-cpu"}
+
+
+def test_ledger_flags_a_group_split_across_live_workers_only():
+    ledger = GroupLedger()
+    assert not ledger.record("g1", "gw0") and not ledger.record("g1", "gw0")
+    assert ledger.record("g1", "gw1"), "two live workers ran one group"
+    assert ledger.splits == {"g1": ["gw0", "gw1"]}
+    assert "gw0 and gw1" in ledger.split_message("g1", "LoadScheduling")
+    # a crashed worker's group moves on to another worker: not a split
+    assert not ledger.record("g2", "gw0")
+    ledger.worker_down("gw0")
+    assert not ledger.record("g2", "gw2") and "g2" not in ledger.splits
 
 
 def test_parsing_and_ownership():
@@ -156,14 +190,14 @@ def test_devices_without_a_worker_go_to_anyone(config):
 def test_owner_crash_hands_its_device_to_the_others(config):
     sched, workers, items = start(config, 2, 2, groups(2, {0: 2, 1: 3}))
     ran = drain(sched, workers, items, crash=(workers[1], 2))
-    # loadgroup requeues the unfinished part of a dead worker's groups (xdist reports the test
+    # loadscope requeues the unfinished part of a dead worker's groups (xdist reports the test
     # it was running as crashed); here it all lands on gw0, cuda:1 cases included
     assert set(ran) == set(items)
-    late = [n for n in ran if n.endswith("cuda:1") and ran[n] == "gw0"]
+    late = [n for n in ran if group_of(n).endswith("cuda:1") and ran[n] == "gw0"]
     assert late, "cuda:1 work stranded after its only owner died"
 
 
-def test_without_cuda_it_is_loadgroup(config):
+def test_without_cuda_it_is_plain_group_scheduling(config):
     names = groups(6, {}) + ["torch-case9-float32-cuda:0"]  # skipped cases still get scheduled
     sched, workers, items = start(config, 3, 0, names)
     ran = drain(sched, workers, items)

