@@ -156,34 +156,43 @@ class _Folder:
         self.mass = mb
         self.mass_table = torch.from_numpy(mb.raw_table.copy()).to(self.device)
         self.mass_low_mask = (1 << mb.low_bits) - 1  # main-bin layout
-        self.raw_mass = torch.zeros(mb.n_bins, dtype=torch.int64, device=self.device)
+        self.raw_mass = torch.zeros(mb.n_counters, dtype=torch.int64, device=self.device)
         self.s.mass_hist = np.zeros(mb.n_bins, dtype=np.int64)
+        if mb.main_first is not None:
+            # The counters refine the main bins: the main histogram comes from them (one bincount
+            # per chunk, not two). A non-finite main bin is never split: one counter, same index
+            # raw or ordered.
+            self.raw_hist = None
+            ordered_nonfinite = _raw_to_ordered(self.s.hist_bits)[_raw_nonfinite_bins(self.fmt)]
+            self.raw_nonfinite = torch.as_tensor(mb.main_first[ordered_nonfinite], device=self.device)
         if watch:
             bins = np.asarray(sorted(set(int(j) for j in watch)), dtype=np.int64)
-            raw_of = np.empty(mb.n_bins, dtype=np.int64)
-            raw_of[mb.raw_order] = np.arange(mb.n_bins, dtype=np.int64)
-            table = np.zeros(mb.n_bins, dtype=bool)
-            table[raw_of[bins]] = True
-            self.watch_raw = torch.as_tensor(table, device=self.device)
+            counters = np.arange(mb.n_counters, dtype=np.int64)
+            mass_of = (counters if mb.mass_first is None
+                       else np.searchsorted(mb.mass_first, counters, side="right") - 1)
+            watched_ordered = np.isin(mass_of, bins)
+            self.watch_raw = torch.as_tensor(watched_ordered[mb.raw_order], device=self.device)
             self.s.watch_bins = tuple(int(j) for j in bins)
 
-    def _fold_mass(self, packed: torch.Tensor, low: torch.Tensor, ints: torch.Tensor) -> None:
-        """Mass-bin counts: the coarse bin (raw main bin, or fine bin) of each element gives
+    def _fold_mass(self, packed: torch.Tensor, low: torch.Tensor, ints: torch.Tensor) -> torch.Tensor:
+        """Mass-bin counters: the coarse bin (raw main bin, or fine bin) of each element gives
         ``packed`` = (first counter, shift) from one table lookup (done by the caller); the
-        element's low key bits shifted are the offset; one bincount. ``low`` becomes the
-        counters; ``packed`` is overwritten."""
+        element's low key bits shifted are the offset; one bincount, returned (the chunk's
+        counts). ``low`` becomes the counters; ``packed`` is overwritten."""
         mb = self.mass
         shift = torch.bitwise_and(packed, (1 << mb.SHIFT_BITS) - 1,
                                   out=self._buffer("mass_s", tuple(packed.shape), packed.dtype))
         packed.bitwise_right_shift_(mb.SHIFT_BITS)
         counter = low.bitwise_right_shift_(shift).add_(packed)
-        self.raw_mass += torch.bincount(counter, minlength=self.raw_mass.numel())
+        chunk = torch.bincount(counter, minlength=self.raw_mass.numel())
+        self.raw_mass += chunk
         if self.watch_raw is not None:
             hit = torch.index_select(self.watch_raw, 0, counter)
             if bool(hit.any()):
                 values, counts = torch.unique(ints[hit], return_counts=True)
                 for v, c in zip(values.cpu().tolist(), counts.cpu().tolist()):
                     self.watched[v] = self.watched.get(v, 0) + c
+        return chunk
 
     def _buffer(self, name: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
         """A reused scratch tensor of `shape`: fresh 16 MB allocations cost more (page faults) than
@@ -213,14 +222,16 @@ class _Folder:
             bins.copy_(ints).bitwise_and_((1 << self.bits) - 1)
         else:
             torch.bitwise_right_shift(ints, shift, out=bins).bitwise_and_((1 << s.hist_bits) - 1)
-        chunk_hist = torch.bincount(bins, minlength=self.raw_hist.numel())
-        self.raw_hist += chunk_hist
-        if self.mass is not None and self.mass.fine is None:
-            # Main-bin mass bins. `bins` is not needed past the table lookup: the raw low bits, then
-            # the counters, go into its memory.
+        if self.raw_hist is not None:
+            chunk_hist = torch.bincount(bins, minlength=self.raw_hist.numel())
+            self.raw_hist += chunk_hist
+        else:
+            # Counters over the main bins (mass bins refine them). `bins` is not needed past the
+            # table lookup: the raw low bits, then the counters, go into its memory.
             packed = torch.index_select(self.mass_table, 0, bins,
                                         out=self._buffer("mass_t", tuple(bins.shape), self.mass_table.dtype))
-            self._fold_mass(packed, torch.bitwise_and(ints, self.mass_low_mask, out=bins), ints)
+            chunk_hist = self._fold_mass(packed, torch.bitwise_and(ints, self.mass_low_mask, out=bins),
+                                         ints)
         n_nonfinite = int(chunk_hist.index_select(0, self.raw_nonfinite).sum())
         finite = torch.isfinite(flat) if n_nonfinite else None
         if self.raw_fine is not None:
@@ -402,15 +413,20 @@ class _Folder:
 
     def finish(self) -> Summary:
         s = self.s
-        hist = np.zeros(1 << s.hist_bits, dtype=np.int64)
-        hist[_raw_to_ordered(s.hist_bits)] = self.raw_hist.cpu().numpy()
-        s.hist = hist
+        counters = None
+        if self.mass is not None:
+            counters = np.zeros(self.mass.n_counters, dtype=np.int64)
+            counters[self.mass.raw_order] = self.raw_mass.cpu().numpy()
+        if self.raw_hist is not None:
+            hist = np.zeros(1 << s.hist_bits, dtype=np.int64)
+            hist[_raw_to_ordered(s.hist_bits)] = self.raw_hist.cpu().numpy()
+            s.hist = hist
+        else:
+            s.hist = self.mass.counters_to_main(counters)
         if self.raw_fine is not None:
             s.fine_hist = self.raw_fine.cpu().numpy()
         if self.mass is not None:
-            mass_hist = np.zeros(self.mass.n_bins, dtype=np.int64)
-            mass_hist[self.mass.raw_order] = self.raw_mass.cpu().numpy()
-            s.mass_hist = mass_hist
+            s.mass_hist = self.mass.counters_to_mass(counters)
             if self.watch_raw is not None:
                 patterns = np.array(sorted(self.watched), dtype=np.int64)
                 unsigned = (patterns & ((1 << self.bits) - 1) if self.bits < 64 else patterns)

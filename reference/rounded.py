@@ -106,10 +106,13 @@ class MassBins:
 
     A key whose coarse bin is ``c`` and whose low bits (the key bits below the coarse bin, ordered)
     are ``low`` falls in mass bin ``start[c] + (low >> shift[c])``; bins increase with the value.
-    The engine looks up ``raw_table[c]`` (packed ``start << SHIFT_BITS | shift``; for main bins
+    The engine counts finer than that over the main bins: one counter per main bin or part of a
+    split one (light main bins are not merged), so its one bincount gives the main histogram too.
+    It looks up ``raw_table[c]`` (packed ``counter start << SHIFT_BITS | shift``; for main bins
     indexed by the *raw* top bits, whose low bits run backwards for negative values) and puts its
-    raw counters in order once: raw counter ``i`` holds mass bin ``raw_order[i]``. It depends on the
-    law alone, so the engine and the checks agree without talking."""
+    raw counters in order once (raw counter ``i`` is counter ``raw_order[i]``), then
+    `counters_to_mass` / `counters_to_main`. It depends on the law alone, so the engine and the
+    checks agree without talking."""
 
     bits: int  # of the format
     low_bits: int  # key bits below the coarse bin: 12 / 44 (main bins) or the fine bins' shift
@@ -120,9 +123,21 @@ class MassBins:
     split: np.ndarray  # bool[coarse bins]
     probs: np.ndarray  # float64[n_bins]
     raw_table: np.ndarray  # int32 (float32) / int64 (float64) [coarse bins]
-    raw_order: np.ndarray  # int64[n_bins]
+    raw_order: np.ndarray  # int64[n_counters]
+    n_counters: int  # the engine's counters
+    main_first: "np.ndarray | None"  # int64[main bins]: first counter of each main bin (main layout)
+    mass_first: "np.ndarray | None"  # int64[n_bins]: first counter of each mass bin (None: the same)
 
     SHIFT_BITS = 6  # shift <= 44 < 2**6
+
+    def counters_to_mass(self, counts: np.ndarray) -> np.ndarray:
+        """Mass-bin counts from the engine's counters (in order)."""
+        return counts if self.mass_first is None else np.add.reduceat(counts, self.mass_first)
+
+    def counters_to_main(self, counts: np.ndarray) -> "np.ndarray | None":
+        """Main-histogram counts from the engine's counters (in order); None over fine bins,
+        whose counters do not refine the main bins (the engine counts those itself)."""
+        return None if self.main_first is None else np.add.reduceat(counts, self.main_first)
 
     def _coarse_first_key(self, c: np.ndarray) -> np.ndarray:
         c = np.asarray(c, dtype=np.int64)
@@ -194,7 +209,7 @@ def _mass_bins(law) -> "MassBins":
         splittable[[0, -1]] = False
     start, shift, split, sizes, n_bins = _split_and_merge(m, splittable, low_bits)
     mb = MassBins(fmt.bits, low_bits, fb, n_bins, start, shift, split, np.empty(0),
-                  np.empty(0), np.empty(0))
+                  np.empty(0), np.empty(0), 0, None, None)
 
     probs = np.bincount(start[~split], weights=m[~split], minlength=n_bins)
     cs = np.flatnonzero(split)
@@ -207,26 +222,45 @@ def _mass_bins(law) -> "MassBins":
         key_hi = key_lo + (np.uint64(1) << sh) - np.uint64(1)
         probs[start[c_of] + offset] = law._mass(fmt.key_cell_edge(key_lo, -1, law._via32),
                                                 fmt.key_cell_edge(key_hi, +1, law._via32))
-    raw_order = np.arange(n_bins, dtype=np.int64)
+    # The engine's counters. Over the fine bins: the mass bins themselves. Over the main bins:
+    # one counter per main bin, or one per part of a split main bin (light bins are not merged),
+    # so that the engine's single bincount gives both histograms (`counters_to_main`,
+    # `counters_to_mass`): the mass bins refine the main bins' counters, which sum to the main ones.
     if fb is None:
+        c_sizes = np.where(split, sizes, 1)
+        c_start = np.cumsum(c_sizes) - c_sizes
+        n_counters = int(c_sizes.sum())
+        main_first = c_start
+        mass_first = np.empty(n_bins, dtype=np.int64)
+        starts_run = ~split & np.r_[True, start[1:] != start[:-1]]
+        mass_first[start[starts_run]] = c_start[starts_run]
+        if cs.size:
+            counts = sizes[cs]
+            offset = np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+            mass_first[np.repeat(start[cs], counts) + offset] = np.repeat(c_start[cs], counts) + offset
         # The engine indexes main bins by the raw top bits and adds the *raw* low bits shifted; for
         # a negative value the ordered low bits are the raw ones complemented, so inside a split
         # negative main bin the raw counters run backwards.
+        raw_order = np.arange(n_counters, dtype=np.int64)
         negative = np.arange(m.size) < (1 << (fmt.hist_bits - 1))
         cn = np.flatnonzero(split & negative)
         if cn.size:
             counts = sizes[cn]
-            first = np.repeat(start[cn], counts)
+            first = np.repeat(c_start[cn], counts)
             offset = np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
             raw_order[first + offset] = first + np.repeat(counts, counts) - 1 - offset
         coarse_of_raw = _raw_to_ordered_bins(fmt.hist_bits)
     else:
+        c_start, n_counters, main_first, mass_first = start, n_bins, None, None
+        raw_order = np.arange(n_bins, dtype=np.int64)
         coarse_of_raw = np.arange(m.size)
-    packed = (start[coarse_of_raw] << MassBins.SHIFT_BITS) | shift[coarse_of_raw]
+    packed = (c_start[coarse_of_raw] << MassBins.SHIFT_BITS) | shift[coarse_of_raw]
     raw_table = packed.astype(np.int32 if fmt.bits <= 32 else np.int64)
-    for arr in (start, shift, split, probs, raw_table, raw_order):
-        arr.setflags(write=False)
-    return MassBins(fmt.bits, low_bits, fb, n_bins, start, shift, split, probs, raw_table, raw_order)
+    for arr in (start, shift, split, probs, raw_table, raw_order, main_first, mass_first):
+        if arr is not None:
+            arr.setflags(write=False)
+    return MassBins(fmt.bits, low_bits, fb, n_bins, start, shift, split, probs, raw_table,
+                    raw_order, n_counters, main_first, mass_first)
 
 
 def _split_and_merge(m: np.ndarray, splittable: np.ndarray, low_bits: int):
