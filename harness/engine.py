@@ -24,6 +24,9 @@ from .summary import ROW_EXTREMES_CAP, LagSums, Summary
 
 _INT_VIEW = {8: torch.int8, 16: torch.int16, 32: torch.int32, 64: torch.int64}
 
+#: Mass-bin counters of this many chunks are counted by one bincount (see `_Folder._flush_mass`).
+PENDING_CHUNKS = 4
+
 # Poison patterns (unsigned bit patterns): NaNs with a payload a sampler is unlikely to compute.
 _POISON = {
     torch.float64: 0x7FF4A5A5A5A5A5A5,
@@ -148,6 +151,8 @@ class _Folder:
         """Mass bins (`reference.rounded.MassBins`) of a 32/64-bit law, and the optional watch list:
         mass bins whose values are tallied exactly (stage 2 of `spikes`, see harness.run)."""
         self.mass = None
+        self.pending = None  # main layout: counters of up to PENDING_CHUNKS chunks, not yet counted
+        self.pending_used = 0
         self.watch_raw = None
         self.watched: dict = {}
         mb = getattr(law, "mass_bins", None) if law is not None else None
@@ -160,11 +165,11 @@ class _Folder:
         self.s.mass_hist = np.zeros(mb.n_bins, dtype=np.int64)
         if mb.main_first is not None:
             # The counters refine the main bins: the main histogram comes from them (one bincount
-            # per chunk, not two). A non-finite main bin is never split: one counter, same index
-            # raw or ordered.
+            # for a few chunks, instead of two per chunk); non-finite elements are found by the
+            # chunk's min/max instead of by their main bins.
             self.raw_hist = None
-            ordered_nonfinite = _raw_to_ordered(self.s.hist_bits)[_raw_nonfinite_bins(self.fmt)]
-            self.raw_nonfinite = torch.as_tensor(mb.main_first[ordered_nonfinite], device=self.device)
+            self.pending = torch.empty(0, dtype=torch.int32 if self.bits <= 32 else torch.int64,
+                                       device=self.device)
         if watch:
             bins = np.asarray(sorted(set(int(j) for j in watch)), dtype=np.int64)
             counters = np.arange(mb.n_counters, dtype=np.int64)
@@ -184,8 +189,10 @@ class _Folder:
                                   out=self._buffer("mass_s", tuple(packed.shape), packed.dtype))
         packed.bitwise_right_shift_(mb.SHIFT_BITS)
         counter = low.bitwise_right_shift_(shift).add_(packed)
-        chunk = torch.bincount(counter, minlength=self.raw_mass.numel())
-        self.raw_mass += chunk
+        chunk = None
+        if self.pending is None:
+            chunk = torch.bincount(counter, minlength=self.raw_mass.numel())
+            self.raw_mass += chunk
         if self.watch_raw is not None:
             hit = torch.index_select(self.watch_raw, 0, counter)
             if bool(hit.any()):
@@ -193,6 +200,25 @@ class _Folder:
                 for v, c in zip(values.cpu().tolist(), counts.cpu().tolist()):
                     self.watched[v] = self.watched.get(v, 0) + c
         return chunk
+
+    def _pending_slot(self, numel: int) -> torch.Tensor:
+        """Room for one chunk's counters in the pending buffer (flushed first when full)."""
+        if self.pending_used + numel > self.pending.numel():
+            self._flush_mass()
+            if numel > self.pending.numel():  # a chunk larger than the first ones
+                self.pending = torch.empty(numel * PENDING_CHUNKS, dtype=self.pending.dtype,
+                                           device=self.device)
+        slot = self.pending[self.pending_used:self.pending_used + numel]
+        self.pending_used += numel
+        return slot
+
+    def _flush_mass(self) -> None:
+        """Count the pending counters: one bincount (and one add into the totals) for several
+        chunks, whose zero-filled output of a few MB costs as much as the counting."""
+        if self.pending is not None and self.pending_used:
+            self.raw_mass += torch.bincount(self.pending[:self.pending_used],
+                                            minlength=self.raw_mass.numel())
+            self.pending_used = 0
 
     def _buffer(self, name: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
         """A reused scratch tensor of `shape`: fresh 16 MB allocations cost more (page faults) than
@@ -226,18 +252,26 @@ class _Folder:
             chunk_hist = torch.bincount(bins, minlength=self.raw_hist.numel())
             self.raw_hist += chunk_hist
         else:
-            # Counters over the main bins (mass bins refine them). `bins` is not needed past the
-            # table lookup: the raw low bits, then the counters, go into its memory.
+            # Counters over the main bins (mass bins refine them), written into the pending
+            # buffer and counted a few chunks at a time (`_flush_mass`).
             packed = torch.index_select(self.mass_table, 0, bins,
                                         out=self._buffer("mass_t", tuple(bins.shape), self.mass_table.dtype))
-            chunk_hist = self._fold_mass(packed, torch.bitwise_and(ints, self.mass_low_mask, out=bins),
-                                         ints)
-        n_nonfinite = int(chunk_hist.index_select(0, self.raw_nonfinite).sum())
+            self._fold_mass(packed, torch.bitwise_and(ints, self.mass_low_mask,
+                                                      out=self._pending_slot(flat.numel())), ints)
+        minmax = None
+        if self.exact_hist:
+            n_nonfinite = int(chunk_hist.index_select(0, self.raw_nonfinite).sum())
+        else:
+            # min/max propagate NaN and keep +-inf: a finite pair means every element is finite
+            minmax = tuple(float(v) for v in torch.aminmax(flat))
+            n_nonfinite = 0
+            if not all(math.isfinite(v) for v in minmax):
+                n_nonfinite = flat.numel() - int(torch.count_nonzero(torch.isfinite(flat)))
         finite = torch.isfinite(flat) if n_nonfinite else None
         if self.raw_fine is not None:
             self._fold_fine(ints)
         if not self.exact_hist:
-            self._fold_counts(flat, ints, finite, n_nonfinite)
+            self._fold_counts(flat, ints, finite, n_nonfinite, minmax if not n_nonfinite else None)
 
         # z is computed around the centre as the work dtype holds it (x - c_work is exact for x
         # near the centre); the power sums are then shifted by delta = (c_work - centre) / scale
@@ -256,7 +290,7 @@ class _Folder:
         total, total_sq = _fixed_sum(z), _fixed_sum(z2)
         if not self.exact_hist:
             cube = _fixed_sum(torch.mul(z2, z, out=scratch))
-            fourth = _fixed_sum(torch.mul(z2, z2, out=scratch))
+            fourth = _fixed_sum_squares(z2)
             s.power_sums += _shifted_power_sums(float(flat.numel() - n_nonfinite), total, total_sq,
                                                 cube, fourth, self.center_shift)
 
@@ -292,8 +326,9 @@ class _Folder:
         keys.add_(1)
         self.raw_fine += torch.bincount(keys, minlength=self.raw_fine.numel())
 
-    def _fold_counts(self, flat, ints, finite, n_nonfinite: int) -> None:
-        """Counts for dtypes whose histogram bins hold many values (32/64-bit)."""
+    def _fold_counts(self, flat, ints, finite, n_nonfinite: int, minmax=None) -> None:
+        """Counts for dtypes whose histogram bins hold many values (32/64-bit); `minmax`: the
+        chunk's (min, max) when already known and every element is finite."""
         s = self.s
         if n_nonfinite:
             n_unw = int((ints == self.poison).sum())
@@ -306,7 +341,7 @@ class _Folder:
             if n_nonfinite == flat.numel():
                 return
             flat = flat[finite]
-        lo, hi = (float(v) for v in torch.aminmax(flat))
+        lo, hi = minmax if minmax is not None else (float(v) for v in torch.aminmax(flat))
         s.min, s.max = min(s.min, lo), max(s.max, hi)
         # Scalars below are representable in the dtype, so comparing in the dtype is exact.
         if finite is not None:
@@ -414,6 +449,7 @@ class _Folder:
     def finish(self) -> Summary:
         s = self.s
         counters = None
+        self._flush_mass()
         if self.mass is not None:
             counters = np.zeros(self.mass.n_counters, dtype=np.int64)
             counters[self.mass.raw_order] = self.raw_mass.cpu().numpy()
@@ -562,6 +598,20 @@ def _fixed_sum(t: torch.Tensor) -> float:
         total = float(flat[:whole].view(-1, _BLOCK).sum(dim=1).sum(dtype=torch.float64))
     if whole < flat.numel():
         total += float(flat[whole:].sum(dtype=torch.float64))
+    return total
+
+
+def _fixed_sum_squares(t: torch.Tensor) -> float:
+    """Sum of squares in the same fixed block order as `_fixed_sum`, without writing the squares:
+    each block's 2-norm (one pass, a per-row reduction like the block sums), squared in float64."""
+    flat = t.reshape(-1)
+    whole = flat.numel() // _BLOCK * _BLOCK
+    total = 0.0
+    if whole:
+        norms = torch.linalg.vector_norm(flat[:whole].view(-1, _BLOCK), dim=1)
+        total = float(norms.to(torch.float64).square().sum())
+    if whole < flat.numel():
+        total += float(flat[whole:].to(torch.float64).square().sum())
     return total
 
 
