@@ -220,9 +220,14 @@ def _mass_bins(law) -> "MassBins":
         offset = np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
         sh = shift[c_of].astype(np.uint64)
         key_lo = mb._coarse_first_key(c_of) + (offset.astype(np.uint64) << sh)
-        key_hi = key_lo + (np.uint64(1) << sh) - np.uint64(1)
-        probs[start[c_of] + offset] = law._mass(fmt.key_cell_edge(key_lo, -1, law._via32),
-                                                fmt.key_cell_edge(key_hi, +1, law._via32))
+        # Neighbouring parts of a coarse bin share a cell edge: compute each edge once.
+        edge_lo = fmt.key_cell_edge(key_lo, -1, law._via32)
+        last = np.cumsum(counts) - 1  # the last part of each split coarse bin
+        edge_hi = np.empty_like(edge_lo)
+        edge_hi[:-1] = edge_lo[1:]
+        edge_hi[last] = fmt.key_cell_edge(key_lo[last] + (np.uint64(1) << sh[last]) - np.uint64(1),
+                                          +1, law._via32)
+        probs[start[c_of] + offset] = law._mass(edge_lo, edge_hi)
     # The engine's counters. Over the fine bins: the mass bins themselves. Over the main bins:
     # one counter per main bin, or one per part of a split main bin (light bins are not merged),
     # so that the engine's single bincount gives both histograms (`counters_to_main`,
