@@ -4,8 +4,9 @@ For each dtype, n and candidate, on one case (default ``normal-2sigma``, N(0,1) 
 shape 256x256), a fresh subprocess (``--one``) does what `harness.run.CaseRunner` does for stage 1
 of a case, and times every piece:
 
-1. ``law_s``: ``reference.rounded_law`` of the case, plus the first-use tables the checks build on
-   that law (the first pass of the checks minus the second; see 3). Paid once per case, not per n.
+1. ``law_s``: ``reference.rounded_law`` of the case and its mass bins (32/64-bit), plus the
+   first-use tables the checks build on that law (the first pass of the checks minus the second;
+   see 3). Paid once per case, not per n.
 2. ``run_engine(...)`` with the harness's own stage-1 seed, chunk size and timeout. It times
    itself: ``candidate_s`` is the time inside the candidate's calls (filling the case's 256x256
    tensor again and again), ``engine_s`` everything else (poisoning, copying into the chunk
@@ -120,6 +121,7 @@ def measure_one(dtype_name: str, n: int, candidate_name: str, case_id: str, thre
 
     t0 = time.perf_counter()
     law = rounded_law(TruncatedNormal(case.mean, case.std, case.a, case.b), dtype)
+    law.mass_bins  # built once per case (32/64-bit); the engine would otherwise build it untimed
     out["law_build_s"] = time.perf_counter() - t0
 
     summary = run_engine(cand, case, dtype, "cpu", law, config.n(1), seed,
@@ -220,7 +222,7 @@ def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_
         cand(batch[i], case.mean, case.std, case.a, case.b, gen)
 
     def folder():
-        return _Folder(new_summary(law, tuple(case.shape), dtype), dtype, torch.device("cpu"))
+        return _Folder(new_summary(law, tuple(case.shape), dtype), dtype, torch.device("cpu"), law)
 
     folder().fold(batch)  # warm-up (first-call allocations, caches)
     t0 = time.perf_counter()
@@ -241,7 +243,7 @@ def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_
                     steps[name] = steps.get(name, 0.0) + time.perf_counter() - t
         return wrapper
 
-    for name in ("_fold_counts", "_fold_lags", "_fold_successive", "_fold_rows"):
+    for name in ("_fold_counts", "_fold_mass", "_fold_lags", "_fold_successive", "_fold_rows"):
         setattr(f, name, timed(name, getattr(f, name)))
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         t0 = time.perf_counter()
@@ -257,7 +259,7 @@ def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_
     for name, sec in sorted(steps.items(), key=lambda kv: -kv[1]):
         lines.append(f"| {name} | {sec:.3f} | {sec / profiled_s:.0%} |")
     rest = profiled_s - sum(steps.values())
-    lines.append(f"| rest (histogram bins, bincount, z, power sums) | {rest:.3f} | {rest / profiled_s:.0%} |")
+    lines.append(f"| rest (histogram bins, bincount, mass-bin lookup, z, power sums) | {rest:.3f} | {rest / profiled_s:.0%} |")
     lines += ["", "```",
               prof.key_averages(group_by_input_shape=True).table(
                   sort_by="self_cpu_time_total", row_limit=rows, max_name_column_width=40,

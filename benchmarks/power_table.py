@@ -68,12 +68,16 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 from candidates import REGISTRY, resolve  # noqa: E402
+from candidates.builtin import FALLBACK_RATE, HOLE_AT, HOLE_MASS  # noqa: E402
 from harness.cases import PROFILES, case_by_id  # noqa: E402
 from harness.checks.stat_common import binom_mde_ratio  # noqa: E402
 from harness.checks.stat_counts import _atom_sides, tail_sets  # noqa: E402
 from harness.checks.stat_extremes import extremes_mde  # noqa: E402
 from harness.checks.stat_fit import gof_groups, gof_mde, ks_mde  # noqa: E402
 from harness.checks.stat_independence import independence_mde  # noqa: E402
+from harness.checks.stat_local import (LocalBins, _critical_excess, _hole_guaranteed,  # noqa: E402
+                                       check_scan, check_spikes, scan_families, scan_mde,
+                                       spikes_mde)
 from harness.checks.stat_moments import moments_mde  # noqa: E402
 from harness.power import mde_table, samples_drawn  # noqa: E402
 from harness.run import CaseRunner, RunConfig, dtype_name  # noqa: E402
@@ -93,7 +97,13 @@ PLAN = {
     "antithetic-neighbours": ("normal-2sigma", torch.float32),
     "round-toward-zero": ("normal-2sigma", torch.bfloat16),
     "point-mass-1e-4-at-a": ("normal-2sigma", torch.float32),
+    "fallback-mean-1e-5": ("large-mean", torch.float32),
+    "hole-2e-5": ("normal-2sigma", torch.float32),
 }
+#: the localized checks' measured power (--simulate): case, dtype, profiles, reps per point
+SIM_CASE = ("normal-2sigma", torch.float32)
+SIM_REPS = 100
+SIM_BISECT = 5  # bisection steps for the measured power-0.5 size (between MDE / 8 and 2 MDE)
 N_MAX = 2**44
 LN2 = math.log(2.0)
 
@@ -186,7 +196,10 @@ def _law(case, dtype, **over):
 class Defect:
     """The defect's law as far as the checks see it: histogram-bin masses, moments, atoms."""
 
-    def __init__(self, probs, mean=None, std=None, atoms=None, r_lag1=None, zero_rate=None):
+    def __init__(self, probs, mean=None, std=None, atoms=None, r_lag1=None, zero_rate=None,
+                 spike=None, hole=None):
+        self.spike = spike  # (value, extra share) of a point mass
+        self.hole = hole  # (first quantile, mass) of an interval never produced
         self.probs = np.asarray(probs, dtype=np.float64)
         self.mean, self.std = mean, std
         self.atoms = atoms or {}  # bound value -> mass
@@ -285,6 +298,11 @@ def defect_model(name: str, case, dtype, law):
         return Defect(base, zero_rate=_torch_legacy_rate(case, dtype))
     if name == "fp32-upcast":
         return Defect(base, zero_rate=2.0**-24)
+    if name == "fallback-mean-1e-5":
+        value = float(law.fmt.round(np.array([case.mean]))[0])
+        return Defect(base, spike=(value, FALLBACK_RATE))
+    if name == "hole-2e-5":
+        return Defect(base, hole=(HOLE_AT, HOLE_MASS))
     return None  # rejection-loop: no law (it hangs)
 
 
@@ -379,6 +397,44 @@ def _extremes_pred(law, d, row_len, alpha):
     return pred, eff
 
 
+def _bin_of_value(law, value: float) -> int:
+    bins = LocalBins.of(law)
+    key = law.fmt.ordered_keys(np.array([value]))
+    return int(key[0] >> np.uint64(law.fmt.bits - law.fmt.hist_bits)) if bins.exact else \
+        int(law.mass_bins.bin_of_keys(key)[0])
+
+
+def _hole_bins(law, start: float, mass: float) -> np.ndarray:
+    """Masses of the finest bins a hole over the quantiles [start, start + mass) touches."""
+    probs = LocalBins.of(law).probs
+    cum = np.cumsum(probs)
+    j0 = int(np.searchsorted(cum, start, side="right"))
+    j1 = int(np.searchsorted(cum, start + mass, side="left"))
+    return probs[j0:j1 + 1]
+
+
+def _local_row(check, law, d, alpha):
+    """(effect text, n needed) of spikes / scan for a point mass or a hole (no sampling)."""
+    bins = LocalBins.of(law)
+    families = scan_families(bins.last - bins.first + 1)
+    if d.spike is not None:
+        value, eps = d.spike
+        q = float(bins.probs[_bin_of_value(law, value)])
+        if check == "spikes":
+            level = alpha / bins.n_positive
+        else:  # the one-bin family of the scan, two-sided
+            size = next(size for level_, w, size in families if level_ == 0 and w == 1)
+            level = alpha / (2 * len(families) * size)
+        n = smallest_n(lambda m: _critical_excess(m, q, level) <= eps)
+        return f"extra {eps:.3g} of the samples on {value!r} (its bin's mass {q:.3g})", n
+    if d.hole is not None and check == "scan":
+        start, mass = d.hole
+        q_local = float(np.mean(_hole_bins(law, start, mass)))
+        n = smallest_n(lambda m: _hole_guaranteed(families, len(families), q_local, m, alpha) <= mass)
+        return f"hole of mass {mass:.3g} (bins of ~{q_local:.3g} there)", n
+    return "—", None
+
+
 def check_rows(name, case, dtype, alpha):
     """[(check, effect text, n needed)] for the named checks of one known-bad candidate."""
     cand = resolve(name)
@@ -396,6 +452,9 @@ def check_rows(name, case, dtype, alpha):
             continue
         if d is None:
             out.append((check, "—", "—"))
+            continue
+        if check in ("spikes", "scan"):
+            out.append((check, *_local_row(check, law, d, alpha)))
             continue
         if d.zero_rate is not None:  # a hit where the law has no mass: decisive in atoms/gof/extremes
             if check in ("atoms", "gof", "extremes"):
@@ -496,15 +555,100 @@ def power_markdown(alpha: float, run: bool) -> str:
                      "at pr n (real run)"], rows)
 
 
+# ------------------------------------------------------------------------------ (c) measured power
+
+
+def _sim_counts(rng, n: int, probs: np.ndarray) -> np.ndarray:
+    return rng.multinomial(n, probs / probs.sum()).astype(np.int64)
+
+
+def _sim_summary(law, dtype, counts):
+    from harness.engine import new_summary
+
+    s = new_summary(law, (256, 256), dtype)
+    s.n = int(counts.sum())
+    if law.mass_bins is None:
+        s.hist = counts
+    else:
+        s.mass_hist = counts
+    return s
+
+
+def _sim_spike(law, dtype, n: int, eps: float, rng) -> bool:
+    """One draw of n samples of the law with an extra point mass eps in its heaviest bin (the
+    worst case): does spikes reject at stage 1 (p < alpha)?"""
+    bins = LocalBins.of(law)
+    j = int(np.argmax(bins.probs))
+    extra = rng.binomial(n, eps)
+    counts = _sim_counts(rng, n - extra, bins.probs)
+    counts[j] += extra
+    return check_spikes(_sim_summary(law, dtype, counts), law).p_value
+
+
+def _sim_hole(law, dtype, n: int, mass: float, rng) -> bool:
+    """One draw of n samples of the law conditioned on missing the quantiles [u, u + mass), u
+    uniform in [0.2, 0.8) (a random alignment with the bins): scan's stage-1 p."""
+    probs = LocalBins.of(law).probs.copy()
+    cum = np.cumsum(probs)
+    u = rng.uniform(0.2, 0.8)
+    lo, hi = np.concatenate([[0.0], cum[:-1]]), cum
+    overlap = np.clip(np.minimum(hi, u + mass) - np.maximum(lo, u), 0.0, None)
+    thinned = np.clip(probs - overlap, 0.0, None)
+    return check_scan(_sim_summary(law, dtype, _sim_counts(rng, n, thinned)), law).p_value
+
+
+def _power(sim, law, dtype, n: int, size: float, alpha: float, reps: int, tag: int) -> float:
+    rng = np.random.default_rng([20260114, n, tag, int(round(size * 1e12))])
+    return sum(sim(law, dtype, n, size, rng) < alpha for _ in range(reps)) / reps
+
+
+def _half_power_point(sim, law, dtype, n: int, mde: float, alpha: float, reps: int, tag: int) -> float:
+    """The defect size with measured power 0.5: bisection on log(size) in [mde / 8, 2 mde]."""
+    lo, hi = math.log(mde / 8), math.log(2 * mde)
+    for _ in range(SIM_BISECT):
+        mid = 0.5 * (lo + hi)
+        if _power(sim, law, dtype, n, math.exp(mid), alpha, reps, tag) >= 0.5:
+            hi = mid
+        else:
+            lo = mid
+    return math.exp(0.5 * (lo + hi))
+
+
+def simulate_markdown(alpha: float, reps: int = SIM_REPS) -> str:
+    """Measured stage-1 power of spikes and scan: at their MDE, and the size with power 0.5
+    (bisection), at the pr and nightly n, on multinomial draws of the law's finest bins."""
+    case_id, dtype = SIM_CASE
+    case = case_by_id(case_id)
+    law = _law(case, dtype)
+    rows = []
+    for prof in ("pr", "nightly"):
+        n = samples_drawn(PROFILES[prof].n, tuple(case.shape))
+        for tag, (check, mde, sim, what) in enumerate((
+                ("spikes", spikes_mde(law, n, alpha), _sim_spike, "point mass, heaviest bin"),
+                ("scan", scan_mde(law, n, alpha), _sim_hole, "hole, random place"))):
+            at_mde = _power(sim, law, dtype, n, mde, alpha, reps, tag)
+            half = _half_power_point(sim, law, dtype, n, mde, alpha, reps, tag)
+            rows.append([check, what, prof, f"{n:,}", g3(mde), f"{at_mde:.2f}", g3(half)])
+    return markdown(["check", "defect", "profile", "n", "MDE (formula)", "measured power at the MDE",
+                     "measured size with power 0.5"], rows)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", action="store_true", help="run each known-bad sampler at pr n")
     ap.add_argument("--alpha", type=float, default=1e-3)
+    ap.add_argument("--simulate", action="store_true",
+                    help="measure the localized checks' power at their MDE (multinomial draws)")
     args = ap.parse_args(argv)
     print(f"### MDE per check (alpha {args.alpha:g}, power 0.5, one stage)\n")
     print(mde_markdown(args.alpha))
     print(f"\n### Power: known-bad built-ins (alpha {args.alpha:g}; pr n = 2^22, nightly n = 2^27)\n")
     print(power_markdown(args.alpha, args.run))
+    if args.simulate:
+        case_id, dtype = SIM_CASE
+        print(f"\n### Measured power of the localized checks ({case_id} {dtype_name(dtype)}, "
+              f"{SIM_REPS} draws per point, stage 1 p < {args.alpha:g})\n")
+        print(simulate_markdown(args.alpha))
     return 0
 
 

@@ -24,9 +24,10 @@ Sharded parameters (DTensors; `candidates.sharded`, imported on first use): ``ex
 sharding-invariant: u from a counter-based stream indexed by global position) and ``local-shard``
 (known bad: the seed's DTensor workaround, the local tensor initialized with the rank's own generator).
 
-Known-bad by construction (issue 4), each the exact sampler with one defect, named for it:
+Known-bad by construction (issues 4 and 14), each the exact sampler with one defect, named for it:
 ``scale-2pct-wide``, ``shift-0.02sigma``, ``no-tail-beyond-3.5sigma``, ``antithetic-neighbours``,
-``round-toward-zero``, ``point-mass-1e-4-at-a``. Never "fix" them: they exist to be caught.
+``round-toward-zero``, ``point-mass-1e-4-at-a``, ``fallback-mean-1e-5``, ``hole-2e-5``. Never "fix"
+them: they exist to be caught.
 
 Every built-in follows torch.nn.init's semantics: fills in place and returns the tensor, works on
 non-contiguous views, runs under ``torch.no_grad`` (an ``nn.Parameter`` records no history), and is a
@@ -66,6 +67,8 @@ __all__ = [
     "antithetic_neighbours_",
     "round_toward_zero_",
     "point_mass_at_a_",
+    "fallback_at_mean_",
+    "hole_",
     "harness_version",
 ]
 
@@ -396,6 +399,50 @@ def point_mass_at_a_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     return _exact_based(tensor, mean, std, a, b, generator, x_map=put_a)
 
 
+# ------------------------------------------------------------------------------ known-bad (issue 14)
+
+#: fallback-mean-1e-5: the share of elements written as RN(mean)
+FALLBACK_RATE = 1e-5
+#: hole-2e-5: the quantiles [HOLE_AT, HOLE_AT + HOLE_MASS) of the law are never produced
+HOLE_AT = 0.3
+HOLE_MASS = 2e-5
+
+
+def fallback_at_mean_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact sampler, but each element independently replaced by RN(mean) with probability 1e-5.
+
+    Models a fallback fill value: ``torch.where(bad, mean, x)`` after a failed step, ``nan_to_num``
+    of a rare NaN, "after N rejection rounds, write the mean". One value gets an extra 1e-5 of the
+    samples: invisible to every omnibus check (a float32 main histogram bin near the mean holds
+    ~1e-4). Where the mean lies outside [a, b] the fallback is out of bounds. Caught by: spikes (the
+    value's bin, and at stage 2 the value itself), scan.
+    """
+    def put_mean(x: torch.Tensor) -> torch.Tensor:
+        hit = torch.rand(x.numel(), dtype=torch.float64, device=x.device, generator=generator) < FALLBACK_RATE
+        return torch.where(hit, torch.tensor(float(mean), dtype=torch.float64, device=x.device), x)
+
+    return _exact_based(tensor, mean, std, a, b, generator, x_map=put_mean)
+
+
+def _skip_quantiles(u: torch.Tensor) -> torch.Tensor:
+    # u in [0, 1) -> [0, 1) minus [HOLE_AT, HOLE_AT + HOLE_MASS): uniform on the rest, so the output
+    # is the law conditioned on X outside the hole (each other quantile keeps its relative weight).
+    u = u * (1.0 - HOLE_MASS)
+    return torch.where(u >= HOLE_AT, u + HOLE_MASS, u)
+
+
+def hole_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact sampler, but the law's quantiles [0.3, 0.3 + 2e-5) are never produced: a narrow
+    interval inside the support holding 2e-5 of the mass is empty.
+
+    Models a hole from a coarse uniform lattice or a table lookup that skips an entry. For N(0, 1)
+    on +-2 sigma the hole is [-0.4984, -0.4983] (~1800 float32 values; 0.2 of one main histogram
+    bin, so gof and ks do not see it at pr n). In 16-bit dtypes the hole is narrower than one
+    value's cell and only thins that value by 2e-5. Caught by: scan (an empty run of mass bins).
+    """
+    return _exact_based(tensor, mean, std, a, b, generator, u_map=_skip_quantiles)
+
+
 # ---------------------------------------------------------------------------------------- registry
 
 
@@ -452,6 +499,12 @@ REGISTRY: dict[str, Callable[[], Candidate]] = {
     "point-mass-1e-4-at-a": _make("point-mass-1e-4-at-a", point_mass_at_a_, known_bad=True,
                                   defect="each element replaced by RN(a) with probability 1e-4",
                                   caught_by=("atoms", "tails", "extremes", "gof")),
+    "fallback-mean-1e-5": _make("fallback-mean-1e-5", fallback_at_mean_, known_bad=True,
+                                defect="each element replaced by RN(mean) with probability 1e-5",
+                                caught_by=("spikes", "scan")),
+    "hole-2e-5": _make("hole-2e-5", hole_, known_bad=True,
+                       defect="the quantiles [0.3, 0.3 + 2e-5) are never produced (a narrow hole)",
+                       caught_by=("scan",)),
 }
 
 

@@ -136,6 +136,7 @@ class DrawTask:
     store_path: str
     pg_timeout_s: float
     declared_invariant: bool = False
+    watch: tuple = ()  # stage 2: mass bins whose exact values are tallied (spikes; harness.run)
 
 
 @dataclass
@@ -149,21 +150,36 @@ class RankResult:
 
     def pack(self) -> "RankResult":
         """Histograms travel as (bins, counts) of their non-empty bins: a 32-bit part's 2^20
-        bins are 8 MB, mostly zeros at small n."""
+        bins are 8 MB (its mass bins ~4.6 MB), mostly zeros at small n."""
         s = self.summary
-        if s is not None and isinstance(s.hist, np.ndarray):
-            nz = np.flatnonzero(s.hist)
-            s.hist = ("sparse", s.hist.size, nz.astype(np.int64), s.hist[nz])
+        if s is not None:
+            for name in ("hist", "mass_hist"):
+                h = getattr(s, name)
+                if isinstance(h, np.ndarray):
+                    nz = np.flatnonzero(h)
+                    setattr(s, name, ("sparse", h.size, nz.astype(np.int64), h[nz]))
         return self
 
     def unpack(self) -> "RankResult":
         s = self.summary
-        if s is not None and isinstance(s.hist, tuple):
-            _, size, nz, counts = s.hist
-            hist = np.zeros(size, dtype=np.int64)
-            hist[nz] = counts
-            s.hist = hist
+        if s is not None:
+            for name in ("hist", "mass_hist"):
+                h = getattr(s, name)
+                if isinstance(h, tuple):
+                    _, size, nz, counts = h
+                    dense = np.zeros(size, dtype=np.int64)
+                    dense[nz] = counts
+                    setattr(s, name, dense)
         return self
+
+
+def _rank_law(task: DrawTask):
+    """The group's rounded law, rebuilt in the rank's process (cached there by
+    `reference.rounded_law`): the part folds its mass bins as the unsharded engine does."""
+    from reference import TruncatedNormal, rounded_law
+
+    c = task.case
+    return rounded_law(TruncatedNormal(c.mean, c.std, c.a, c.b), task.dtype)
 
 
 class RankFailure(Exception):
@@ -298,7 +314,8 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
     if folds:
         summary = part_summary(task.facts, shape, dtype)
         summary.notes["seed"] = task.seed
-        folder = PartFolder(summary, dtype, device, offsets, local_shape, d)
+        folder = PartFolder(summary, dtype, device, offsets, local_shape, d, law=_rank_law(task),
+                            watch=task.watch or None)
         buffer = torch.empty((per_chunk, *local_shape), dtype=dtype, device=device)
         if halo_from is not None:
             prev_shape = list(stats.boxes[halo_from][1])
@@ -694,7 +711,7 @@ def _failure(failures: dict, world: int) -> CandidateFailure:
 def draw_sharded(candidate, case, dtype, device: str, layout: Layout, law, *, n: int, seed: int,
                  call_timeout: float, chunk_elements: int, min_calls: int,
                  time_budget: float | None, reference_calls: int, store_dir: str | None,
-                 stall_margin_s: float = STALL_MARGIN_S) -> Summary:
+                 stall_margin_s: float = STALL_MARGIN_S, watch: tuple = ()) -> Summary:
     """One stage's draw of a sharded group: the merged Summary with `.sharding` set.
     Raises CandidateFailure when a rank's candidate raised or hung, or a rank died."""
     world = layout.world_size
@@ -709,7 +726,8 @@ def draw_sharded(candidate, case, dtype, device: str, layout: Layout, law, *, n:
                     chunk_elements=chunk_elements, min_calls=min_calls, time_budget=time_budget,
                     reference_calls=reference_calls, store_path=path,
                     pg_timeout_s=call_timeout + stall_margin_s,
-                    declared_invariant=bool(getattr(candidate, "sharding_invariant", False)))
+                    declared_invariant=bool(getattr(candidate, "sharding_invariant", False)),
+                    watch=tuple(watch or ()))
     try:
         results, failures = pool.run(task, stall_s=call_timeout + stall_margin_s)
     finally:
@@ -766,7 +784,8 @@ class ShardedCaseRunner(CaseRunner):
                              min_calls=_min_calls(self.config),
                              time_budget=self.config.case_budget_s if stage == 1 else None,
                              reference_calls=REFERENCE_CALLS if stage == 1 else 0,
-                             store_dir=self.store_dir, stall_margin_s=self.stall_margin_s)
+                             store_dir=self.store_dir, stall_margin_s=self.stall_margin_s,
+                             watch=self.watch_list() if stage == 2 else ())
         except CandidateFailure as failure:
             return failure, (getattr(failure, "candidate_s", 0.0), 0.0)
         for note in s.sharding.notes:

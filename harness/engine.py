@@ -25,6 +25,9 @@ from .summary import ROW_EXTREMES_CAP, LagSums, Summary
 
 _INT_VIEW = {8: torch.int8, 16: torch.int16, 32: torch.int32, 64: torch.int64}
 
+#: Mass-bin counters of this many chunks are counted by one bincount (see `_Folder._flush_mass`).
+PENDING_CHUNKS = 4
+
 # Poison patterns (unsigned bit patterns): NaNs with a payload a sampler is unlikely to compute.
 _POISON = {
     torch.float64: 0x7FF4A5A5A5A5A5A5,
@@ -106,7 +109,8 @@ class _Folder:
     chunk's min/max says a bound was reached, and non-finite bookkeeping only when one is present.
     """
 
-    def __init__(self, summary: Summary, dtype: torch.dtype, device: torch.device):
+    def __init__(self, summary: Summary, dtype: torch.dtype, device: torch.device, law=None,
+                 watch: tuple | None = None):
         from reference import float_format
 
         self.s = summary
@@ -137,11 +141,85 @@ class _Folder:
             self.fine_shift = fine_shift
             self.fine_end = self.fine_lo + (n_fine << fine_shift)
             self.raw_fine = torch.zeros(n_fine + 2, dtype=torch.int64, device=device)
+        self._init_mass_bins(law, watch)
         self.prev_z: torch.Tensor | None = None  # last call of the previous chunk
         self.prev_ints: torch.Tensor | None = None
         self.rows_kept: list = []
         self.n_rows_kept = 0
         self._buffers: dict = {}
+
+    def _init_mass_bins(self, law, watch) -> None:
+        """Mass bins (`reference.rounded.MassBins`) of a 32/64-bit law, and the optional watch list:
+        mass bins whose values are tallied exactly (stage 2 of `spikes`, see harness.run)."""
+        self.mass = None
+        self.pending = None  # main layout: counters of up to PENDING_CHUNKS chunks, not yet counted
+        self.pending_used = 0
+        self.watch_raw = None
+        self.watched: dict = {}
+        mb = getattr(law, "mass_bins", None) if law is not None else None
+        if mb is None or self.exact_hist:
+            return
+        self.mass = mb
+        self.mass_table = torch.from_numpy(mb.raw_table.copy()).to(self.device)
+        self.mass_low_mask = (1 << mb.low_bits) - 1  # main-bin layout
+        self.raw_mass = torch.zeros(mb.n_counters, dtype=torch.int64, device=self.device)
+        self.s.mass_hist = np.zeros(mb.n_bins, dtype=np.int64)
+        if mb.main_first is not None:
+            # The counters refine the main bins: the main histogram comes from them (one bincount
+            # for a few chunks, instead of two per chunk); non-finite elements are found by the
+            # chunk's min/max instead of by their main bins.
+            self.raw_hist = None
+            self.pending = torch.empty(0, dtype=torch.int32 if self.bits <= 32 else torch.int64,
+                                       device=self.device)
+        if watch:
+            bins = np.asarray(sorted(set(int(j) for j in watch)), dtype=np.int64)
+            counters = np.arange(mb.n_counters, dtype=np.int64)
+            mass_of = (counters if mb.mass_first is None
+                       else np.searchsorted(mb.mass_first, counters, side="right") - 1)
+            watched_ordered = np.isin(mass_of, bins)
+            self.watch_raw = torch.as_tensor(watched_ordered[mb.raw_order], device=self.device)
+            self.s.watch_bins = tuple(int(j) for j in bins)
+
+    def _fold_mass(self, packed: torch.Tensor, low: torch.Tensor, ints: torch.Tensor) -> torch.Tensor:
+        """Mass-bin counters: the coarse bin (raw main bin, or fine bin) of each element gives
+        ``packed`` = (first counter, shift) from one table lookup (done by the caller); the
+        element's low key bits shifted are the offset; one bincount, returned (the chunk's
+        counts). ``low`` becomes the counters; ``packed`` is overwritten."""
+        mb = self.mass
+        shift = torch.bitwise_and(packed, (1 << mb.SHIFT_BITS) - 1,
+                                  out=self._buffer("mass_s", tuple(packed.shape), packed.dtype))
+        packed.bitwise_right_shift_(mb.SHIFT_BITS)
+        counter = low.bitwise_right_shift_(shift).add_(packed)
+        chunk = None
+        if self.pending is None:
+            chunk = torch.bincount(counter, minlength=self.raw_mass.numel())
+            self.raw_mass += chunk
+        if self.watch_raw is not None:
+            hit = torch.index_select(self.watch_raw, 0, counter)
+            if bool(hit.any()):
+                values, counts = torch.unique(ints[hit], return_counts=True)
+                for v, c in zip(values.cpu().tolist(), counts.cpu().tolist()):
+                    self.watched[v] = self.watched.get(v, 0) + c
+        return chunk
+
+    def _pending_slot(self, numel: int) -> torch.Tensor:
+        """Room for one chunk's counters in the pending buffer (flushed first when full)."""
+        if self.pending_used + numel > self.pending.numel():
+            self._flush_mass()
+            if numel > self.pending.numel():  # a chunk larger than the first ones
+                self.pending = torch.empty(numel * PENDING_CHUNKS, dtype=self.pending.dtype,
+                                           device=self.device)
+        slot = self.pending[self.pending_used:self.pending_used + numel]
+        self.pending_used += numel
+        return slot
+
+    def _flush_mass(self) -> None:
+        """Count the pending counters: one bincount (and one add into the totals) for several
+        chunks, whose zero-filled output of a few MB costs as much as the counting."""
+        if self.pending is not None and self.pending_used:
+            self.raw_mass += torch.bincount(self.pending[:self.pending_used],
+                                            minlength=self.raw_mass.numel())
+            self.pending_used = 0
 
     def _buffer(self, name: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
         """A reused scratch tensor of `shape`: fresh 16 MB allocations cost more (page faults) than
@@ -171,14 +249,30 @@ class _Folder:
             bins.copy_(ints).bitwise_and_((1 << self.bits) - 1)
         else:
             torch.bitwise_right_shift(ints, shift, out=bins).bitwise_and_((1 << s.hist_bits) - 1)
-        chunk_hist = torch.bincount(bins, minlength=self.raw_hist.numel())
-        self.raw_hist += chunk_hist
-        n_nonfinite = int(chunk_hist.index_select(0, self.raw_nonfinite).sum())
+        if self.raw_hist is not None:
+            chunk_hist = torch.bincount(bins, minlength=self.raw_hist.numel())
+            self.raw_hist += chunk_hist
+        else:
+            # Counters over the main bins (mass bins refine them), written into the pending
+            # buffer and counted a few chunks at a time (`_flush_mass`).
+            packed = torch.index_select(self.mass_table, 0, bins,
+                                        out=self._buffer("mass_t", tuple(bins.shape), self.mass_table.dtype))
+            self._fold_mass(packed, torch.bitwise_and(ints, self.mass_low_mask,
+                                                      out=self._pending_slot(flat.numel())), ints)
+        minmax = None
+        if self.exact_hist:
+            n_nonfinite = int(chunk_hist.index_select(0, self.raw_nonfinite).sum())
+        else:
+            # min/max propagate NaN and keep +-inf: a finite pair means every element is finite
+            minmax = tuple(float(v) for v in torch.aminmax(flat))
+            n_nonfinite = 0
+            if not all(math.isfinite(v) for v in minmax):
+                n_nonfinite = flat.numel() - int(torch.count_nonzero(torch.isfinite(flat)))
         finite = torch.isfinite(flat) if n_nonfinite else None
         if self.raw_fine is not None:
             self._fold_fine(ints)
         if not self.exact_hist:
-            self._fold_counts(flat, ints, finite, n_nonfinite)
+            self._fold_counts(flat, ints, finite, n_nonfinite, minmax if not n_nonfinite else None)
 
         # z is computed around the centre as the work dtype holds it (x - c_work is exact for x
         # near the centre); the power sums are then shifted by delta = (c_work - centre) / scale
@@ -197,7 +291,7 @@ class _Folder:
         total, total_sq = _fixed_sum(z), _fixed_sum(z2)
         if not self.exact_hist:
             cube = _fixed_sum(torch.mul(z2, z, out=scratch))
-            fourth = _fixed_sum(torch.mul(z2, z2, out=scratch))
+            fourth = _fixed_sum_squares(z2)
             s.power_sums += _shifted_power_sums(float(flat.numel() - n_nonfinite), total, total_sq,
                                                 cube, fourth, self.center_shift)
 
@@ -218,13 +312,24 @@ class _Folder:
                                          out=self._buffer("ints", tuple(ints.shape), self.int_dtype))
         keys.bitwise_and_(top).bitwise_xor_(ints)
         keys.clamp_(self.fine_lo - 1, self.fine_end).sub_(self.fine_lo)
+        if self.mass is not None and self.mass.fine is not None:
+            # Mass bins over the fine bins: coarse bin = fine bin + 1 (0 below, n + 1 above), low
+            # bits = the key's offset inside it (all ones below: the below bin is not split).
+            coarse = torch.bitwise_right_shift(keys, self.fine_shift,
+                                               out=self._buffer("mass_c", tuple(keys.shape), keys.dtype))
+            coarse.add_(1)
+            packed = torch.index_select(self.mass_table, 0, coarse,
+                                        out=self._buffer("mass_t", tuple(keys.shape), self.mass_table.dtype))
+            low = torch.bitwise_and(keys, (1 << self.fine_shift) - 1, out=coarse)
+            self._fold_mass(packed, low, ints)
         if self.fine_shift:
             keys.bitwise_right_shift_(self.fine_shift)
         keys.add_(1)
         self.raw_fine += torch.bincount(keys, minlength=self.raw_fine.numel())
 
-    def _fold_counts(self, flat, ints, finite, n_nonfinite: int) -> None:
-        """Counts for dtypes whose histogram bins hold many values (32/64-bit)."""
+    def _fold_counts(self, flat, ints, finite, n_nonfinite: int, minmax=None) -> None:
+        """Counts for dtypes whose histogram bins hold many values (32/64-bit); `minmax`: the
+        chunk's (min, max) when already known and every element is finite."""
         s = self.s
         if n_nonfinite:
             n_unw = int((ints == self.poison).sum())
@@ -237,7 +342,7 @@ class _Folder:
             if n_nonfinite == flat.numel():
                 return
             flat = flat[finite]
-        lo, hi = (float(v) for v in torch.aminmax(flat))
+        lo, hi = minmax if minmax is not None else (float(v) for v in torch.aminmax(flat))
         s.min, s.max = min(s.min, lo), max(s.max, hi)
         # Scalars below are representable in the dtype, so comparing in the dtype is exact.
         if finite is not None:
@@ -344,11 +449,29 @@ class _Folder:
 
     def finish(self) -> Summary:
         s = self.s
-        hist = np.zeros(1 << s.hist_bits, dtype=np.int64)
-        hist[_raw_to_ordered(s.hist_bits)] = self.raw_hist.cpu().numpy()
-        s.hist = hist
+        counters = None
+        self._flush_mass()
+        if self.mass is not None:
+            counters = np.zeros(self.mass.n_counters, dtype=np.int64)
+            counters[self.mass.raw_order] = self.raw_mass.cpu().numpy()
+        if self.raw_hist is not None:
+            hist = np.zeros(1 << s.hist_bits, dtype=np.int64)
+            hist[_raw_to_ordered(s.hist_bits)] = self.raw_hist.cpu().numpy()
+            s.hist = hist
+        else:
+            s.hist = self.mass.counters_to_main(counters)
         if self.raw_fine is not None:
             s.fine_hist = self.raw_fine.cpu().numpy()
+        if self.mass is not None:
+            s.mass_hist = self.mass.counters_to_mass(counters)
+            if self.watch_raw is not None:
+                patterns = np.array(sorted(self.watched), dtype=np.int64)
+                unsigned = (patterns & ((1 << self.bits) - 1) if self.bits < 64 else patterns)
+                keys = self.fmt.keys_from_bits(unsigned.astype(np.uint64))
+                order = np.argsort(keys)
+                s.watch_keys = keys[order]
+                s.watch_counts = np.array([self.watched[int(p)] for p in patterns],
+                                          dtype=np.int64)[order]
         if self.exact_hist:
             _counts_from_exact_histogram(s, self.fmt, self.poison)
         if self.rows_kept:
@@ -495,13 +618,29 @@ def _fixed_sum(t: torch.Tensor) -> float:
     return total
 
 
-def summarize_samples(samples: torch.Tensor, law, shape: tuple | None = None) -> Summary:
-    """Fold samples shaped (calls, *shape) — or flat, with `shape` given — into a Summary."""
+def _fixed_sum_squares(t: torch.Tensor) -> float:
+    """Sum of squares in the same fixed block order as `_fixed_sum`, without writing the squares:
+    each block's 2-norm (one pass, a per-row reduction like the block sums), squared in float64."""
+    flat = t.reshape(-1)
+    whole = flat.numel() // _BLOCK * _BLOCK
+    total = 0.0
+    if whole:
+        norms = torch.linalg.vector_norm(flat[:whole].view(-1, _BLOCK), dim=1)
+        total = float(norms.to(torch.float64).square().sum())
+    if whole < flat.numel():
+        total += float(flat[whole:].to(torch.float64).square().sum())
+    return total
+
+
+def summarize_samples(samples: torch.Tensor, law, shape: tuple | None = None,
+                      watch: tuple | None = None) -> Summary:
+    """Fold samples shaped (calls, *shape) — or flat, with `shape` given — into a Summary
+    (`watch`: mass bins whose values are tallied exactly, as at stage 2 of a run)."""
     if shape is None:
         shape = tuple(samples.shape[1:])
     samples = samples.reshape(-1, *shape) if len(shape) else samples.reshape(-1)
     summary = new_summary(law, shape, samples.dtype)
-    folder = _Folder(summary, samples.dtype, samples.device)
+    folder = _Folder(summary, samples.dtype, samples.device, law, watch)
     folder.fold(samples)
     return folder.finish()
 
@@ -605,7 +744,8 @@ def _prepare(candidate, call_timeout: float | None, folder: "_Folder") -> None:
 
 def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: int, *,
                call_timeout: float | None = 60.0, chunk_elements: int = 1 << 22,
-               min_calls: int = 2, time_budget: float | None = None) -> Summary:
+               min_calls: int = 2, time_budget: float | None = None,
+               watch: tuple | None = None) -> Summary:
     """Draw at least n samples of `case` from `candidate` and fold them into a Summary.
 
     With `time_budget` (seconds of the candidate's own time), stop once the candidate has used
@@ -614,6 +754,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     ``notes["stopped_by_budget"]`` that the budget stopped it. Chunks are cut the same way for
     any n, so ``run_engine(..., n=summary.n)`` without a budget folds the very same chunks and
     gives the same Summary bit for bit (what a `reproduce:` line with ``--samples`` relies on).
+    `watch` (mass-bin indices) asks for the exact values in those bins to be tallied.
     Raises CandidateFailure (kind "raised" or "hang") when a call raises or exceeds call_timeout;
     the exception carries the partial Summary.
     """
@@ -624,7 +765,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     per_chunk = max(1, min(calls_total, chunk_elements // numel))
     summary = new_summary(law, shape, dtype)
     summary.notes["seed"] = seed
-    folder = _Folder(summary, dtype, device)
+    folder = _Folder(summary, dtype, device, law, watch)
     generator = torch.Generator(device=device).manual_seed(seed)
     target = torch.empty(shape, dtype=dtype, device=device)
     buffer = torch.empty((per_chunk, *shape), dtype=dtype, device=device)

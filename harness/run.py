@@ -144,6 +144,17 @@ class CaseRunner:
         self._uncharged[stage] = cost
         return s
 
+    def watch_list(self) -> tuple:
+        """Mass bins whose exact values stage 2 tallies: those stage 1 found most over-represented
+        (`spikes`' stage 2 judges each value there against its own mass). A function of stage 1's
+        Summary alone, whichever check asks for stage 2 first, so all checks share one draw."""
+        s1 = self._summaries.get(1)
+        if "spikes" not in STATISTICAL_CHECKS or s1 is None or isinstance(s1, CandidateFailure):
+            return ()
+        from .checks.stat_local import spike_watch
+
+        return spike_watch(s1, self.law)
+
     def _draw(self, stage: int):
         """Run the engine for one stage -> (Summary or CandidateFailure, (candidate_s, engine_s))."""
         try:
@@ -152,7 +163,8 @@ class CaseRunner:
                            call_timeout=self.config.case_timeout,
                            chunk_elements=self.config.chunk_elements,
                            min_calls=PROFILES[self.config.profile].min_calls,
-                           time_budget=self.config.case_budget_s if stage == 1 else None)
+                           time_budget=self.config.case_budget_s if stage == 1 else None,
+                           watch=self.watch_list() if stage == 2 else None)
             return s, (s.candidate_s, s.engine_s)
         except CandidateFailure as failure:
             partial = failure.summary

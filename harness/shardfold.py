@@ -41,8 +41,10 @@ class PartFolder(_Folder):
     """Folds one rank's box of every call into a part Summary (see `Summary.merge`)."""
 
     def __init__(self, summary: Summary, dtype: torch.dtype, device, offsets: tuple,
-                 local_shape: tuple, shard_dim: int | None):
-        super().__init__(summary, dtype, torch.device(device))
+                 local_shape: tuple, shard_dim: int | None, law=None, watch: tuple | None = None):
+        # With the law, a 32/64-bit part counts its mass bins (and tallies the watched ones'
+        # values) as the engine does, so spikes and scan judge the merged whole.
+        super().__init__(summary, dtype, torch.device(device), law=law, watch=watch)
         self.offsets, self.local_shape = tuple(offsets), tuple(local_shape)
         self.shard_dim = shard_dim
         shape = tuple(summary.shape)
@@ -308,7 +310,8 @@ def part_summary(facts: dict, shape: tuple, dtype: torch.dtype) -> Summary:
 
 
 def fold_layout(batch: torch.Tensor, law, layout: Layout, *, locals_: list | None = None,
-                chunk_calls: int | None = None) -> tuple[list[Summary], ShardingStats]:
+                chunk_calls: int | None = None,
+                watch: tuple | None = None) -> tuple[list[Summary], ShardingStats]:
     """Fold a (calls, *shape) batch as the ranks of `layout` would: one part per rank (only rank 0
     for replicate), and the layout's ShardingStats. `locals_` replaces what each rank holds (a
     list of (calls, *local) batches: a sampler that writes different shards, or replicas that
@@ -329,7 +332,8 @@ def fold_layout(batch: torch.Tensor, law, layout: Layout, *, locals_: list | Non
         if not is_sharded(layout) and r > 0:
             break
         s = part_summary(facts, shape, dtype)
-        folders.append(PartFolder(s, dtype, batch.device, offsets, local, layout.shard_dim))
+        folders.append(PartFolder(s, dtype, batch.device, offsets, local, layout.shard_dim,
+                                  law=law, watch=watch))
     pairs = comparison_pairs(layout, shape)
     for start in range(0, calls, step):
         sl = slice(start, min(calls, start + step))

@@ -13,6 +13,10 @@ Conventions
   with ``shift = bits - hist_bits``: an exact, contiguous interval of representable values, whose
   probability under the rounded law is ``RoundedLaw.hist_bin_probs()[k]``. The histogram counts every
   examined element (poisoned, NaN and Inf included): ``hist.sum() == n``.
+* A 32/64-bit law also gets ``mass_hist``: counts over its mass bins (``RoundedLaw.mass_bins``),
+  contiguous key ranges each holding about 2**-20 of the law or less (a single value may hold more);
+  ``mass_hist.sum() == n``. With a watch list (stage 2), ``watch_keys``/``watch_counts`` tally the
+  exact values seen in the watched mass bins.
 * A narrow 32/64-bit law (one whose support covers few of those bins, e.g. [8, 8.01] in float64)
   also gets ``fine_hist``: the same ordered keys in up to 2**16 bins over its support, plus one
   bin below and one above (``RoundedLaw.fine_bin_probs()``); ``fine_hist.sum() == n`` too.
@@ -104,6 +108,14 @@ class Summary:
     # counts int64[n_bins + 2]: [below key_lo, fine bin 0 .. n_bins-1, at or above the end].
     fine_bins: tuple | None = None
     fine_hist: np.ndarray | None = None
+    # 32/64-bit laws: counts over the law's mass bins (`reference.rounded.MassBins`: contiguous key
+    # ranges of about equal mass, <= 2**-20 each), for the localized checks (spikes, scan).
+    mass_hist: np.ndarray | None = None
+    # Stage 2 of a case whose stage 1 flagged mass bins (harness.run): those bins' exact values,
+    # ordered keys (uint64) and counts, sorted by key.
+    watch_bins: tuple = ()
+    watch_keys: np.ndarray | None = None
+    watch_counts: np.ndarray | None = None
 
     # Per-slice extremes along the last dimension (first ROW_EXTREMES_CAP rows), float64.
     row_len: int = 0
@@ -192,6 +204,9 @@ class Summary:
         out.hist = np.sum([np.asarray(p.hist, dtype=np.int64) for p in parts], axis=0)
         if first.fine_hist is not None:
             out.fine_hist = np.sum([np.asarray(p.fine_hist, dtype=np.int64) for p in parts], axis=0)
+        if all(p.mass_hist is not None for p in parts):
+            out.mass_hist = np.sum([np.asarray(p.mass_hist, dtype=np.int64) for p in parts], axis=0)
+        _merge_watch(out, parts)
         out.power_sums = np.sum([np.asarray(p.power_sums, dtype=np.float64) for p in parts], axis=0)
         out.min = min(float(p.min) for p in parts)
         out.max = max(float(p.max) for p in parts)
@@ -214,6 +229,24 @@ class Summary:
         if out.hist_bits <= 16 and 1 << out.hist_bits == out.hist.size:
             _recount_from_exact_histogram(out)
         return out
+
+
+def _merge_watch(out: "Summary", parts) -> None:
+    """The exact-value tallies of watched mass bins add key by key, when every part watched the
+    same bins (otherwise the whole has none: a tally of some parts would undercount)."""
+    watch = {tuple(p.watch_bins) for p in parts}
+    if len(watch) != 1 or not parts[0].watch_bins:
+        return
+    keys = [np.asarray(p.watch_keys, dtype=np.uint64) for p in parts if p.watch_keys is not None]
+    counts = [np.asarray(p.watch_counts, dtype=np.int64) for p in parts if p.watch_counts is not None]
+    out.watch_bins = tuple(parts[0].watch_bins)
+    if not keys:
+        return
+    all_keys = np.concatenate(keys)
+    unique, inverse = np.unique(all_keys, return_inverse=True)
+    out.watch_keys = unique
+    out.watch_counts = np.bincount(inverse, weights=np.concatenate(counts),
+                                   minlength=unique.size).astype(np.int64)
 
 
 def _farthest_of(values, lo: float, hi: float) -> float:

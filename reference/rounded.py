@@ -45,7 +45,7 @@ import numpy as np
 
 from .dtypes import FloatFormat, float_format
 
-__all__ = ["FineBins", "RoundedLaw", "rounded_law"]
+__all__ = ["FineBins", "MassBins", "RoundedLaw", "rounded_law"]
 
 #: 32/64-bit laws are enumerated atom by atom (exact moments, collision probability) when the
 #: lattice values between the 1e-30 and 1 - 1e-30 quantiles are at most this many.
@@ -57,6 +57,15 @@ ENUMERATE_TAIL = 1e-30
 FINE_BINS_BELOW = 256
 #: At most this many fine bins (each 2**shift consecutive keys).
 FINE_BINS_MAX = 1 << 16
+
+#: Mass bins (32/64-bit laws): each holds at most this much of the law, 2.7e-6 (a single value may
+#: hold more). Fine enough that one value with an extra 1e-5 of the samples, or a hole holding
+#: 1e-5, stands out at the pr n (2**22: <= 11 expected samples per mass bin), and an extra 1e-6 at
+#: the nightly n (2**27: <= 362); coarse enough that the engine's ~6e5 busy counters (float32
+#: N(0, 1)) stay cheap to hit at random: 2**-19 cost 10% more engine time at 1e8 float32 samples.
+MASS_BIN_MASS = 2.0 ** -18.5
+#: A main histogram bin is split into at most 2**MASS_BIN_MAX_SPLIT mass bins.
+MASS_BIN_MAX_SPLIT = 20
 
 
 @dataclass(frozen=True)
@@ -77,6 +86,217 @@ class FineBins:
     def key_end(self) -> int:
         """One past the last key of the last bin."""
         return self.key_lo + (self.n_bins << self.shift)
+
+
+@dataclass(frozen=True, eq=False)
+class MassBins:
+    """A histogram of a 32/64-bit law whose bins hold about equal mass (at most `MASS_BIN_MASS`,
+    unless one value holds more), for the checks that look for localized defects (point masses,
+    narrow holes) that the 2**20 main bins average away (a float32 main bin near 1 holds 1e-4).
+
+    Every bin is a contiguous range of ordered keys, so its mass under the rounded law is exact
+    (``probs``, from the cell edges of its end keys). The bins refine *coarse bins*: the main
+    histogram bins (the key's top ``hist_bits`` bits), or, for a law with `FineBins`, the fine bins
+    (below the support, fine bins 0..n-1, above), whose support would otherwise sit in a handful of
+    main bins. A coarse bin of mass m > MASS_BIN_MASS is split into ``2**r`` runs of equal key
+    count, r = ceil(log2(m / MASS_BIN_MASS)) (at most `MASS_BIN_MAX_SPLIT`, single keys at most);
+    runs of consecutive coarse bins lighter than MASS_BIN_MASS / 2 are merged into one bin (within
+    one window of MASS_BIN_MASS / 2 of the cumulative mass, never across a zero-mass bin: zero-mass
+    runs are bins of their own). Where the density varies inside a coarse bin, its parts differ in
+    mass (tails of a narrow window): ``probs`` says by how much.
+
+    A key whose coarse bin is ``c`` and whose low bits (the key bits below the coarse bin, ordered)
+    are ``low`` falls in mass bin ``start[c] + (low >> shift[c])``; bins increase with the value.
+    The engine counts finer than that over the main bins: one counter per main bin or part of a
+    split one (light main bins are not merged), so its one bincount gives the main histogram too.
+    It looks up ``raw_table[c]`` (packed ``counter start << SHIFT_BITS | shift``; for main bins
+    indexed by the *raw* top bits, whose low bits run backwards for negative values) and puts its
+    raw counters in order once (raw counter ``i`` is counter ``raw_order[i]``), then
+    `counters_to_mass` / `counters_to_main`. It depends on the law alone, so the engine and the
+    checks agree without talking."""
+
+    bits: int  # of the format
+    low_bits: int  # key bits below the coarse bin: 12 / 44 (main bins) or the fine bins' shift
+    fine: "FineBins | None"  # the coarse bins are these fine bins (else the main bins)
+    n_bins: int
+    start: np.ndarray  # int64[coarse bins]
+    shift: np.ndarray  # int64[coarse bins]
+    split: np.ndarray  # bool[coarse bins]
+    probs: np.ndarray  # float64[n_bins]
+    raw_table: np.ndarray  # int32 (float32) / int64 (float64) [coarse bins]
+    raw_order: np.ndarray  # int64[n_counters]
+    n_counters: int  # the engine's counters
+    main_first: "np.ndarray | None"  # int64[main bins]: first counter of each main bin (main layout)
+    mass_first: "np.ndarray | None"  # int64[n_bins]: first counter of each mass bin (None: the same)
+
+    SHIFT_BITS = 6  # shift <= 44 < 2**6
+
+    def counters_to_mass(self, counts: np.ndarray) -> np.ndarray:
+        """Mass-bin counts from the engine's counters (in order)."""
+        return counts if self.mass_first is None else np.add.reduceat(counts, self.mass_first)
+
+    def counters_to_main(self, counts: np.ndarray) -> "np.ndarray | None":
+        """Main-histogram counts from the engine's counters (in order); None over fine bins,
+        whose counters do not refine the main bins (the engine counts those itself)."""
+        return None if self.main_first is None else np.add.reduceat(counts, self.main_first)
+
+    def _coarse_first_key(self, c: np.ndarray) -> np.ndarray:
+        c = np.asarray(c, dtype=np.int64)
+        if self.fine is None:
+            return c.astype(np.uint64) << np.uint64(self.low_bits)
+        fb = self.fine
+        inner = np.uint64(fb.key_lo) + (np.maximum(c - 1, 0).astype(np.uint64) << np.uint64(fb.shift))
+        return np.where(c == 0, np.uint64(0), np.where(c > fb.n_bins, np.uint64(fb.key_end), inner))
+
+    def _coarse_last_key(self, c: np.ndarray) -> np.ndarray:
+        c = np.asarray(c, dtype=np.int64)
+        if self.fine is None:
+            return ((c.astype(np.uint64) + np.uint64(1)) << np.uint64(self.low_bits)) - np.uint64(1)
+        fb = self.fine
+        top = np.uint64((1 << self.bits) - 1)
+        inner = np.uint64(fb.key_lo) + (c.astype(np.uint64) << np.uint64(fb.shift)) - np.uint64(1)
+        return np.where(c == 0, np.uint64(fb.key_lo - 1), np.where(c > fb.n_bins, top, inner))
+
+    def key_ranges(self, j) -> tuple[np.ndarray, np.ndarray]:
+        """First and last ordered key (uint64) of mass bins j (array of ints)."""
+        j = np.atleast_1d(np.asarray(j, dtype=np.int64))
+        # the coarse bins of j: the last coarse bin starting at or before j (a merged run: its last)
+        c_last = np.searchsorted(self.start, j, side="right") - 1
+        c_first = np.searchsorted(self.start, j, side="left")
+        split = self.split[c_last]
+        sh = self.shift[c_last].astype(np.uint64)
+        offset = (j - self.start[c_last]).astype(np.uint64)
+        lo_split = self._coarse_first_key(c_last) + (offset << sh)
+        hi_split = lo_split + (np.uint64(1) << sh) - np.uint64(1)
+        lo = np.where(split, lo_split, self._coarse_first_key(c_first))
+        hi = np.where(split, hi_split, self._coarse_last_key(c_last))
+        return lo, hi
+
+    def n_keys(self, j) -> np.ndarray:
+        """How many bit patterns (ordered keys) mass bins j hold, as float64."""
+        lo, hi = self.key_ranges(j)
+        return (hi - lo).astype(np.float64) + 1.0
+
+    def bin_of_keys(self, keys) -> np.ndarray:
+        """Mass bin of each ordered key (uint64 array): the reference the engine's fold must match."""
+        keys = np.asarray(keys, dtype=np.uint64)
+        if self.fine is None:
+            c = (keys >> np.uint64(self.low_bits)).astype(np.int64)
+            low = keys & ((np.uint64(1) << np.uint64(self.low_bits)) - np.uint64(1))
+        else:
+            fb = self.fine
+            below, above = keys < np.uint64(fb.key_lo), keys >= np.uint64(fb.key_end)
+            rel = np.where(below | above, np.uint64(0), keys - np.uint64(fb.key_lo))
+            c = np.where(below, 0, np.where(above, fb.n_bins + 1,
+                                            (rel >> np.uint64(fb.shift)).astype(np.int64) + 1))
+            low = np.where(below | above, np.uint64(0),
+                           rel & ((np.uint64(1) << np.uint64(fb.shift)) - np.uint64(1)))
+        return self.start[c] + (low >> self.shift[c].astype(np.uint64)).astype(np.int64)
+
+
+def _mass_bins(law) -> "MassBins":
+    """Build the `MassBins` of a 32/64-bit law (see there)."""
+    fmt = law.fmt
+    fb = law.fine_bins
+    if fb is None:
+        hb = fmt.hist_bits
+        low_bits = fmt.bits - hb
+        m = np.asarray(law.hist_bin_probs(), dtype=np.float64)
+        splittable = ~np.isnan(fmt.hist_bin_bounds()[0])  # bins of finite values only
+    else:
+        low_bits = fb.shift
+        m = np.concatenate([[0.0], law.fine_bin_probs(), [0.0]])
+        splittable = np.ones(m.size, dtype=bool)
+        splittable[[0, -1]] = False
+    start, shift, split, sizes, n_bins = _split_and_merge(m, splittable, low_bits)
+    mb = MassBins(fmt.bits, low_bits, fb, n_bins, start, shift, split, np.empty(0),
+                  np.empty(0), np.empty(0), 0, None, None)
+
+    probs = np.bincount(start[~split], weights=m[~split], minlength=n_bins)
+    cs = np.flatnonzero(split)
+    if cs.size:
+        counts = sizes[cs]
+        c_of = np.repeat(cs, counts)
+        offset = np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        sh = shift[c_of].astype(np.uint64)
+        key_lo = mb._coarse_first_key(c_of) + (offset.astype(np.uint64) << sh)
+        # Neighbouring parts of a coarse bin share a cell edge: compute each edge once.
+        edge_lo = fmt.key_cell_edge(key_lo, -1, law._via32)
+        last = np.cumsum(counts) - 1  # the last part of each split coarse bin
+        edge_hi = np.empty_like(edge_lo)
+        edge_hi[:-1] = edge_lo[1:]
+        edge_hi[last] = fmt.key_cell_edge(key_lo[last] + (np.uint64(1) << sh[last]) - np.uint64(1),
+                                          +1, law._via32)
+        probs[start[c_of] + offset] = law._mass(edge_lo, edge_hi)
+    # The engine's counters. Over the fine bins: the mass bins themselves. Over the main bins:
+    # one counter per main bin, or one per part of a split main bin (light bins are not merged),
+    # so that the engine's single bincount gives both histograms (`counters_to_main`,
+    # `counters_to_mass`): the mass bins refine the main bins' counters, which sum to the main ones.
+    if fb is None:
+        c_sizes = np.where(split, sizes, 1)
+        c_start = np.cumsum(c_sizes) - c_sizes
+        n_counters = int(c_sizes.sum())
+        main_first = c_start
+        mass_first = np.empty(n_bins, dtype=np.int64)
+        starts_run = ~split & np.r_[True, start[1:] != start[:-1]]
+        mass_first[start[starts_run]] = c_start[starts_run]
+        if cs.size:
+            counts = sizes[cs]
+            offset = np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+            mass_first[np.repeat(start[cs], counts) + offset] = np.repeat(c_start[cs], counts) + offset
+        # The engine indexes main bins by the raw top bits and adds the *raw* low bits shifted; for
+        # a negative value the ordered low bits are the raw ones complemented, so inside a split
+        # negative main bin the raw counters run backwards.
+        raw_order = np.arange(n_counters, dtype=np.int64)
+        negative = np.arange(m.size) < (1 << (fmt.hist_bits - 1))
+        cn = np.flatnonzero(split & negative)
+        if cn.size:
+            counts = sizes[cn]
+            first = np.repeat(c_start[cn], counts)
+            offset = np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+            raw_order[first + offset] = first + np.repeat(counts, counts) - 1 - offset
+        coarse_of_raw = _raw_to_ordered_bins(fmt.hist_bits)
+    else:
+        c_start, n_counters, main_first, mass_first = start, n_bins, None, None
+        raw_order = np.arange(n_bins, dtype=np.int64)
+        coarse_of_raw = np.arange(m.size)
+    packed = (c_start[coarse_of_raw] << MassBins.SHIFT_BITS) | shift[coarse_of_raw]
+    raw_table = packed.astype(np.int32 if fmt.bits <= 32 else np.int64)
+    for arr in (start, shift, split, probs, raw_table, raw_order, main_first, mass_first):
+        if arr is not None:
+            arr.setflags(write=False)
+    return MassBins(fmt.bits, low_bits, fb, n_bins, start, shift, split, probs, raw_table,
+                    raw_order, n_counters, main_first, mass_first)
+
+
+def _split_and_merge(m: np.ndarray, splittable: np.ndarray, low_bits: int):
+    """(start, shift, split, sizes, n_bins) of the mass bins over coarse bins of masses m."""
+    with np.errstate(divide="ignore"):
+        r = np.ceil(np.log2(np.where(m > 0, m, 1.0) / MASS_BIN_MASS))
+    split = (m > MASS_BIN_MASS) & splittable & (low_bits > 0)
+    r = np.where(split, np.clip(r, 1, min(low_bits, MASS_BIN_MAX_SPLIT)), 0).astype(np.int64)
+    # A new bin where the status (zero / light / alone / split) changes, at every coarse bin that
+    # stands alone or is split, and where the cumulative mass enters a new window of
+    # MASS_BIN_MASS / 2 (a merged run of light bins then holds < MASS_BIN_MASS).
+    half = MASS_BIN_MASS / 2
+    status = np.where(split, 3, np.where(m > half, 2, np.where(m > 0, 1, 0)))
+    window = np.floor(np.cumsum(m) / half)
+    new = np.ones(m.size, dtype=bool)
+    new[1:] = (status[1:] != status[:-1]) | (status[1:] >= 2) | (
+        (status[1:] == 1) & (window[1:] != window[:-1]))
+    sizes = np.where(split, np.int64(1) << r, new.astype(np.int64))
+    ends = np.cumsum(sizes)
+    start = np.where(split | new, ends - sizes, ends - 1).astype(np.int64)
+    shift = np.where(split, low_bits - r, low_bits).astype(np.int64)
+    return start, shift, split, sizes, int(ends[-1])
+
+
+def _raw_to_ordered_bins(hist_bits: int) -> np.ndarray:
+    """Ordered-key bin of each raw top-bits bin (the key's top bits are the raw top bits with the
+    key's bit flips: sign set -> all flipped, else the sign bit set)."""
+    raw = np.arange(1 << hist_bits, dtype=np.int64)
+    sign, mask = 1 << (hist_bits - 1), (1 << hist_bits) - 1
+    return np.where(raw & sign, ~raw & mask, raw | sign)
 
 
 _SQRT2 = np.sqrt(2.0)
@@ -436,6 +656,15 @@ class RoundedLaw:
     def fine_bin_probs(self) -> np.ndarray:
         """Mass of each fine bin (float64[n_bins]); cached. Sums to 1 up to rounding."""
         return self._fine_probs
+
+    # ------------------------------------------------------------------ mass bins
+    @functools.cached_property
+    def mass_bins(self) -> "MassBins | None":
+        """Bins of about equal mass over the whole key range of a 32/64-bit law (see `MassBins`);
+        None for <= 16-bit formats, whose histogram already has one bin per value."""
+        if self.fmt.bits <= 16:
+            return None
+        return _mass_bins(self)
 
     # ------------------------------------------------------------------ moments
     @functools.cached_property

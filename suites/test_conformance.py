@@ -89,6 +89,18 @@ def test_independence(verify, conformance_case):
     verify("independence", conformance_case)
 
 
+@check("spikes")
+def test_spikes(verify, conformance_case):
+    """No single value over-represented: the finest exact bins, then (stage 2) the values themselves."""
+    verify("spikes", conformance_case)
+
+
+@check("scan")
+def test_scan(verify, conformance_case):
+    """No bump or hole at any scale: every interval of a multiscale family, exact binomial tests."""
+    verify("scan", conformance_case)
+
+
 @check("replicas")
 def test_replicas(verify, conformance_case):
     """Sharded groups, Replicate: every rank holds rank 0's bits on every call."""

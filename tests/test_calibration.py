@@ -48,6 +48,11 @@ observed p-values):
 * atoms, tails: binomial counts with small expectations, conservative doubled tails: excluded from
   uniformity (tested by the upper bound of item 2 only).
 
+The localized checks (spikes, scan) are also calibrated where they matter, at the pr n (2**22,
+~8 samples per mass bin) for every case and at the nightly n (2**27) for three, on exact
+multinomial draws of the law's finest bins (what the engine's histogram of n iid draws of the law
+is, without drawing them one by one): `test_localized_checks_do_not_cry_wolf_at_pr_and_nightly_n`.
+
 Parametrized per (candidate, dtype): eight independent blocks (one test each, all three assertions,
 every problem listed) that pytest-xdist spreads over its workers; nothing is shared between tests,
 so any distribution mode works. The run seeds (`SEEDS`) are a fixed block away from the default run seed, chosen
@@ -59,6 +64,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import zlib
 from collections import defaultdict
 
 import numpy as np
@@ -288,3 +294,76 @@ def test_gold_sampler_calibration(cand_name, dtype_str, record_property):
     record_property("uniformity_ks", json.dumps(uniform))
     problems = _fail_verdicts(block) + rate_problems + uniform_problems
     assert not problems, f"{cand_name}/{dtype_str}:\n" + "\n".join(problems)
+
+
+# ------------------------------------------------------------------ localized checks at pr n
+
+#: Seeds per (case, dtype) for the synthetic calibration of the localized checks.
+LOCAL_SEEDS = tuple(range(4_100_000, 4_100_010))
+LOCAL_N = {"pr": 1 << 22, "nightly": 1 << 27}
+LOCAL_NIGHTLY_CASES = ("normal-2sigma", "vit-pos-embed", "tail-5")
+
+
+def _synthetic_summary(law, dtype, counts):
+    from harness.engine import new_summary
+
+    s = new_summary(law, (256, 256), dtype)
+    s.n = int(counts.sum())
+    if law.mass_bins is None:
+        s.hist = counts
+    else:
+        s.mass_hist = counts
+    return s
+
+
+def _local_block(dtype_str: str) -> dict:
+    """spikes and scan on exact multinomial draws of the rounded law's finest bins at the pr n
+    (every case) and the nightly n (three cases): what the engine's histogram of n iid draws of
+    the law is, without drawing the 2**22..2**27 samples one by one."""
+    from harness.checks.stat_local import LocalBins, check_scan, check_spikes
+    from reference import TruncatedNormal, rounded_law
+
+    dtype = getattr(torch, dtype_str)
+    rows = []  # (case, profile, seed, check, p, decisive, message)
+    for case in GRID:
+        law = rounded_law(TruncatedNormal(case.mean, case.std, case.a, case.b), dtype)
+        probs = LocalBins.of(law).probs
+        pvals = probs / probs.sum()
+        for profile, n in LOCAL_N.items():
+            if profile == "nightly" and case.id not in LOCAL_NIGHTLY_CASES:
+                continue
+            for seed in LOCAL_SEEDS:
+                # the case and dtype enter the stream: one seed must not give every case the
+                # same fluctuation (numpy's multinomial maps one stream to similar counts)
+                stream = [seed, n, zlib.crc32(f"{case.id}/{dtype_str}".encode())]
+                counts = np.random.default_rng(stream).multinomial(n, pvals).astype(np.int64)
+                s = _synthetic_summary(law, dtype, counts)
+                for name, fn in (("spikes", check_spikes), ("scan", check_scan)):
+                    o = fn(s, law)
+                    rows.append((case.id, profile, seed, name, float(o.p_value), bool(o.decisive),
+                                 o.message))
+    return {"rows": rows}
+
+
+@pytest.mark.parametrize("dtype_str", [dtype_name(d) for d in DTYPES])
+def test_localized_checks_do_not_cry_wolf_at_pr_and_nightly_n(dtype_str, record_property):
+    """At the n where they matter (pr: ~8 samples per mass bin, nightly: ~256), spikes and scan
+    on the exact law's histograms: nothing decisive, and no more stage-1 suspicions than a rate
+    of 1e-3 allows (one-sided binomial at 1e-4; their p-values are conservative Bonferroni minima,
+    so the real rate is well below)."""
+    rows = _local_block(dtype_str)["rows"]
+    problems = [f"{c} {prof} seed {seed} {name}: decisive: {msg[:160]}"
+                for c, prof, seed, name, p, dec, msg in rows if dec]
+    stats_out = {}
+    for name in ("spikes", "scan"):
+        ps = np.array([p for *_, nm, p, dec, _ in rows if nm == name])
+        k = int(np.sum(ps < ALPHA_SUSPECT))
+        p_upper = float(stats.binom.sf(k - 1, ps.size, ALPHA_SUSPECT)) if ps.size else 1.0
+        stats_out[name] = {"runs": int(ps.size), "suspicious": k, "p_rate": p_upper,
+                           "min_p": float(ps.min())}
+        if p_upper <= RATE_TEST_LEVEL:
+            worst = sorted((p, c, prof, seed, msg) for c, prof, seed, nm, p, _, msg in rows
+                           if nm == name)[:3]
+            problems.append(f"{name}: {k} of {ps.size} p < {ALPHA_SUSPECT:g}: {worst}")
+    record_property("localized", json.dumps(stats_out))
+    assert not problems, "\n".join(problems)

@@ -59,7 +59,7 @@ def test_registered_names_and_listing():
     names = list(REGISTRY)
     for n in ("torch", "exact", "scipy", "torch-legacy", "fp32-upcast", "rejection-loop", "clamp",
               "scale-2pct-wide", "shift-0.02sigma", "no-tail-beyond-3.5sigma", "antithetic-neighbours",
-              "round-toward-zero", "point-mass-1e-4-at-a"):
+              "round-toward-zero", "point-mass-1e-4-at-a", "fallback-mean-1e-5", "hole-2e-5"):
         assert n in names
     assert not any(n.startswith("selftest-") for n in names)
     # The library adapters (issue 13) are listed after the built-ins; tests/test_libraries.py covers them.
@@ -544,6 +544,19 @@ def test_known_bad_defects_are_present():
     hits = int((pm == -2.0).sum())
     assert 0.4 * n * 1e-4 < hits < 1.6 * n * 1e-4
     assert (pm != -2.0).sum() == n - hits and pm[pm != -2.0].abs().max() < 0.2
+    fb = resolve("fallback-mean-1e-5")(torch.empty(n, dtype=torch.float32), 100.0, 1.0, 98.0, 102.0, gen(5))
+    ex32 = resolve("exact")(torch.empty(n, dtype=torch.float32), 100.0, 1.0, 98.0, 102.0, gen(5))
+    extra = int((fb == 100.0).sum()) - int((ex32 == 100.0).sum())
+    assert 0 < extra < 3 * n * 1e-5 + 5
+    hole = resolve("hole-2e-5")(torch.empty(n, dtype=torch.float64), 0.0, 1.0, -2.0, 2.0, gen(5))
+    from reference import TruncatedNormal
+
+    d = TruncatedNormal(0.0, 1.0, -2.0, 2.0)
+    lo, hi = float(d.ppf(np.array([0.3]))[0]), float(d.ppf(np.array([0.3 + 2e-5]))[0])
+    assert not ((hole > lo + 1e-12) & (hole < hi - 1e-12)).any()
+    ex2 = resolve("exact")(torch.empty(n, dtype=torch.float64), 0.0, 1.0, -2.0, 2.0, gen(5))
+    assert ((ex2 > lo) & (ex2 < hi)).sum() > 0  # ~8 expected there
+    assert hole.abs().max() <= 2
     # Each known-bad one says what it models and which check catches it.
     for name, factory in REGISTRY.items():
         c = factory()

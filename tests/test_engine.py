@@ -236,3 +236,105 @@ def test_sums_do_not_depend_on_the_thread_count():
         torch.set_num_threads(threads)
     assert np.array_equal(one.power_sums, many.power_sums)
     assert one.lag1 == many.lag1 and one.successive == many.successive
+
+
+# ------------------------------------------------------------------ mass bins (issue 14)
+
+MASS_CASES = [case_by_id("normal-2sigma"), case_by_id("tail-5"), case_by_id("large-mean"),
+              case_by_id("narrow-window-8"), case_by_id("tiny-std")]
+
+
+def _keys_of(x: torch.Tensor, fmt) -> np.ndarray:
+    bits = dtype_bits(x.dtype)
+    patterns = x.reshape(-1).view(_INT_VIEW[bits]).numpy().astype(np.int64)
+    unsigned = patterns & ((1 << bits) - 1) if bits < 64 else patterns
+    return fmt.keys_from_bits(unsigned.astype(np.uint64))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+@pytest.mark.parametrize("case", MASS_CASES, ids=lambda c: c.id)
+def test_mass_bins_fold_equals_a_direct_count(case, dtype):
+    """Samples of the law, its support ends and their neighbours, random bit patterns (NaN, inf,
+    poison): the engine's mass-bin counts equal a direct numpy count of each key's mass bin
+    (`MassBins.bin_of_keys`), every key lies in its bin's key range, and the watched bins' exact
+    tallies equal a direct count."""
+    law = _law(case, dtype)
+    mb = law.mass_bins
+    fmt, bits = law.fmt, dtype_bits(dtype)
+    g = torch.Generator().manual_seed(8)
+    inside = torch.empty(30_000, dtype=dtype)
+    resolve("exact")(inside, case.mean, case.std, case.a, case.b, g)
+    edges = torch.tensor(np.r_[fmt.next_down(law.support_lo), law.support_lo, law.support_hi,
+                               fmt.next_up(law.support_hi), 0.0, -0.0, np.inf, -np.inf], dtype=dtype)
+    raw = torch.randint(-2**62, 2**62, (5000,), generator=g, dtype=torch.int64)
+    noise = (raw.to(_INT_VIEW[bits]) if bits < 64 else raw).view(dtype)
+    x = torch.cat([inside, edges, noise, poison_(torch.empty(5, dtype=dtype))])
+    keys = _keys_of(x, fmt)
+    j = mb.bin_of_keys(keys)
+    watch = tuple(int(v) for v in np.unique(j[:3]))
+    s = summarize_samples(x.reshape(1, -1), law, watch=watch)
+    assert np.array_equal(s.mass_hist, np.bincount(j, minlength=mb.n_bins))
+    lo, hi = mb.key_ranges(j)
+    assert np.all((lo <= keys) & (keys <= hi))
+    sel = np.isin(j, watch)
+    uk, uc = np.unique(keys[sel], return_counts=True)
+    assert s.watch_bins == watch
+    assert np.array_equal(s.watch_keys, uk) and np.array_equal(s.watch_counts, uc)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+@pytest.mark.parametrize("case", MASS_CASES, ids=lambda c: c.id)
+def test_mass_bins_partition_the_keys_with_exact_masses(case, dtype):
+    """Contiguous key ranges covering every pattern in order; masses >= 0 summing to 1; a split
+    main bin's parts sum to its mass; no bin heavier than 2 MASS_BIN_MASS unless it is one value
+    or its coarse bin could not be split further (the density is not flat inside it)."""
+    from reference.rounded import MASS_BIN_MASS, MASS_BIN_MAX_SPLIT
+
+    law = _law(case, dtype)
+    mb = law.mass_bins
+    j = np.arange(mb.n_bins)
+    lo, hi = mb.key_ranges(j)
+    assert lo[0] == 0 and hi[-1] == np.uint64((1 << dtype_bits(dtype)) - 1)
+    assert np.all(lo[1:] == hi[:-1] + np.uint64(1)) and np.all(lo <= hi)
+    assert np.all(mb.probs >= 0) and mb.probs.sum() == pytest.approx(1.0, abs=1e-12)
+    assert np.array_equal(mb.bin_of_keys(lo), j) and np.array_equal(mb.bin_of_keys(hi), j)
+    if mb.fine is None:
+        m = law.hist_bin_probs()
+        k = (lo >> np.uint64(mb.low_bits)).astype(np.int64)
+        split = mb.split[k]
+        sums = np.bincount(k[split], weights=mb.probs[split], minlength=m.size)
+        heavy = np.flatnonzero(mb.split)
+        np.testing.assert_allclose(sums[heavy], m[heavy], rtol=1e-11)
+    keys = mb.n_keys(j)
+    c = np.searchsorted(mb.start, j, side="right") - 1
+    capped = mb.split[c] & ((mb.low_bits - mb.shift[c]) == min(mb.low_bits, MASS_BIN_MAX_SPLIT))
+    heavy = mb.probs > 2 * MASS_BIN_MASS
+    assert not np.any(heavy & (keys > 1) & ~capped)
+
+
+def test_mass_bins_do_not_depend_on_chunking_or_raw_order():
+    """Chunked folding (several calls per chunk, chunks of uneven size) gives the same mass-bin
+    counts and watched tallies as one fold; negative values (whose raw low bits run backwards)
+    land in the same ordered bins as their keys say."""
+    case = case_by_id("normal-2sigma")
+    law = _law(case, torch.float32)
+    exact = resolve("exact")
+    probe = run_engine(exact, case, torch.float32, "cpu", law, 6 * case.numel, 3,
+                       chunk_elements=1 << 30)
+    watch = tuple(int(v) for v in np.argsort(probe.mass_hist)[-3:])
+    one = run_engine(exact, case, torch.float32, "cpu", law, 6 * case.numel, 3,
+                     chunk_elements=1 << 30, watch=watch)
+    many = run_engine(exact, case, torch.float32, "cpu", law, 6 * case.numel, 3,
+                      chunk_elements=4 * case.numel, watch=watch)
+    assert np.array_equal(one.mass_hist, many.mass_hist) and np.array_equal(one.mass_hist, probe.mass_hist)
+    assert np.array_equal(one.watch_keys, many.watch_keys)
+    assert np.array_equal(one.watch_counts, many.watch_counts)
+    assert one.watch_counts.sum() == one.mass_hist[list(watch)].sum()
+    assert one.mass_hist.sum() == one.n
+
+
+def test_sixteen_bit_summaries_have_no_mass_bins():
+    law = _law(case_by_id("normal-2sigma"), torch.bfloat16)
+    assert law.mass_bins is None
+    s = summarize_samples(torch.zeros(1, 8, dtype=torch.bfloat16), law, watch=(1, 2))
+    assert s.mass_hist is None and s.watch_keys is None

@@ -48,6 +48,11 @@ POWER_PLAN = {
                           "every bf16 atom gets the cell on its far side from zero"),
     "point-mass-1e-4-at-a": ("normal-2sigma", torch.float32, "atoms",
                              "RN(a) = -2 has mass 3.4e-9 in float32; the defect adds 1e-4"),
+    "fallback-mean-1e-5": ("large-mean", torch.float32, "spikes",
+                           "RN(mean) = 100 is an ordinary float32 value (mass 3.2e-6, every value its "
+                           "own mass bin); the defect adds 1e-5 (at mean 0 the value 0 has mass 3e-46)"),
+    "hole-2e-5": ("normal-2sigma", torch.float32, "scan",
+                  "the quantiles [0.3, 0.30002) are [-0.4984, -0.4983]: ~14 mass bins, 1/5 of one main bin"),
 }
 #: nightly-n only (slow): (case, dtype, check)
 SLOW_PLAN = {
@@ -129,6 +134,20 @@ def test_known_bad_is_caught_at_pr_n(name, record_property):
     _assert_caught(name, case_id, dtype, check, results)
     if check != "hang":
         assert results[check].n_stage1 >= PROFILES["pr"].n
+
+
+def test_spikes_stage_two_names_the_fallback_value(record_property):
+    """The fallback value is found by its bin at stage 1, then by name at stage 2 (the runner
+    watches the bins stage 1 flagged): the message names RN(mean) = 100 and its own mass."""
+    config = RunConfig(profile="pr", case_timeout=CASE_TIMEOUT)
+    runner = CaseRunner(resolve("fallback-mean-1e-5"), case_by_id("large-mean"), torch.float32,
+                        "cpu", config)
+    r = runner.run("spikes")
+    assert r.verdict == "fail" and r.n_stage2 == 4 * r.n_stage1, r.message
+    assert "value 100.0:" in r.message
+    assert r.details["worst_value"] == 100.0 and r.details["worst_value_count"] > 100
+    s2 = runner.cached_summary(2)
+    assert s2.watch_bins and 100.0 in runner.law.fmt.values_from_keys(s2.watch_keys)
 
 
 @pytest.mark.slow

@@ -45,6 +45,12 @@ def assert_same_summary(merged: Summary, whole: Summary, float_rtol: float) -> N
     assert np.array_equal(merged.hist, whole.hist)
     if whole.fine_hist is not None:
         assert np.array_equal(merged.fine_hist, whole.fine_hist)
+    if whole.mass_hist is not None:  # 32/64-bit: the mass bins of spikes and scan
+        assert merged.mass_hist is not None and np.array_equal(merged.mass_hist, whole.mass_hist)
+    assert merged.watch_bins == whole.watch_bins
+    if whole.watch_keys is not None:
+        assert np.array_equal(merged.watch_keys, whole.watch_keys)
+        assert np.array_equal(merged.watch_counts, whole.watch_counts)
     assert np.array_equal(merged.row_min, whole.row_min, equal_nan=True)
     assert np.array_equal(merged.row_max, whole.row_max, equal_nan=True)
     for name in ("min", "max", "worst_outside", "worst_outside_strict"):
@@ -82,6 +88,21 @@ def test_merge_of_parts_is_the_fold_of_the_whole(case, dtype, layout):
     merged = Summary.merge(parts)
     # 16-bit: recomputed from the merged histogram, bit for bit; 32-bit: float sums in another order
     assert_same_summary(merged, whole, float_rtol=0 if dtype == torch.bfloat16 else 1e-6)
+
+
+@pytest.mark.parametrize("layout", [Layout(3, "shard0"), Layout(4, "shard1")], ids=lambda l: l.label)
+def test_merge_adds_the_watched_values_of_every_part(layout):
+    """Stage 2 of spikes on a sharded group: each part tallies the exact values of the watched
+    mass bins, and the merge adds them key by key (a value seen by several ranks counted once
+    per occurrence)."""
+    case = case_by_id("normal-2sigma")
+    batch = _draw(case, torch.float32, 2, seed=11)
+    law = _law(case, torch.float32)
+    heaviest = tuple(int(j) for j in np.argsort(law.mass_bins.probs)[-3:])
+    whole = summarize_samples(batch, law, watch=heaviest)
+    assert whole.watch_keys is not None and whole.watch_counts.sum() > 0
+    parts, _ = fold_layout(batch, law, layout, watch=heaviest)
+    assert_same_summary(Summary.merge(parts), whole, float_rtol=1e-6)
 
 
 def test_merge_keeps_rows_duplicates_and_poison_in_uneven_chunks():

@@ -1,4 +1,4 @@
-"""The seven statistical checks: pure functions ``(Summary, RoundedLaw, *, alpha) -> Outcome``.
+"""The statistical checks: pure functions ``(Summary, RoundedLaw, *, alpha) -> Outcome``.
 
 ``alpha`` is only used to state the minimum detectable effect (MDE); the verdict is taken by
 `harness.run.CaseRunner` from the p-value. Every p-value is valid (exact or conservative) for the rounded
@@ -21,6 +21,7 @@ from .stat_counts import atoms_mde, check_atoms, check_tails, tails_mde
 from .stat_extremes import check_extremes, extremes_mde
 from .stat_fit import check_gof, check_ks, gof_mde, ks_mde
 from .stat_independence import check_independence, independence_mde
+from .stat_local import SPIKES_UNIT, check_scan, check_spikes, scan_mde, spikes_mde
 from .stat_moments import check_moments, moments_mde
 
 STATISTICAL_CHECKS = {
@@ -31,6 +32,8 @@ STATISTICAL_CHECKS = {
     "moments": check_moments,
     "extremes": check_extremes,
     "independence": check_independence,
+    "spikes": check_spikes,
+    "scan": check_scan,
 }
 
 CHECK_DOCS = {
@@ -117,6 +120,36 @@ CHECK_DOCS = {
         "obs/exp for the counts); message names the dimension/component. MDE: |r| = "
         "z_(alpha/2K) / sqrt(pairs) (for counts: the obs/exp ratio on the critical count)."
     ),
+    "spikes": (
+        "Point masses: the most over-represented single values. Bins: every bit pattern for "
+        "16-bit dtypes; for 32/64-bit dtypes the law's mass bins (contiguous runs of values holding "
+        "<= 2^-18.5 = 2.7e-6 of the law each, a single value where one holds more; exact masses), "
+        "where a main histogram bin holds up to 1e-4. Null: iid draws of the rounded law; each bin's count "
+        "is Bin(n, its exact mass): exact upper-tail binomial test, Bonferroni over the K bins of "
+        "positive mass (a count where the law has no mass is decisive). Stage 2 (4x n, fresh "
+        "seed) also tallies the exact values falling in the <= 8 bins stage 1 found most "
+        "over-represented and tests each value's count against Bin(n, P(Y = v)), Bonferroni over "
+        "every bit pattern of those bins, then over the two components. False-alarm rate <= alpha "
+        "per stage (union bound; the watch list depends on stage 1 only). Effect: the worst bin's "
+        "excess as a share of the samples (a value written instead of the law's draw 1e-5 of the "
+        "time shows as 1e-5). MDE: the extra point mass whose median count reaches the level "
+        "alpha/K critical count in the heaviest bin (worst case)."
+    ),
+    "scan": (
+        "Bumps and holes at every scale: a multiscale scan over the same bins as spikes (every "
+        "value for 16-bit dtypes, the mass bins for 32/64-bit). Intervals: windows of w "
+        "consecutive blocks of 2^l bins starting at every block, w in {4, 6} at every level l and "
+        "w in {1, 2, 3} at l = 0 (lengths 1, 2, 3, 4, 6, 8, 12, ...: any run of bins contains an "
+        "interval of the family longer than half of it). Null: iid draws of the rounded law; each "
+        "interval's count is Bin(n, exact mass): exact two-sided binomial test (doubled smaller "
+        "tail); each family (l, w) gets alpha/F, Bonferroni over its intervals (union bound; "
+        "only intervals beyond 3 sd are priced, which can only raise p). A count where the law "
+        "has no mass is decisive. Finds a narrow excess or an empty interval that chi-square "
+        "averages away. False-alarm rate <= alpha. Effect: the worst interval's (observed - "
+        "expected) / n, negative for a hole. MDE: the mass of an interval never produced (a "
+        "hole) that, at the median alignment with typical bins, contains a whole scan interval "
+        "whose empty count is significant (power >= 0.5)."
+    ),
 }
 
 
@@ -136,6 +169,8 @@ def check_mdes(law, n: int, shape: tuple, alpha: float = 1e-3) -> dict:
     row_len = int(shape[-1]) if shape else 0
     out["extremes"] = (extremes_mde(law, n, row_len, alpha), "D (row-extreme PIT vs uniform)")
     out["independence"] = (independence_mde(law, n, tuple(shape), alpha), "abs(r), lag-1 last dim")
+    out["spikes"] = (spikes_mde(law, n, alpha), SPIKES_UNIT)
+    out["scan"] = (scan_mde(law, n, alpha), "hole mass (share of samples)")
     return {k: (float(v) if v is not None else math.nan, u) for k, (v, u) in out.items()}
 
 
