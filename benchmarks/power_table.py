@@ -100,7 +100,7 @@ PLAN = {
     "fallback-mean-1e-5": ("large-mean", torch.float32),
     "hole-2e-5": ("normal-2sigma", torch.float32),
 }
-#: the localized checks' measured power (--simulate): case, dtype, profiles, reps per point
+#: the localized checks' measured power (--simulate): case and dtype
 SIM_CASE = ("normal-2sigma", torch.float32)
 SIM_REPS = 100
 SIM_BISECT = 5  # bisection steps for the measured power-0.5 size (between MDE / 8 and 2 MDE)
@@ -574,9 +574,9 @@ def _sim_summary(law, dtype, counts):
     return s
 
 
-def _sim_spike(law, dtype, n: int, eps: float, rng) -> bool:
+def _sim_spike(law, dtype, n: int, eps: float, rng) -> float:
     """One draw of n samples of the law with an extra point mass eps in its heaviest bin (the
-    worst case): does spikes reject at stage 1 (p < alpha)?"""
+    worst case): spikes' stage-1 p."""
     bins = LocalBins.of(law)
     j = int(np.argmax(bins.probs))
     extra = rng.binomial(n, eps)
@@ -585,7 +585,7 @@ def _sim_spike(law, dtype, n: int, eps: float, rng) -> bool:
     return check_spikes(_sim_summary(law, dtype, counts), law).p_value
 
 
-def _sim_hole(law, dtype, n: int, mass: float, rng) -> bool:
+def _sim_hole(law, dtype, n: int, mass: float, rng) -> float:
     """One draw of n samples of the law conditioned on missing the quantiles [u, u + mass), u
     uniform in [0.2, 0.8) (a random alignment with the bins): scan's stage-1 p."""
     probs = LocalBins.of(law).probs.copy()

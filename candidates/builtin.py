@@ -436,7 +436,7 @@ def hole_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     interval inside the support holding 2e-5 of the mass is empty.
 
     Models a hole from a coarse uniform lattice or a table lookup that skips an entry. For N(0, 1)
-    on +-2 sigma the hole is [-0.4984, -0.4983] (~1800 float32 values; 0.2 of one main histogram
+    on +-2 sigma the hole is [-0.4984, -0.4983] (~1800 float32 values; ~0.4 of one main histogram
     bin, so gof and ks do not see it at pr n). In 16-bit dtypes the hole is narrower than one
     value's cell and only thins that value by 2e-5. Caught by: scan (an empty run of mass bins).
     """

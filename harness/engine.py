@@ -121,11 +121,9 @@ class _Folder:
         self.exact_hist = summary.hist_bits == self.bits  # one bin per bit pattern
         self.int_dtype = _INT_VIEW[self.bits]
         self.poison = poison_value(dtype)
-        # Bins are counted in raw bit-pattern order (a shift and a mask per element) and put in
-        # ordered-key order once, in finish(): the two orders differ by a fixed permutation.
-        self.raw_hist = torch.zeros(1 << summary.hist_bits, dtype=torch.int64, device=device)
-        self.raw_nonfinite = torch.as_tensor(_raw_nonfinite_bins(self.fmt).nonzero()[0],
-                                             device=device)
+        # One bin per bit pattern: non-finite values are counted by their bins.
+        self.raw_nonfinite = (torch.as_tensor(_raw_nonfinite_bins(self.fmt).nonzero()[0],
+                                              device=device) if self.exact_hist else None)
         # Work dtype for the correlation sums: float64 for float64 samples, float32 otherwise
         # (exact for every 16-bit value). Per-chunk sums are float32 cascade sums, folded into
         # float64 accumulators: ~1e-7 relative, far below any statistic's standard error.
@@ -142,6 +140,11 @@ class _Folder:
             self.fine_end = self.fine_lo + (n_fine << fine_shift)
             self.raw_fine = torch.zeros(n_fine + 2, dtype=torch.int64, device=device)
         self._init_mass_bins(law, watch)
+        # Bins are counted in raw bit-pattern order (a shift and a mask per element) and put in
+        # ordered-key order once, in finish(): the two orders differ by a fixed permutation. With
+        # mass bins over the main layout the main histogram comes from their counters instead.
+        self.raw_hist = (None if self.pending is not None else
+                         torch.zeros(1 << summary.hist_bits, dtype=torch.int64, device=device))
         self.prev_z: torch.Tensor | None = None  # last call of the previous chunk
         self.prev_ints: torch.Tensor | None = None
         self.rows_kept: list = []
@@ -155,7 +158,7 @@ class _Folder:
         self.pending = None  # main layout: counters of up to PENDING_CHUNKS chunks, not yet counted
         self.pending_used = 0
         self.watch_raw = None
-        self.watched: dict = {}
+        self.watched: list = []  # (distinct values, counts) of each chunk, on the device
         mb = getattr(law, "mass_bins", None) if law is not None else None
         if mb is None or self.exact_hist:
             return
@@ -168,7 +171,6 @@ class _Folder:
             # The counters refine the main bins: the main histogram comes from them (one bincount
             # for a few chunks, instead of two per chunk); non-finite elements are found by the
             # chunk's min/max instead of by their main bins.
-            self.raw_hist = None
             self.pending = torch.empty(0, dtype=torch.int32 if self.bits <= 32 else torch.int64,
                                        device=self.device)
         if watch:
@@ -180,27 +182,25 @@ class _Folder:
             self.watch_raw = torch.as_tensor(watched_ordered[mb.raw_order], device=self.device)
             self.s.watch_bins = tuple(int(j) for j in bins)
 
-    def _fold_mass(self, packed: torch.Tensor, low: torch.Tensor, ints: torch.Tensor) -> torch.Tensor:
+    def _fold_mass(self, packed: torch.Tensor, low: torch.Tensor, ints: torch.Tensor) -> None:
         """Mass-bin counters: the coarse bin (raw main bin, or fine bin) of each element gives
         ``packed`` = (first counter, shift) from one table lookup (done by the caller); the
-        element's low key bits shifted are the offset; one bincount, returned (the chunk's
-        counts). ``low`` becomes the counters; ``packed`` is overwritten."""
+        element's low key bits shifted are the offset. Counted by one bincount per chunk, or (main
+        layout) written to the pending buffer that one bincount counts for several chunks.
+        ``low`` becomes the counters; ``packed`` is overwritten."""
         mb = self.mass
         shift = torch.bitwise_and(packed, (1 << mb.SHIFT_BITS) - 1,
                                   out=self._buffer("mass_s", tuple(packed.shape), packed.dtype))
         packed.bitwise_right_shift_(mb.SHIFT_BITS)
         counter = low.bitwise_right_shift_(shift).add_(packed)
-        chunk = None
         if self.pending is None:
-            chunk = torch.bincount(counter, minlength=self.raw_mass.numel())
-            self.raw_mass += chunk
+            self.raw_mass += torch.bincount(counter, minlength=self.raw_mass.numel())
         if self.watch_raw is not None:
+            # Distinct values of the watched bins and their counts stay on the device (at most
+            # the watched bins' key count per chunk, whatever n is); finish() adds them up.
             hit = torch.index_select(self.watch_raw, 0, counter)
-            if bool(hit.any()):
-                values, counts = torch.unique(ints[hit], return_counts=True)
-                for v, c in zip(values.cpu().tolist(), counts.cpu().tolist()):
-                    self.watched[v] = self.watched.get(v, 0) + c
-        return chunk
+            values, counts = torch.unique(ints[hit], return_counts=True)
+            self.watched.append((values, counts))
 
     def _pending_slot(self, numel: int) -> torch.Tensor:
         """Room for one chunk's counters in the pending buffer (flushed first when full)."""
@@ -465,13 +465,12 @@ class _Folder:
         if self.mass is not None:
             s.mass_hist = self.mass.counters_to_mass(counters)
             if self.watch_raw is not None:
-                patterns = np.array(sorted(self.watched), dtype=np.int64)
+                patterns, per_value = _add_tallies(self.watched, self.int_dtype, self.device)
                 unsigned = (patterns & ((1 << self.bits) - 1) if self.bits < 64 else patterns)
                 keys = self.fmt.keys_from_bits(unsigned.astype(np.uint64))
                 order = np.argsort(keys)
                 s.watch_keys = keys[order]
-                s.watch_counts = np.array([self.watched[int(p)] for p in patterns],
-                                          dtype=np.int64)[order]
+                s.watch_counts = per_value[order]
         if self.exact_hist:
             _counts_from_exact_histogram(s, self.fmt, self.poison)
         if self.rows_kept:
@@ -500,6 +499,19 @@ def _raw_to_ordered(hist_bits: int):
     order = np.where(raw & sign, ~raw & mask, raw | sign)
     order.setflags(write=False)  # cached: shared by every fold
     return order
+
+
+def _add_tallies(tallies: list, int_dtype: torch.dtype, device) -> tuple[np.ndarray, np.ndarray]:
+    """Sum (distinct values, counts) pairs over chunks: the distinct bit patterns (int64) and
+    their total counts, one device->host copy."""
+    if not tallies:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    values = torch.cat([v for v, _ in tallies])
+    counts = torch.cat([c for _, c in tallies])
+    distinct, inverse = torch.unique(values, return_inverse=True)
+    totals = torch.zeros(distinct.numel(), dtype=torch.int64, device=device)
+    totals.index_add_(0, inverse, counts.to(torch.int64))
+    return distinct.to(torch.int64).cpu().numpy(), totals.cpu().numpy()
 
 
 def _raw_nonfinite_bins(fmt):

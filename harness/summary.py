@@ -14,7 +14,7 @@ Conventions
   probability under the rounded law is ``RoundedLaw.hist_bin_probs()[k]``. The histogram counts every
   examined element (poisoned, NaN and Inf included): ``hist.sum() == n``.
 * A 32/64-bit law also gets ``mass_hist``: counts over its mass bins (``RoundedLaw.mass_bins``),
-  contiguous key ranges each holding about 2**-20 of the law or less (a single value may hold more);
+  contiguous key ranges each holding about 2**-18.5 of the law or less (a single value may hold more);
   ``mass_hist.sum() == n``. With a watch list (stage 2), ``watch_keys``/``watch_counts`` tally the
   exact values seen in the watched mass bins.
 * A narrow 32/64-bit law (one whose support covers few of those bins, e.g. [8, 8.01] in float64)
@@ -109,7 +109,7 @@ class Summary:
     fine_bins: tuple | None = None
     fine_hist: np.ndarray | None = None
     # 32/64-bit laws: counts over the law's mass bins (`reference.rounded.MassBins`: contiguous key
-    # ranges of about equal mass, <= 2**-20 each), for the localized checks (spikes, scan).
+    # ranges of about equal mass, ~2**-18.5 each at most), for the localized checks (spikes, scan).
     mass_hist: np.ndarray | None = None
     # Stage 2 of a case whose stage 1 flagged mass bins (harness.run): those bins' exact values,
     # ordered keys (uint64) and counts, sorted by key.
@@ -237,11 +237,11 @@ def _merge_watch(out: "Summary", parts) -> None:
     watch = {tuple(p.watch_bins) for p in parts}
     if len(watch) != 1 or not parts[0].watch_bins:
         return
-    keys = [np.asarray(p.watch_keys, dtype=np.uint64) for p in parts if p.watch_keys is not None]
-    counts = [np.asarray(p.watch_counts, dtype=np.int64) for p in parts if p.watch_counts is not None]
     out.watch_bins = tuple(parts[0].watch_bins)
-    if not keys:
-        return
+    if any(p.watch_keys is None or p.watch_counts is None for p in parts):
+        return  # a part without its tally: no tally of the whole (spikes judges the bins alone)
+    keys = [np.asarray(p.watch_keys, dtype=np.uint64) for p in parts]
+    counts = [np.asarray(p.watch_counts, dtype=np.int64) for p in parts]
     all_keys = np.concatenate(keys)
     unique, inverse = np.unique(all_keys, return_inverse=True)
     out.watch_keys = unique

@@ -58,11 +58,12 @@ FINE_BINS_BELOW = 256
 #: At most this many fine bins (each 2**shift consecutive keys).
 FINE_BINS_MAX = 1 << 16
 
-#: Mass bins (32/64-bit laws): each holds at most this much of the law, 2.7e-6 (a single value may
-#: hold more). Fine enough that one value with an extra 1e-5 of the samples, or a hole holding
-#: 1e-5, stands out at the pr n (2**22: <= 11 expected samples per mass bin), and an extra 1e-6 at
-#: the nightly n (2**27: <= 362); coarse enough that the engine's ~6e5 busy counters (float32
-#: N(0, 1)) stay cheap to hit at random: 2**-19 cost 10% more engine time at 1e8 float32 samples.
+#: Mass bins (32/64-bit laws): each holds about this much of the law at most, 2.7e-6 (a bin is split
+#: into runs of equal key count, so a part may exceed it by a hair; a single value may hold more).
+#: Fine enough that one value with an extra 1e-5 of the samples, or a hole holding 1e-5, stands out
+#: at the pr n (2**22: <= ~11.3 expected samples per mass bin), and an extra 1e-6 at the nightly n
+#: (2**27: <= ~362); coarse enough that the engine's counters (float32 N(0, 1): ~1.1e6 with mass,
+#: 1.6e6 in all) stay cheap to hit at random: 2**-19 cost 10% more engine time at 1e8 samples.
 MASS_BIN_MASS = 2.0 ** -18.5
 #: A main histogram bin is split into at most 2**MASS_BIN_MAX_SPLIT mass bins.
 MASS_BIN_MAX_SPLIT = 20

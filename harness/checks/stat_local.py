@@ -4,7 +4,7 @@ at every scale), which the omnibus checks average away.
 Both read the finest exact histogram the Summary holds (`LocalBins`): for 16-bit (and 8-bit)
 dtypes the histogram of every bit pattern, one bin per value; for 32/64-bit dtypes the law's *mass
 bins* (``summary.mass_hist``, `reference.rounded.MassBins`): contiguous key ranges that each hold at
-most 2**-18.5 = 2.7e-6 of the law (a single value may hold more), where a main histogram bin near 1 holds
+most about 2**-18.5 = 2.7e-6 of the law (a single value may hold more), where a main histogram bin near 1 holds
 1e-4 of float32 N(0, 1) and one extra value, or a narrow hole, moves its count by a few units in
 hundreds. Every bin is a contiguous range of values with an exact mass under the rounded law.
 

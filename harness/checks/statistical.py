@@ -123,7 +123,7 @@ CHECK_DOCS = {
     "spikes": (
         "Point masses: the most over-represented single values. Bins: every bit pattern for "
         "16-bit dtypes; for 32/64-bit dtypes the law's mass bins (contiguous runs of values holding "
-        "<= 2^-18.5 = 2.7e-6 of the law each, a single value where one holds more; exact masses), "
+        "about 2^-18.5 = 2.7e-6 of the law each at most, a single value where one holds more; exact masses), "
         "where a main histogram bin holds up to 1e-4. Null: iid draws of the rounded law; each bin's count "
         "is Bin(n, its exact mass): exact upper-tail binomial test, Bonferroni over the K bins of "
         "positive mass (a count where the law has no mass is decisive). Stage 2 (4x n, fresh "
