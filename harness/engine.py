@@ -465,7 +465,7 @@ class _Folder:
         if self.mass is not None:
             s.mass_hist = self.mass.counters_to_mass(counters)
             if self.watch_raw is not None:
-                patterns, per_value = _add_tallies(self.watched, self.int_dtype, self.device)
+                patterns, per_value = _add_tallies(self.watched, self.device)
                 unsigned = (patterns & ((1 << self.bits) - 1) if self.bits < 64 else patterns)
                 keys = self.fmt.keys_from_bits(unsigned.astype(np.uint64))
                 order = np.argsort(keys)
@@ -501,7 +501,7 @@ def _raw_to_ordered(hist_bits: int):
     return order
 
 
-def _add_tallies(tallies: list, int_dtype: torch.dtype, device) -> tuple[np.ndarray, np.ndarray]:
+def _add_tallies(tallies: list, device) -> tuple[np.ndarray, np.ndarray]:
     """Sum (distinct values, counts) pairs over chunks: the distinct bit patterns (int64) and
     their total counts, one device->host copy."""
     if not tallies:
