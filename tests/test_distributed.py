@@ -118,6 +118,33 @@ def test_exact_counter_is_the_unsharded_tensor_on_every_layout():
         assert runner.run("sharding").verdict == "pass"
 
 
+def test_ranks_fold_the_mass_bins_and_the_watched_values_of_the_whole():
+    """Stage 2 of a float32 sharded group on real ranks: the merged mass-bin counts and the
+    watched values' tallies (spikes) are those of the unsharded tensor from the same seed
+    (exact-counter writes it bit for bit on every layout)."""
+    import numpy as np
+
+    from harness.run import CaseRunner
+
+    case = case_by_id("normal-2sigma")
+    plain = CaseRunner(resolve("exact-counter"), case, torch.float32, "cpu", CFG)
+    seen = np.flatnonzero(plain.summary(2).mass_hist)
+    watch = tuple(int(j) for j in seen[:: max(1, seen.size // 8)][:8])
+    plain = CaseRunner(resolve("exact-counter"), case, torch.float32, "cpu", CFG)
+    plain.watch_list = lambda: watch
+    whole = plain.summary(2)
+    assert whole.watch_counts is not None and whole.watch_counts.sum() >= len(watch)
+    for layout in (Layout(2, "shard0"), Layout(2, "shard1")):
+        runner = _runner("exact-counter", case=case, layout=layout)
+        runner.watch_list = lambda: watch
+        merged = runner.summary(2)
+        assert merged.n == whole.n
+        assert np.array_equal(merged.mass_hist, whole.mass_hist), layout
+        assert merged.watch_bins == whole.watch_bins
+        assert np.array_equal(merged.watch_keys, whole.watch_keys), layout
+        assert np.array_equal(merged.watch_counts, whole.watch_counts), layout
+
+
 def _one_rank(tmp_path, body: str, name: str = "bad", others: str = "local") -> str:
     """A candidate that runs `body` on rank 1 of a DTensor; elsewhere it fills the local shard
     with the exact sampler (`others="local"`: no collective) or is exact-counter (`"counter"`:
