@@ -77,7 +77,7 @@ from harness.checks.stat_fit import gof_groups, gof_mde, ks_mde  # noqa: E402
 from harness.checks.stat_independence import independence_mde  # noqa: E402
 from harness.checks.stat_local import (LocalBins, _critical_excess, _hole_guaranteed,  # noqa: E402
                                        check_scan, check_spikes, scan_families, scan_mde,
-                                       spikes_mde)
+                                       spikes_mde, synthetic_summary)
 from harness.checks.stat_moments import moments_mde  # noqa: E402
 from harness.power import mde_table, samples_drawn  # noqa: E402
 from harness.run import CaseRunner, RunConfig, dtype_name  # noqa: E402
@@ -562,18 +562,6 @@ def _sim_counts(rng, n: int, probs: np.ndarray) -> np.ndarray:
     return rng.multinomial(n, probs / probs.sum()).astype(np.int64)
 
 
-def _sim_summary(law, dtype, counts):
-    from harness.engine import new_summary
-
-    s = new_summary(law, (256, 256), dtype)
-    s.n = int(counts.sum())
-    if law.mass_bins is None:
-        s.hist = counts
-    else:
-        s.mass_hist = counts
-    return s
-
-
 def _sim_spike(law, dtype, n: int, eps: float, rng) -> float:
     """One draw of n samples of the law with an extra point mass eps in its heaviest bin (the
     worst case): spikes' stage-1 p."""
@@ -582,7 +570,7 @@ def _sim_spike(law, dtype, n: int, eps: float, rng) -> float:
     extra = rng.binomial(n, eps)
     counts = _sim_counts(rng, n - extra, bins.probs)
     counts[j] += extra
-    return check_spikes(_sim_summary(law, dtype, counts), law).p_value
+    return check_spikes(synthetic_summary(law, dtype, counts), law).p_value
 
 
 def _sim_hole(law, dtype, n: int, mass: float, rng) -> float:
@@ -594,7 +582,7 @@ def _sim_hole(law, dtype, n: int, mass: float, rng) -> float:
     lo, hi = np.concatenate([[0.0], cum[:-1]]), cum
     overlap = np.clip(np.minimum(hi, u + mass) - np.maximum(lo, u), 0.0, None)
     thinned = np.clip(probs - overlap, 0.0, None)
-    return check_scan(_sim_summary(law, dtype, _sim_counts(rng, n, thinned)), law).p_value
+    return check_scan(synthetic_summary(law, dtype, _sim_counts(rng, n, thinned)), law).p_value
 
 
 def _power(sim, law, dtype, n: int, size: float, alpha: float, reps: int, tag: int) -> float:

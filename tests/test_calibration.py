@@ -304,23 +304,11 @@ LOCAL_N = {"pr": 1 << 22, "nightly": 1 << 27}
 LOCAL_NIGHTLY_CASES = ("normal-2sigma", "vit-pos-embed", "tail-5")
 
 
-def _synthetic_summary(law, dtype, counts):
-    from harness.engine import new_summary
-
-    s = new_summary(law, (256, 256), dtype)
-    s.n = int(counts.sum())
-    if law.mass_bins is None:
-        s.hist = counts
-    else:
-        s.mass_hist = counts
-    return s
-
-
 def _local_block(dtype_str: str) -> dict:
     """spikes and scan on exact multinomial draws of the rounded law's finest bins at the pr n
     (every case) and the nightly n (three cases): what the engine's histogram of n iid draws of
     the law is, without drawing the 2**22..2**27 samples one by one."""
-    from harness.checks.stat_local import LocalBins, check_scan, check_spikes
+    from harness.checks.stat_local import LocalBins, check_scan, check_spikes, synthetic_summary
     from reference import TruncatedNormal, rounded_law
 
     dtype = getattr(torch, dtype_str)
@@ -337,7 +325,7 @@ def _local_block(dtype_str: str) -> dict:
                 # same fluctuation (numpy's multinomial maps one stream to similar counts)
                 stream = [seed, n, zlib.crc32(f"{case.id}/{dtype_str}".encode())]
                 counts = np.random.default_rng(stream).multinomial(n, pvals).astype(np.int64)
-                s = _synthetic_summary(law, dtype, counts)
+                s = synthetic_summary(law, dtype, counts)
                 for name, fn in (("spikes", check_spikes), ("scan", check_scan)):
                     o = fn(s, law)
                     rows.append((case.id, profile, seed, name, float(o.p_value), bool(o.decisive),

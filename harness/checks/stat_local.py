@@ -229,23 +229,48 @@ def value_masses(law, values: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(mass), mass, 0.0)
 
 
-@quiet
-def check_spikes(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
-    unit = SPIKES_UNIT
+def _judged_counts(summary: Summary, law, unit: str, mde_of, alpha: float):
+    """What spikes and scan judge: (bins, counts, n, mde), or the Outcome that settles the check
+    first (no mass-bin counts, no samples, samples where the law has no mass, a one-bin law)."""
     bins = LocalBins.of(law)
     counts = bins.counts(summary)
     if counts is None:
         return not_applicable("the Summary has no mass-bin counts", unit)
-    probs = bins.probs
     n = int(counts.sum())
     if n == 0:
         return not_applicable("no samples", unit)
-    mde = spikes_mde(law, n, alpha)
-    bad = _impossible(counts, probs, bins, unit, mde)
+    mde = mde_of(law, n, alpha)
+    bad = _impossible(counts, bins.probs, bins, unit, mde)
     if bad is not None:
         return bad
     if bins.n_positive < 2:
         return not_applicable("the law is one value (or one bin)", unit)
+    return bins, counts, n, mde
+
+
+def synthetic_summary(law, dtype, counts: np.ndarray) -> Summary:
+    """A Summary holding only the finest-bin counts (`LocalBins`: every value for 16-bit dtypes,
+    the mass bins otherwise): what the calibration and the power simulation feed spikes and scan
+    in place of the engine's histogram of n draws."""
+    from ..engine import new_summary
+
+    s = new_summary(law, (256, 256), dtype)
+    s.n = int(counts.sum())
+    if law.mass_bins is None:
+        s.hist = counts
+    else:
+        s.mass_hist = counts
+    return s
+
+
+@quiet
+def check_spikes(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
+    unit = SPIKES_UNIT
+    judged = _judged_counts(summary, law, unit, spikes_mde, alpha)
+    if isinstance(judged, Outcome):
+        return judged
+    bins, counts, n, mde = judged
+    probs = bins.probs
     k = bins.n_positive
     cand, ps = _spike_bin_pvalues(counts, probs, n)
     if cand.size:
@@ -391,20 +416,11 @@ def scan_mde(law, n: int, alpha: float = 1e-3) -> float:
 @quiet
 def check_scan(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     unit = SCAN_UNIT
-    bins = LocalBins.of(law)
-    counts = bins.counts(summary)
-    if counts is None:
-        return not_applicable("the Summary has no mass-bin counts", unit)
+    judged = _judged_counts(summary, law, unit, scan_mde, alpha)
+    if isinstance(judged, Outcome):
+        return judged
+    bins, counts, n, mde = judged
     probs = bins.probs
-    n = int(counts.sum())
-    if n == 0:
-        return not_applicable("no samples", unit)
-    mde = scan_mde(law, n, alpha)
-    bad = _impossible(counts, probs, bins, unit, mde)
-    if bad is not None:
-        return bad
-    if bins.n_positive < 2:
-        return not_applicable("the law is one value (or one bin)", unit)
     lo, hi = bins.first, bins.last
     families = scan_families(hi - lo + 1)
     (adj, level, w, start, obs, lam), screened = _scan(counts[lo:hi + 1], probs[lo:hi + 1], n, families)
