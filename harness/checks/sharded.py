@@ -34,9 +34,9 @@ from scipy import stats
 
 from ..result import Outcome
 from ..summary import Summary
-from .stat_common import (binom_mde_ratio, binom_two_sided, binom_upper, bonferroni, clip_p,
-                          norm_two_sided, not_applicable, quiet, z_crit)
-from .stat_independence import DUP_POISSON_MAX_PER_CALL, collision_rates
+from .stat_common import (binom_two_sided, binom_upper, bonferroni, clip_p, norm_two_sided,
+                          not_applicable, quiet)
+from .stat_independence import DUP_POISSON_MAX_PER_CALL, collision_rates, component_mde
 
 SHARDED_CHECK_NAMES = ("replicas", "shards", "sharding")
 
@@ -121,17 +121,6 @@ def _components(summary: Summary, law, st):
     return comps
 
 
-def _mde(spec, level: float) -> float:
-    if isinstance(spec, tuple):
-        if spec[0] == "binom":
-            return binom_mde_ratio(spec[1], spec[2], level, upward=True)
-        lam = spec[1]
-        if lam <= 0:
-            return math.inf
-        return float((stats.poisson.isf(level, lam) + 1) / lam)
-    return z_crit(level) / math.sqrt(spec)
-
-
 @quiet
 def check_shards(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     unit = "obs/exp"
@@ -156,7 +145,7 @@ def check_shards(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     details["calls_equal"] = sum(pp.calls_equal for pp in st.pairs)
     details["pairs"] = len(st.pairs)
     return Outcome(statistic=float(eff), p_value=p, effect=float(eff), effect_unit=eff_unit,
-                   mde=_mde(spec, level), message=msg, details=details)
+                   mde=component_mde(spec, level), message=msg, details=details)
 
 
 @quiet

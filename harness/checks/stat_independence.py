@@ -135,7 +135,9 @@ def _components(summary: Summary, law, alpha: float):
     return comps
 
 
-def _mde(spec, level: float) -> float:
+def component_mde(spec, level: float) -> float:
+    """The effect detectable with power 0.5 at `level` by one component: a count ("binom", n, q)
+    or ("poisson", lam) as an obs/exp ratio, or a correlation over `spec` pairs as |r|."""
     if isinstance(spec, tuple):
         if spec[0] == "binom":
             return binom_mde_ratio(spec[1], spec[2], level, upward=True)
@@ -176,7 +178,7 @@ def check_independence(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome
     if unit == "obs/exp" and isinstance(spec, tuple) and spec[0] == "binom" and eff < 1:
         mde = binom_mde_ratio(spec[1], spec[2], level, upward=False)
     else:
-        mde = _mde(spec, level)
+        mde = component_mde(spec, level)
     corr_effects = [abs(c[2]) for c in comps if c[3] == "correlation r"]
     others = "; ".join(c[5] for i, c in enumerate(comps) if i != j and c[1] < 1e-3)
     msg = f"worst: {text}" + (f"; also {others}" if others else "") + f" ({len(comps)} components)"
