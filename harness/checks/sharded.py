@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import math
 
-from scipy import stats
-
 from ..result import Outcome
 from ..summary import Summary
-from .stat_common import (binom_two_sided, binom_upper, bonferroni, clip_p, norm_two_sided,
+from .stat_common import (binom_two_sided, binom_upper, bonferroni, norm_two_sided,
                           not_applicable, quiet)
-from .stat_independence import DUP_POISSON_MAX_PER_CALL, collision_rates, component_mde
+from .stat_independence import (DUP_POISSON_MAX_PER_CALL, collision_rates, component_mde,
+                                poisson_count_component)
 
 SHARDED_CHECK_NAMES = ("replicas", "shards", "sharding")
 
@@ -103,21 +102,18 @@ def _components(summary: Summary, law, st):
             if per_call <= DUP_POISSON_MAX_PER_CALL:
                 lam = pair.calls * per_call
                 k = int(pair.dup_rows)
-                p = clip_p(stats.poisson.sf(k - 1, lam)) if k > 0 else 1.0
-                comps.append((f"{tag}: repeated rows", p, k / lam if lam > 0 else (math.inf if k else 1.0),
-                              "obs/exp", ("poisson", lam),
-                              f"{tag}: {k} of {pair.rows} rows of shard {pair.i} repeat a row of "
-                              f"shard {pair.j} in the same call vs {lam:.3g} expected"))
+                comps.append(poisson_count_component(
+                    f"{tag}: repeated rows", k, lam,
+                    f"{tag}: {k} of {pair.rows} rows of shard {pair.i} repeat a row of "
+                    f"shard {pair.j} in the same call vs {lam:.3g} expected"))
         if pair.box_numel and pair.calls and 0 < q < 1:
             per_call = q ** pair.box_numel
             if per_call <= DUP_POISSON_MAX_PER_CALL:
                 lam = pair.calls * per_call
                 k = int(pair.calls_equal)
-                p = clip_p(stats.poisson.sf(k - 1, lam)) if k > 0 else 1.0
-                comps.append((f"{tag}: equal shards", p, k / lam if lam > 0 else (math.inf if k else 1.0),
-                              "obs/exp", ("poisson", lam),
-                              f"{tag}: bit-identical in {k} of {pair.calls} calls vs {lam:.3g} "
-                              f"expected"))
+                comps.append(poisson_count_component(
+                    f"{tag}: equal shards", k, lam,
+                    f"{tag}: bit-identical in {k} of {pair.calls} calls vs {lam:.3g} expected"))
     return comps
 
 

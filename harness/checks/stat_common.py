@@ -179,6 +179,19 @@ def bins_label(law, k0: int, k1: int) -> str:
         return f"bins {k0}..{k1}"
 
 
+def cached_on_law(law, attr: str, build):
+    """``build(law)``, cached as the law's attribute `attr` (a law is immutable and shared by every
+    check of a case); computed afresh for a law that takes no attributes."""
+    cache = getattr(law, attr, None)
+    if cache is None:
+        cache = build(law)
+        try:
+            setattr(law, attr, cache)
+        except Exception:
+            pass
+    return cache
+
+
 class LawBins:
     """The bins the fit checks (gof, ks, tails) compare, with the law's mass of each.
 
@@ -198,15 +211,7 @@ class LawBins:
 
     @classmethod
     def of(cls, law) -> "LawBins":
-        """Cached on the law (a law is immutable and shared by every check of a case)."""
-        cache = getattr(law, "_stat_law_bins", None)
-        if cache is None:
-            cache = cls(law)
-            try:
-                law._stat_law_bins = cache
-            except Exception:
-                pass
-        return cache
+        return cached_on_law(law, "_stat_law_bins", cls)
 
     def counts(self, summary) -> np.ndarray:
         if not self.fine:

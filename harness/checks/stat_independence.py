@@ -123,16 +123,23 @@ def _components(summary: Summary, law, alpha: float):
         if per_call <= DUP_POISSON_MAX_PER_CALL:
             lam = calls * per_call
             k_dup = int(summary.n_duplicate_rows)
-            p_dup = clip_p(stats.poisson.sf(k_dup - 1, lam)) if k_dup > 0 else 1.0
-            ratio = k_dup / lam if lam > 0 else (math.inf if k_dup else 1.0)
-            comps.append(["duplicate rows", p_dup, ratio, "obs/exp", ("poisson", lam),
-                          f"duplicate rows: {k_dup} of {n_rows} rows vs {lam:.3g} expected"])
+            comps.append(poisson_count_component(
+                "duplicate rows", k_dup, lam,
+                f"duplicate rows: {k_dup} of {n_rows} rows vs {lam:.3g} expected"))
     elif m >= 2 and rows_per_call >= 2 and n_rows > 0 and q <= 0:
         k_dup = int(summary.n_duplicate_rows)
         comps.append(["duplicate rows", 0.0 if k_dup else 1.0, math.inf if k_dup else 1.0,
                       "obs/exp", ("poisson", 0.0),
                       f"duplicate rows: {k_dup} of {n_rows} rows vs 0 expected"])
     return comps
+
+
+def poisson_count_component(name: str, k: int, lam: float, text: str) -> tuple:
+    """A component for a count that is Poisson(lam) under the null (rare coincidences): exact
+    upper-tail p, obs/exp effect; (name, p, effect, unit, MDE spec, message)."""
+    p = clip_p(stats.poisson.sf(k - 1, lam)) if k > 0 else 1.0
+    ratio = k / lam if lam > 0 else (math.inf if k else 1.0)
+    return (name, p, ratio, "obs/exp", ("poisson", lam), text)
 
 
 def component_mde(spec, level: float) -> float:

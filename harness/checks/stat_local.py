@@ -33,7 +33,8 @@ from scipy import stats
 
 from ..result import Outcome
 from ..summary import Summary
-from .stat_common import binom_two_sided, binom_upper, bins_label, clip_p, fmt_value, not_applicable, quiet
+from .stat_common import (binom_two_sided, binom_upper, bins_label, cached_on_law, clip_p, fmt_value,
+                          not_applicable, quiet)
 
 #: Counts at most this many standard deviations from their expectation are not priced exactly
 #: (their tail probability is far above any Bonferroni-adjusted level; see the module docstring).
@@ -75,15 +76,7 @@ class LocalBins:
 
     @classmethod
     def of(cls, law) -> "LocalBins":
-        """Cached on the law (immutable, shared by every check of a case)."""
-        cache = getattr(law, "_stat_local_bins", None)
-        if cache is None:
-            cache = cls(law)
-            try:
-                law._stat_local_bins = cache
-            except Exception:
-                pass
-        return cache
+        return cached_on_law(law, "_stat_local_bins", cls)
 
     def counts(self, summary) -> np.ndarray | None:
         """The Summary's counts over these bins; None when it was built without mass bins (a
