@@ -1,3 +1,3 @@
-"""Registers the conformance plugin (options, parametrization, result rows); see harness/plugin.py."""
+"""Registers the conformance plugin (options, parametrization, result rows); see harness/plugin/."""
 
 pytest_plugins = ["harness.plugin"]

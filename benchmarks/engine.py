@@ -105,7 +105,7 @@ def measure_one(dtype_name: str, n: int, candidate_name: str, case_id: str, thre
     from harness.cases import PROFILES, case_by_id
     from harness.checks import STATISTICAL_CHECKS
     from harness.engine import run_engine
-    from harness.run import RunConfig
+    from harness.runner import RunConfig
     from harness.seeds import DEFAULT_RUN_SEED, derive_seed
     from reference import TruncatedNormal, rounded_law
 
@@ -199,14 +199,14 @@ def naive_baseline(out: dict, cand, case, dtype, seed: int, summary_min: float,
 
 def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_name: str,
                  rows: int = 25) -> str:
-    """torch.profiler over one `_Folder.fold` of an n-element chunk; per-step wall times too."""
+    """torch.profiler over one `Folder.fold` of an n-element chunk; per-step wall times too."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from candidates import resolve
     from harness import engine
     from harness.cases import case_by_id
-    from harness.engine import _Folder, new_summary
+    from harness.engine import Folder, new_summary
     from reference import TruncatedNormal, rounded_law
 
     torch_threads = _set_threads(threads)
@@ -222,7 +222,7 @@ def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_
         cand(batch[i], case.mean, case.std, case.a, case.b, gen)
 
     def folder():
-        return _Folder(new_summary(law, tuple(case.shape), dtype), dtype, torch.device("cpu"), law)
+        return Folder(new_summary(law, tuple(case.shape), dtype), dtype, torch.device("cpu"), law)
 
     folder().fold(batch)  # warm-up (first-call allocations, caches)
     t0 = time.perf_counter()
@@ -255,7 +255,7 @@ def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_
              f"fold wall time: {plain_s:.3f} s without the profiler ({plain_s / (calls * numel) * 1e9:.1f} "
              f"ns/sample), {profiled_s:.3f} s under it",
              "",
-             "| step of _Folder.fold | wall s | share |", "|---|---:|---:|"]
+             "| step of Folder.fold | wall s | share |", "|---|---:|---:|"]
     for name, sec in sorted(steps.items(), key=lambda kv: -kv[1]):
         lines.append(f"| {name} | {sec:.3f} | {sec / profiled_s:.0%} |")
     rest = profiled_s - sum(steps.values())
@@ -503,7 +503,7 @@ def main(argv=None) -> int:
                    help="profile one fold of N samples (first of --dtypes) with torch.profiler")
     args = p.parse_args(argv)
     if args.chunk_elements is None:
-        from harness.run import RunConfig
+        from harness.runner import RunConfig
 
         args.chunk_elements = RunConfig().chunk_elements
 

@@ -71,16 +71,17 @@ from candidates import REGISTRY, resolve  # noqa: E402
 from candidates.builtin import FALLBACK_RATE, HOLE_AT, HOLE_MASS  # noqa: E402
 from harness.cases import PROFILES, case_by_id  # noqa: E402
 from harness.checks.stat_common import binom_mde_ratio  # noqa: E402
-from harness.checks.stat_counts import _atom_sides, tail_sets  # noqa: E402
+from harness.checks.stat_counts import atom_sides, tail_sets  # noqa: E402
 from harness.checks.stat_extremes import extremes_mde  # noqa: E402
 from harness.checks.stat_fit import gof_groups, gof_mde, ks_mde  # noqa: E402
 from harness.checks.stat_independence import independence_mde  # noqa: E402
-from harness.checks.stat_local import (LocalBins, _critical_excess, _hole_guaranteed,  # noqa: E402
+from harness.checks.stat_local import (LocalBins, critical_excess, hole_guaranteed,  # noqa: E402
                                        check_scan, check_spikes, scan_families, scan_mde,
                                        spikes_mde, synthetic_summary)
 from harness.checks.stat_moments import moments_mde  # noqa: E402
-from harness.power import mde_table, samples_drawn  # noqa: E402
-from harness.run import CaseRunner, RunConfig, dtype_name  # noqa: E402
+from harness.checks.power import mde_table, samples_drawn  # noqa: E402
+from harness.runner import CaseRunner, RunConfig  # noqa: E402
+from reference.dtypes import dtype_name  # noqa: E402
 from reference import TruncatedNormal, rounded_law  # noqa: E402
 
 MDE_CASES = (("normal-2sigma", torch.float32), ("abs-bounds-trap", torch.bfloat16))
@@ -347,7 +348,7 @@ def _binom_detects(n: int, p: float, ratio: float, level: float) -> bool:
     return False
 
 def _atoms_pred(law, d, alpha):
-    sides = _atom_sides(law)
+    sides = atom_sides(law)
     if not sides:
         return None, None
     level = alpha / len(sides)
@@ -425,12 +426,12 @@ def _local_row(check, law, d, alpha):
         else:  # the one-bin family of the scan, two-sided
             size = next(size for level_, w, size in families if level_ == 0 and w == 1)
             level = alpha / (2 * len(families) * size)
-        n = smallest_n(lambda m: _critical_excess(m, q, level) <= eps)
+        n = smallest_n(lambda m: critical_excess(m, q, level) <= eps)
         return f"extra {eps:.3g} of the samples on {value!r} (its bin's mass {q:.3g})", n
     if d.hole is not None and check == "scan":
         start, mass = d.hole
         q_local = float(np.mean(_hole_bins(law, start, mass)))
-        n = smallest_n(lambda m: _hole_guaranteed(families, len(families), q_local, m, alpha) <= mass)
+        n = smallest_n(lambda m: hole_guaranteed(families, len(families), q_local, m, alpha) <= mass)
         return f"hole of mass {mass:.3g} (bins of ~{q_local:.3g} there)", n
     return "—", None
 

@@ -9,18 +9,26 @@
 * `candidates.protocol` — `Candidate`, the ``@candidate(...)`` declaration decorator, the adapters
   `functional` and `sigma_bounds`; its docstring documents the conventions and declarations.
 * `candidates.loader` — `resolve` and `CandidateNotFound` (one-line messages).
-* `candidates.builtin` — ``REGISTRY`` (name -> zero-argument factory) and the built-in samplers.
+* `candidates.registry` — ``REGISTRY`` (name -> zero-argument factory), ``SELFTEST_REGISTRY``.
+* `candidates.builtin` — the built-in samplers, good and known-bad; `candidates.sharded` — the
+  DTensor ones (``exact-counter``, ``local-shard``).
+* `candidates.kernels` — what the harness's own samplers share: the exact inverse CDF in float64,
+  argument validation, a counter-based uniform stream (computed from `reference` alone).
 * `candidates.libraries` — adapters for other libraries' samplers (jax, keras-*, tensorflow*, timm*,
   paddle): ``LIBRARIES`` lists them without importing anything; each module is imported when named.
 * `candidates.selftest` — ``selftest-*`` candidates for the harness's own tests (resolvable by name,
   not listed in ``REGISTRY``).
 * `candidates.rounding` — correct float64 -> dtype casts (torch's own rounds twice for 16-bit).
 
-Importing this package does not import `reference`; the exact-based samplers import it on first use.
+Layers (checked by the import contract in ``.importlinter``): loader -> registry -> builtin,
+sharded, selftest, libraries -> kernels -> protocol, rounding -> reference. Nothing here imports
+`harness`.
+
+Importing this package imports `reference.dtypes` (the one table of dtype names) but no law; the
+exact-based samplers build their laws on first use.
 """
 
-from candidates.builtin import REGISTRY
-from candidates.loader import CandidateNotFound, registered_names, resolve
+from candidates.loader import CandidateNotFound, resolve
 from candidates.protocol import (
     DEFAULT_DEVICES,
     DEFAULT_DTYPES,
@@ -31,7 +39,7 @@ from candidates.protocol import (
     functional,
     sigma_bounds,
 )
-from candidates.selftest import SELFTEST_REGISTRY
+from candidates.registry import REGISTRY, SELFTEST_REGISTRY, registered_names
 
 __all__ = [
     "Candidate",

@@ -38,24 +38,21 @@ explicit generator they leave the global RNG state unchanged; the same seed give
 
 from __future__ import annotations
 
-import hashlib
 import math
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from candidates.kernels import (CHUNK, exact_based, harness_version, rn_scalar,
+                                truncated_normal, validate_args)
 from candidates.protocol import Candidate
 from candidates.rounding import rn_cast, rz_cast
 
 __all__ = [
-    "REGISTRY",
-    "CHUNK",
-    "validate_args",
+    "BUILTINS",
     "exact_trunc_normal_",
-    "exact_fill",
     "scipy_trunc_normal_",
     "torch_legacy_trunc_normal_",
     "fp32_upcast_trunc_normal_",
@@ -69,122 +66,7 @@ __all__ = [
     "point_mass_at_a_",
     "fallback_at_mean_",
     "hole_",
-    "harness_version",
 ]
-
-#: Elements per chunk in the float64 samplers: bounds their scratch memory (a few float64 arrays of
-#: this size) independently of the tensor's size. Even, so antithetic pairs never straddle chunks.
-CHUNK = 2**22
-
-# u is a multiple of 2**-53 in [0, 1) (torch's CPU float64 uniform); shifting by half a cell maps it to
-# the midpoints (2k+1)*2**-54, symmetric under u <-> 1-u and never 0, so neither tail ever yields +-inf
-# (ppf(0) = a = -inf for an untruncated law) and both tails are resolved down to 2**-54.
-_HALF_CELL = 2.0**-54
-
-
-def harness_version() -> str:
-    """sha256[:12] over the harness-side code the built-ins run (candidates/ and reference/)."""
-    if _VERSION_CACHE:
-        return _VERSION_CACHE[0]
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for sub in ("candidates", "reference"):
-        for p in sorted((root / sub).glob("*.py")):
-            h.update(p.name.encode())
-            h.update(p.read_bytes())
-    _VERSION_CACHE.append(h.hexdigest()[:12])
-    return _VERSION_CACHE[0]
-
-
-_VERSION_CACHE: list[str] = []
-
-
-def validate_args(mean, std, a, b) -> tuple[float, float, float, float]:
-    """Floats (mean, std, a, b), or ValueError for parameters that define no truncated normal."""
-    mean, std, a, b = float(mean), float(std), float(a), float(b)
-    if math.isnan(mean) or math.isinf(mean):
-        raise ValueError(f"trunc_normal: mean must be finite, got {mean}")
-    if not math.isfinite(std) or std <= 0:
-        raise ValueError(f"trunc_normal: std must be finite and > 0, got {std}")
-    if math.isnan(a) or math.isnan(b):
-        raise ValueError(f"trunc_normal: bounds must not be NaN, got a={a}, b={b}")
-    if a > b:
-        raise ValueError(f"trunc_normal: need a <= b, got a={a} > b={b}")
-    if a == b and math.isinf(a):
-        raise ValueError(f"trunc_normal: a == b == {a} is not a finite point")
-    return mean, std, a, b
-
-
-def _rn_scalar(v: float, tensor: torch.Tensor) -> torch.Tensor:
-    """RN(v) in the tensor's dtype as a 0-d tensor (fill_(float) would round twice for 16-bit)."""
-    return rn_cast(torch.tensor(v, dtype=torch.float64), tensor.dtype).to(tensor.device)
-
-
-def _inverse_cdf(dist, u: torch.Tensor) -> torch.Tensor:
-    """X = F^-1(u) for u in [0, 1), float64 on u's device, exact in both tails (see _HALF_CELL)."""
-    un = u.cpu().numpy()
-    lower = un < 0.5
-    # Index arrays with take/put: several times faster than boolean-mask get/set on 4M elements.
-    lo, hi = np.flatnonzero(lower), np.flatnonzero(~lower)
-    x = np.empty_like(un)
-    if lo.size:
-        x.put(lo, dist.ppf(un.take(lo) + _HALF_CELL))
-    if hi.size:
-        # 1 - u is exact for u >= 0.5 (Sterbenz), so the upper tail probability loses nothing.
-        x.put(hi, dist.isf(np.maximum((1.0 - un.take(hi)) - _HALF_CELL, _HALF_CELL)))
-    return torch.from_numpy(x).to(u.device)
-
-
-def exact_fill(
-    tensor: torch.Tensor,
-    dist,
-    generator: torch.Generator | None,
-    *,
-    u_map: Callable[[torch.Tensor], torch.Tensor] | None = None,
-    x_map: Callable[[torch.Tensor], torch.Tensor] | None = None,
-    cast: Callable[[torch.Tensor, torch.dtype], torch.Tensor] = rn_cast,
-) -> torch.Tensor:
-    """Fill ``tensor`` (any layout) with ``cast(x_map(F^-1(u_map(u))))`` chunk by chunk, in row-major
-    order of its elements. The hooks let the known-bad samplers inject exactly one defect each.
-    Caller handles validation, meta tensors, empty tensors and no_grad."""
-    n = tensor.numel()
-    # A contiguous tensor is written through a flat view; any other layout gets a contiguous scratch
-    # copied in at the end (copy_ honours the view's strides, leaving the rest of its base untouched).
-    out = tensor.view(-1) if tensor.is_contiguous() else torch.empty(n, dtype=tensor.dtype, device=tensor.device)
-    for start in range(0, n, CHUNK):
-        k = min(CHUNK, n - start)
-        u = torch.rand(k, dtype=torch.float64, device=tensor.device, generator=generator)
-        if u_map is not None:
-            u = u_map(u)
-        x = _inverse_cdf(dist, u)
-        if x_map is not None:
-            x = x_map(x)
-        out[start:start + k].copy_(cast(x, tensor.dtype))
-    if not tensor.is_contiguous():
-        tensor.copy_(out.view(tensor.shape))
-    return tensor
-
-
-def _law(mean: float, std: float, a: float, b: float):
-    from reference import TruncatedNormal  # imported late: reference is numpy-heavy and optional for loading
-
-    return TruncatedNormal(mean, std, a, b)
-
-
-def _exact_based(tensor, mean, std, a, b, generator, make_dist=None, **hooks):
-    """Shared shell of the exact family: validation, meta/empty/point cases, no_grad."""
-    mean, std, a, b = validate_args(mean, std, a, b)
-    if tensor.is_meta:
-        return tensor
-    with torch.no_grad():
-        if tensor.numel() == 0:
-            return tensor
-        if a == b:
-            tensor.copy_(_rn_scalar(a, tensor).expand(tensor.shape))
-            return tensor
-        dist = (make_dist or _law)(mean, std, a, b)
-        return exact_fill(tensor, dist, generator, **hooks)
-
 
 # --------------------------------------------------------------------------------------------- good
 
@@ -196,7 +78,7 @@ def exact_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None
     `reference.TruncatedNormal` (ppf below the median, isf above, so both deep tails are exact) and
     rounds once to the tensor's dtype: its output law *is* the harness's rounded law.
     """
-    return _exact_based(tensor, mean, std, a, b, generator)
+    return exact_based(tensor, mean, std, a, b, generator)
 
 
 def scipy_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
@@ -215,7 +97,7 @@ def scipy_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None
         if n == 0:
             return tensor
         if a == b:
-            tensor.copy_(_rn_scalar(a, tensor).expand(tensor.shape))
+            tensor.copy_(rn_scalar(a, tensor).expand(tensor.shape))
             return tensor
         dev = generator.device if generator is not None else tensor.device
         words = torch.randint(0, 2**62, (4,), generator=generator, device=dev).tolist()
@@ -323,8 +205,8 @@ def scale_2pct_wide_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     Models a sampler whose σ is off (e.g. a wrong variance correction). Caught by: moments (std,
     kurtosis), gof, ks — on cases where the bounds do not hide the scale (not the near-uniform ones).
     """
-    return _exact_based(tensor, mean, std, a, b, generator,
-                        make_dist=lambda m, s, lo, hi: _law(m, s * 1.02, lo, hi))
+    return exact_based(tensor, mean, std, a, b, generator,
+                        make_dist=lambda m, s, lo, hi: truncated_normal(m, s * 1.02, lo, hi))
 
 
 def shift_0p02_sigma_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
@@ -333,8 +215,8 @@ def shift_0p02_sigma_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     Models an off-by-a-bit location (e.g. a bias from an asymmetric rounding of the mean).
     Caught by: moments (mean), ks, gof.
     """
-    return _exact_based(tensor, mean, std, a, b, generator,
-                        make_dist=lambda m, s, lo, hi: _law(m + 0.02 * s, s, lo, hi))
+    return exact_based(tensor, mean, std, a, b, generator,
+                        make_dist=lambda m, s, lo, hi: truncated_normal(m + 0.02 * s, s, lo, hi))
 
 
 def no_tail_beyond_3p5_sigma_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
@@ -348,9 +230,9 @@ def no_tail_beyond_3p5_sigma_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generato
     lo, hi = max(a, mean - 3.5 * std), min(b, mean + 3.5 * std)
     if lo > hi:
         point = a if a > mean else b
-        return _exact_based(tensor, mean, std, point, point, generator)
-    return _exact_based(tensor, mean, std, a, b, generator,
-                        make_dist=lambda m, s, _a, _b: _law(m, s, lo, hi))
+        return exact_based(tensor, mean, std, point, point, generator)
+    return exact_based(tensor, mean, std, a, b, generator,
+                        make_dist=lambda m, s, _a, _b: truncated_normal(m, s, lo, hi))
 
 
 def _antithetic(u: torch.Tensor) -> torch.Tensor:
@@ -369,7 +251,7 @@ def antithetic_neighbours_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=N
     (correlation -1 in quantile space, strongly negative in value). Caught by: independence (lag-1
     along the last dimension).
     """
-    return _exact_based(tensor, mean, std, a, b, generator, u_map=_antithetic)
+    return exact_based(tensor, mean, std, a, b, generator, u_map=_antithetic)
 
 
 def round_toward_zero_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
@@ -380,7 +262,7 @@ def round_toward_zero_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None)
     atom gets the wrong cell), moments (mean biased toward zero where the lattice is coarse, e.g. mean
     100 on [98, 102] in bf16), atoms.
     """
-    return _exact_based(tensor, mean, std, a, b, generator, cast=rz_cast)
+    return exact_based(tensor, mean, std, a, b, generator, cast=rz_cast)
 
 
 def point_mass_at_a_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
@@ -395,8 +277,8 @@ def point_mass_at_a_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
         return torch.where(hit, torch.tensor(float(a), dtype=torch.float64, device=x.device), x)
 
     if math.isinf(float(a)):
-        return _exact_based(tensor, mean, std, a, b, generator)
-    return _exact_based(tensor, mean, std, a, b, generator, x_map=put_a)
+        return exact_based(tensor, mean, std, a, b, generator)
+    return exact_based(tensor, mean, std, a, b, generator, x_map=put_a)
 
 
 # ------------------------------------------------------------------------------ known-bad (issue 14)
@@ -421,7 +303,7 @@ def fallback_at_mean_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
         hit = torch.rand(x.numel(), dtype=torch.float64, device=x.device, generator=generator) < FALLBACK_RATE
         return torch.where(hit, torch.tensor(float(mean), dtype=torch.float64, device=x.device), x)
 
-    return _exact_based(tensor, mean, std, a, b, generator, x_map=put_mean)
+    return exact_based(tensor, mean, std, a, b, generator, x_map=put_mean)
 
 
 def _skip_quantiles(u: torch.Tensor) -> torch.Tensor:
@@ -440,7 +322,7 @@ def hole_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     bin, so gof and ks do not see it at pr n). In 16-bit dtypes the hole is narrower than one
     value's cell and only thins that value by 2e-5. Caught by: scan (an empty run of mass bins).
     """
-    return _exact_based(tensor, mean, std, a, b, generator, u_map=_skip_quantiles)
+    return exact_based(tensor, mean, std, a, b, generator, u_map=_skip_quantiles)
 
 
 # ---------------------------------------------------------------------------------------- registry
@@ -466,7 +348,8 @@ def _scipy_version() -> str:
     return scipy.__version__
 
 
-REGISTRY: dict[str, Callable[[], Candidate]] = {
+#: name -> zero-argument factory of the built-in candidates (`candidates.registry` lists them).
+BUILTINS: dict[str, Callable[[], Candidate]] = {
     "torch": lambda: Candidate(_torch_fn(), name="torch", spec="torch", version=torch.__version__,
                                torch_init_semantics=True),
     "exact": _make("exact", exact_trunc_normal_),
@@ -507,16 +390,3 @@ REGISTRY: dict[str, Callable[[], Candidate]] = {
                        caught_by=("scan",)),
 }
 
-
-def _sharded(name: str) -> Callable[[], Candidate]:
-    """A factory resolved from `candidates.sharded` when first called (it imports this module)."""
-    def factory() -> Candidate:
-        from candidates.sharded import SHARDED_REGISTRY
-
-        return SHARDED_REGISTRY[name]()
-
-    factory.__name__ = f"make_{name.replace('-', '_')}"
-    return factory
-
-
-REGISTRY.update({name: _sharded(name) for name in ("exact-counter", "local-shard")})

@@ -5,7 +5,7 @@ Spec forms:
 * a registered name: ``torch``, ``exact``, ... (`candidates.REGISTRY`), a library adapter ``jax``,
   ``keras-torch``, ``timm``, ... (`candidates.libraries.LIBRARIES`: its adapter module is imported
   only now, its library only when it draws), or a self-test name ``selftest-...``
-  (`candidates.selftest.SELFTEST_REGISTRY`);
+  (`candidates.registry.SELFTEST_REGISTRY`);
 * ``pkg.mod:fn`` — imported with importlib; the part after the colon may be a dotted attribute path
   (``pkg.mod:Sampler.fill``);
 * ``path/to/file.py:fn`` — the file is imported by path under a module name derived from its absolute
@@ -35,9 +35,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from candidates.libraries import LIBRARIES
+from candidates.libraries import make as make_library_candidate
 from candidates.protocol import Candidate
+from candidates.registry import REGISTRY, SELFTEST_REGISTRY, registered_names
 
-__all__ = ["CandidateNotFound", "resolve", "registered_names"]
+__all__ = ["CandidateNotFound", "resolve", "restore", "registered_names"]
 
 
 class CandidateNotFound(Exception):
@@ -49,15 +52,6 @@ class CandidateNotFound(Exception):
         super().__init__(f"--candidate {spec!r}: {self.reason}")
 
 
-def registered_names() -> list[str]:
-    """The built-in names, then the library adapters' names, in registration order (self-test names
-    are not listed). Imports no library and no adapter module."""
-    from candidates.builtin import REGISTRY
-    from candidates.libraries import LIBRARIES
-
-    return list(REGISTRY) + list(LIBRARIES)
-
-
 def resolve(spec: str | Candidate) -> Candidate:
     """The `Candidate` for ``spec`` (see the module docstring); CandidateNotFound if it does not resolve."""
     if isinstance(spec, Candidate):
@@ -65,17 +59,12 @@ def resolve(spec: str | Candidate) -> Candidate:
     if not isinstance(spec, str) or not spec.strip():
         raise CandidateNotFound(spec, "expected a registered name, pkg.mod:fn or path/to/file.py:fn")
     spec = spec.strip()
-    from candidates.builtin import REGISTRY
-    from candidates.libraries import LIBRARIES
-    from candidates.libraries import make as make_library_candidate
-    from candidates.selftest import SELFTEST_REGISTRY
-
     if spec in REGISTRY:
-        return REGISTRY[spec]()
+        return _pickled_by_spec(REGISTRY[spec]())
     if spec in LIBRARIES:
-        return make_library_candidate(spec)
+        return _pickled_by_spec(make_library_candidate(spec))
     if spec in SELFTEST_REGISTRY:
-        return SELFTEST_REGISTRY[spec]()
+        return _pickled_by_spec(SELFTEST_REGISTRY[spec]())
     where, sep, attr_path = spec.rpartition(":")
     if not sep:
         hint = ""
@@ -110,17 +99,23 @@ def resolve(spec: str | Candidate) -> Candidate:
         except (TypeError, ValueError) as e:  # bad harness_* declarations
             raise CandidateNotFound(spec, f"bad candidate declaration on {label}:{attr_path}: {e}") from None
     if _looks_like_path(where):
-        cand._resolve_spec = f"{Path(where).expanduser().resolve()}:{attr_path}"
+        cand.resolve_spec = f"{Path(where).expanduser().resolve()}:{attr_path}"
+    return _pickled_by_spec(cand)
+
+
+def _pickled_by_spec(cand: Candidate) -> Candidate:
+    """Pickle `cand` as its spec: an xdist worker or a rank process resolves it again."""
+    cand.restore = restore
     return cand
 
 
-def _restore(resolve_spec: str, spec: str) -> Candidate:
+def restore(resolve_spec: str, spec: str) -> Candidate:
     """Unpickling: resolve the (absolute) spec, then show the spec the user gave."""
     cand = resolve(resolve_spec)
     if cand.name == resolve_spec:
         cand.name = spec
     cand.spec = spec
-    cand._resolve_spec = resolve_spec
+    cand.resolve_spec = resolve_spec
     return cand
 
 

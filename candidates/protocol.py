@@ -83,6 +83,8 @@ from typing import Any
 
 import torch
 
+from reference.dtypes import DEFAULT_DTYPE_NAMES, dtype_name, torch_dtype
+
 __all__ = [
     "Candidate",
     "DEFAULT_DTYPES",
@@ -98,16 +100,10 @@ __all__ = [
     "normalize_devices",
 ]
 
-DEFAULT_DTYPES: tuple[torch.dtype, ...] = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+DEFAULT_DTYPES: tuple[torch.dtype, ...] = tuple(torch_dtype(n) for n in DEFAULT_DTYPE_NAMES)
 DEFAULT_DEVICES: tuple[str, ...] = ("cpu", "cuda")
 CONVENTIONS = ("torch", "sigma", "functional", "functional-sigma")
 
-_DTYPE_NAMES = {
-    "float64": torch.float64, "double": torch.float64, "fp64": torch.float64, "f64": torch.float64,
-    "float32": torch.float32, "float": torch.float32, "fp32": torch.float32, "f32": torch.float32,
-    "float16": torch.float16, "half": torch.float16, "fp16": torch.float16, "f16": torch.float16,
-    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-}
 
 
 def normalize_dtypes(dtypes: Iterable[Any] | None) -> tuple[torch.dtype, ...]:
@@ -116,16 +112,7 @@ def normalize_dtypes(dtypes: Iterable[Any] | None) -> tuple[torch.dtype, ...]:
         return DEFAULT_DTYPES
     if isinstance(dtypes, (str, torch.dtype)):
         dtypes = (dtypes,)
-    out = []
-    for d in dtypes:
-        if isinstance(d, torch.dtype):
-            out.append(d)
-            continue
-        key = str(d).strip().lower().removeprefix("torch.")
-        if key not in _DTYPE_NAMES:
-            raise ValueError(f"unknown dtype {d!r} (known: {', '.join(sorted(_DTYPE_NAMES))})")
-        out.append(_DTYPE_NAMES[key])
-    return tuple(dict.fromkeys(out))
+    return tuple(dict.fromkeys(torch_dtype(d) for d in dtypes))
 
 
 def normalize_devices(devices: Iterable[Any] | None) -> tuple[str, ...]:
@@ -345,6 +332,10 @@ class Candidate:
             raise TypeError("expresses must be callable: expresses(mean, std, a, b) -> None | reason")
         self.unavailable = unavailable
         self.prepare = prepare
+        # Set by `candidates.loader` on what it resolves: how to pickle by spec (a module-level
+        # function that resolves it again) and the spec to resolve (absolute for a file).
+        self.restore: Callable | None = None
+        self.resolve_spec: str | None = None
         doc = inspect.getdoc(fn) or ""
         self.doc = doc.strip().splitlines()[0] if doc.strip() else ""
 
@@ -381,8 +372,8 @@ class Candidate:
             if reason is not None:
                 return f"candidate {self.name} cannot express {getattr(case, 'id', 'this case')}: {reason}"
         if dtype not in self.dtypes:
-            have = ", ".join(str(d).removeprefix("torch.") for d in self.dtypes)
-            return f"candidate {self.name} does not support {str(dtype).removeprefix('torch.')} (supports {have})"
+            have = ", ".join(dtype_name(d) for d in self.dtypes)
+            return f"candidate {self.name} does not support {dtype_name(dtype)} (supports {have})"
         dev = torch.device(device).type
         if dev not in self.devices:
             return f"candidate {self.name} does not support device {dev} (supports {', '.join(self.devices)})"
@@ -393,12 +384,10 @@ class Candidate:
         return f"{self.name} {self.version}"
 
     def __reduce_ex__(self, protocol):
-        if self.spec is not None:
+        if self.spec is not None and self.restore is not None:
             # Pickle by spec: the receiving process (an xdist worker) resolves it itself. A path spec
             # travels as its absolute form (set by the loader), so a worker in another cwd finds it.
-            from candidates.loader import _restore
-
-            return (_restore, (getattr(self, "_resolve_spec", None) or self.spec, self.spec))
+            return (self.restore, (self.resolve_spec or self.spec, self.spec))
         return super().__reduce_ex__(protocol)
 
     def __repr__(self) -> str:

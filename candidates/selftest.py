@@ -35,10 +35,11 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from candidates.builtin import exact_trunc_normal_, harness_version
+from candidates.builtin import exact_trunc_normal_
+from candidates.kernels import harness_version
 from candidates.protocol import Candidate
 
-__all__ = ["SELFTEST_REGISTRY"]
+__all__ = ["SELFTESTS"]
 
 
 def skip_last_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
@@ -117,7 +118,8 @@ def _make(name: str, fn: Callable, known_bad: bool = True) -> Callable[[], Candi
     return factory
 
 
-SELFTEST_REGISTRY: dict[str, Callable[[], Candidate]] = {
+#: name -> factory of the self-test saboteurs (`candidates.registry` adds the sharded ones).
+SELFTESTS: dict[str, Callable[[], Candidate]] = {
     "selftest-skip-last": _make("selftest-skip-last", skip_last_),
     "selftest-nan-on-bad-args": _make("selftest-nan-on-bad-args", nan_on_bad_args_),
     "selftest-contiguous-copy": _make("selftest-contiguous-copy", contiguous_copy_),
@@ -128,16 +130,3 @@ SELFTEST_REGISTRY: dict[str, Callable[[], Candidate]] = {
     "selftest-slow": _make("selftest-slow", slow_, known_bad=False),
 }
 
-
-def _sharded_selftest(name: str) -> Callable[[], Candidate]:
-    def factory() -> Candidate:
-        from candidates.sharded import SHARDED_SELFTESTS
-
-        return SHARDED_SELFTESTS[name]()
-
-    return factory
-
-
-SELFTEST_REGISTRY.update({name: _sharded_selftest(name) for name in (
-    "selftest-shifted-shards", "selftest-mirrored-shards", "selftest-replica-drift",
-    "selftest-layout-dependent")})

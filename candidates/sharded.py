@@ -1,6 +1,6 @@
 """Built-in candidates for sharded parameters (DTensors), good and known-bad, and their saboteurs.
 
-* ``exact-counter`` (good) — the gold sampler's law (`candidates.builtin.exact_fill`'s inverse CDF
+* ``exact-counter`` (good) — the gold sampler's law (`candidates.kernels.inverse_cdf`
   in float64, one RN cast) with u from a *counter-based* stream: element number k of the whole
   tensor (row-major, global position) gets u = SplitMix64(key + (k + 1) * golden gamma) >> 11 times
   2^-53, the key drawn once per call from the generator. On a DTensor every rank computes its own
@@ -34,28 +34,14 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from candidates.builtin import CHUNK, _inverse_cdf, _law, _rn_scalar, harness_version, validate_args
+from candidates.kernels import (CHUNK, chunk_sizes, counter_uniform, global_flat_index,
+                                harness_version, inverse_cdf, rn_scalar, truncated_normal,
+                                validate_args)
 from candidates.protocol import Candidate
 from candidates.rounding import rn_cast
 
-__all__ = ["exact_counter_trunc_normal_", "local_shard_trunc_normal_", "counter_uniform",
+__all__ = ["exact_counter_trunc_normal_", "local_shard_trunc_normal_",
            "SHARDED_REGISTRY", "SHARDED_SELFTESTS"]
-
-_GAMMA = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-
-
-def counter_uniform(key: int, index: np.ndarray) -> np.ndarray:
-    """u in [0, 1), multiples of 2^-53, of SplitMix64's output number index + 1 from state `key`
-    (a counter-based stream: any element is computed from its index alone)."""
-    with np.errstate(over="ignore"):
-        z = np.uint64(int(key) % (1 << 64)) + (np.asarray(index, dtype=np.uint64) + np.uint64(1)) * _GAMMA
-        z = (z ^ (z >> np.uint64(30))) * _MIX1
-        z = (z ^ (z >> np.uint64(27))) * _MIX2
-        z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53
-
 
 def _is_dtensor(tensor) -> bool:
     try:
@@ -97,15 +83,15 @@ def _box(tensor) -> tuple[tuple, tuple]:
         shape, offsets = compute_local_shape_and_global_offset(tensor.shape, tensor.device_mesh,
                                                                tensor.placements)
         return tuple(int(o) for o in offsets), tuple(int(s) for s in shape)
-    except ImportError:  # pragma: no cover - older torch: a 1-D mesh by hand
-        from harness.layout import Layout, local_box
-
+    except ImportError:  # pragma: no cover - older torch: a 1-D mesh, torch.chunk's split by hand
+        offsets, shape = [0] * tensor.dim(), list(tensor.shape)
         placement = tensor.placements[0]
-        name = f"shard{placement.dim}" if hasattr(placement, "dim") else "replicate"
-        layout = Layout(tensor.device_mesh.size(), name)
-        offsets, shape = local_box(tuple(tensor.shape), layout, _mesh_rank(tensor))
-        assert shape == local_shape
-        return offsets, shape
+        if hasattr(placement, "dim"):
+            sizes = chunk_sizes(tensor.shape[placement.dim], tensor.device_mesh.size())
+            rank = _mesh_rank(tensor)
+            offsets[placement.dim], shape[placement.dim] = sum(sizes[:rank]), sizes[rank]
+        assert tuple(shape) == local_shape
+        return tuple(offsets), tuple(shape)
 
 
 def _counter_fill(tensor, mean, std, a, b, generator, *, key_map=None, index_map=None,
@@ -126,10 +112,8 @@ def _counter_fill(tensor, mean, std, a, b, generator, *, key_map=None, index_map
         if local.numel() == 0:
             return tensor
         if a == b:
-            local.copy_(_rn_scalar(a, local).expand(local.shape))
+            local.copy_(rn_scalar(a, local).expand(local.shape))
             return tensor
-        from harness.layout import global_flat_index
-
         if dtensor:
             offsets, local_shape = _box(tensor)
         else:
@@ -137,7 +121,7 @@ def _counter_fill(tensor, mean, std, a, b, generator, *, key_map=None, index_map
         index = global_flat_index(tuple(tensor.shape), offsets, local_shape)
         if index_map is not None:
             index = index_map(index, tensor)
-        dist = _law(mean, std, a, b)
+        dist = truncated_normal(mean, std, a, b)
         n = local.numel()
         out = local.view(-1) if local.is_contiguous() else torch.empty(n, dtype=local.dtype,
                                                                        device=local.device)
@@ -146,7 +130,7 @@ def _counter_fill(tensor, mean, std, a, b, generator, *, key_map=None, index_map
             u = counter_uniform(key, index[start:start + k])
             if u_map is not None:
                 u = u_map(u, tensor)
-            x = _inverse_cdf(dist, torch.from_numpy(u))
+            x = inverse_cdf(dist, torch.from_numpy(u))
             out[start:start + k].copy_(rn_cast(x, local.dtype).to(local.device))
         if not local.is_contiguous():
             local.copy_(out.view(local.shape))

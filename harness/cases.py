@@ -11,7 +11,7 @@ statistical check draws `STAGE2_FACTOR` times as many on a fresh seed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 INF = math.inf
 

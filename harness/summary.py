@@ -34,6 +34,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from reference.dtypes import float_format
+
+from .bins import counts_from_exact_histogram, farthest_outside, poison_pattern
+
 #: A pair variance below this fraction of its second moment is not resolved by the sums.
 RESOLVABLE_VARIANCE = 1e-6
 
@@ -210,8 +214,8 @@ class Summary:
         out.power_sums = np.sum([np.asarray(p.power_sums, dtype=np.float64) for p in parts], axis=0)
         out.min = min(float(p.min) for p in parts)
         out.max = max(float(p.max) for p in parts)
-        out.worst_outside = _farthest_of([p.worst_outside for p in parts], out.rn_a, out.rn_b)
-        out.worst_outside_strict = _farthest_of([p.worst_outside_strict for p in parts], out.a, out.b)
+        out.worst_outside = farthest_outside([p.worst_outside for p in parts], out.rn_a, out.rn_b)
+        out.worst_outside_strict = farthest_outside([p.worst_outside_strict for p in parts], out.a, out.b)
         for p in parts:
             for dim, sums in p.lag1.items():
                 out.lag1.setdefault(dim, LagSums()).add(
@@ -249,14 +253,6 @@ def _merge_watch(out: "Summary", parts) -> None:
                                    minlength=unique.size).astype(np.int64)
 
 
-def _farthest_of(values, lo: float, hi: float) -> float:
-    def distance(v: float) -> float:
-        return max(lo - v, v - hi, 0.0)
-
-    options = [float(v) for v in values if not np.isnan(v) and distance(float(v)) > 0]
-    return max(options, key=distance) if options else float("nan")
-
-
 def _merge_rows(out: "Summary", parts) -> None:
     """Row extremes, row counts and duplicate rows of the whole from the parts' rows."""
     out.n_rows_total = max(int(p.n_rows_total) for p in parts)
@@ -285,10 +281,4 @@ def _merge_rows(out: "Summary", parts) -> None:
 
 
 def _recount_from_exact_histogram(out: "Summary") -> None:
-    from reference import float_format
-
-    from .engine import _counts_from_exact_histogram, poison_value
-    import torch
-
-    dtype = getattr(torch, out.dtype)
-    _counts_from_exact_histogram(out, float_format(dtype), poison_value(dtype))
+    counts_from_exact_histogram(out, float_format(out.dtype), poison_pattern(out.dtype))

@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-__all__ = ["FloatFormat", "float_format", "SUPPORTED_DTYPES"]
+__all__ = ["FloatFormat", "float_format", "SUPPORTED_DTYPES", "DTYPES", "DEFAULT_DTYPE_NAMES",
+           "DTYPE_ALIASES", "dtype_name", "torch_dtype"]
 
 _U64 = np.uint64
 _I64 = np.int64
@@ -102,12 +103,12 @@ class FloatFormat:
         x = np.asarray(x, dtype=np.float64)
         if self.bits == 32:
             # The hardware float64 -> float32 conversion is one IEEE RN-even (overflow to inf), the
-            # same as `_encode_int`, several times faster (the tests compare both with torch).
+            # same as `encode_int`, several times faster (the tests compare both with torch).
             with np.errstate(over="ignore", invalid="ignore"):
                 return x.astype(np.float32).view(np.uint32).astype(_U64)
-        return self._encode_int(x)
+        return self.encode_int(x)
 
-    def _encode_int(self, x) -> np.ndarray:
+    def encode_int(self, x) -> np.ndarray:
         """Integer RN-even encoding, exact for every format (float64 input, no double rounding)."""
         x = np.asarray(x, dtype=np.float64)
         u = np.ascontiguousarray(x).view(_U64).reshape(x.shape)
@@ -157,7 +158,7 @@ class FloatFormat:
                 return u.astype(np.uint32).view(np.float32).astype(np.float64)
         return self._bits_table[u.astype(np.intp)]
 
-    def _decode_int(self, patterns) -> np.ndarray:
+    def decode_int(self, patterns) -> np.ndarray:
         """Integer decoding (the reference for every format; `decode` uses tables / hardware casts)."""
         u = np.asarray(patterns).astype(_U64) & _U64(self._mask)
         if self.bits == 64:
@@ -200,7 +201,7 @@ class FloatFormat:
 
     @functools.cached_property
     def _bits_table(self) -> np.ndarray:
-        t = self._decode_int(np.arange(1 << self.bits, dtype=_U64))
+        t = self.decode_int(np.arange(1 << self.bits, dtype=_U64))
         t.setflags(write=False)
         return t
 
@@ -237,7 +238,7 @@ class FloatFormat:
         return (r == v) & ~np.isnan(v)
 
     # ---------------------------------------------------------------- lattice neighbours
-    def _step_key(self, keys: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
+    def step_key(self, keys: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
         """Key one step up/down (step=+-1), skipping the fnuz NaN in the middle; and whether it exists."""
         k = np.asarray(keys).astype(_U64)
         valid = (k != _U64(self._mask)) if step > 0 else (k != _U64(0))
@@ -262,7 +263,7 @@ class FloatFormat:
         v = np.asarray(v, dtype=np.float64)
         # -0 and +0 are one value numerically: step from the zero on the far side.
         vv = np.where(v == 0, 0.0 if step > 0 else -0.0, v)
-        k, valid = self._step_key(self.ordered_keys(vv), step)
+        k, valid = self.step_key(self.ordered_keys(vv), step)
         out = np.where(valid, self.values_from_keys(k), np.nan)
         out = np.where(np.isinf(v) & (np.sign(v) == step), v, out)
         out = np.where(out == 0, 0.0, out)  # the neighbour of +-min_subnormal towards 0 is +0
@@ -310,7 +311,7 @@ class FloatFormat:
         """Lower (side=-1) or upper (side=+1) cell edge of the finite values at ordered keys."""
         k = np.asarray(keys).astype(_U64)
         klo, khi = (_U64(x) for x in self.finite_key_range)
-        kn = np.clip(self._step_key(k, side)[0], klo, khi)
+        kn = np.clip(self.step_key(k, side)[0], klo, khi)
         e = self._edge(kn, k, via_float32) if side < 0 else self._edge(k, kn, via_float32)
         outer = np.inf if self.overflow == "saturate" else self._thr(via_float32)
         return np.where(k == (klo if side < 0 else khi), side * outer, e)
@@ -427,6 +428,39 @@ def _make(name: str) -> FloatFormat:
 
 
 SUPPORTED_DTYPES = tuple(getattr(torch, n) for n in _SPECS if hasattr(torch, n))
+
+# ---------------------------------------------------------------- the dtype table (one source)
+
+#: The dtypes a run covers by default, by name, in the order reports list them.
+DEFAULT_DTYPE_NAMES = ("float64", "float32", "float16", "bfloat16")
+#: Every dtype the harness runs by name (`--dtypes`, rows, reports): the defaults, then the float8
+#: formats this torch has.
+DTYPES: dict = {name: getattr(torch, name)
+                for name in DEFAULT_DTYPE_NAMES + ("float8_e4m3fn", "float8_e5m2")
+                if hasattr(torch, name)}
+#: Other spellings of the default dtypes that candidate declarations may use.
+DTYPE_ALIASES = {"double": "float64", "fp64": "float64", "f64": "float64",
+                 "float": "float32", "fp32": "float32", "f32": "float32",
+                 "half": "float16", "fp16": "float16", "f16": "float16",
+                 "bf16": "bfloat16"}
+
+
+def dtype_name(dtype) -> str:
+    """The name of a torch dtype as rows and options spell it: ``torch.bfloat16`` -> "bfloat16"."""
+    return str(dtype).removeprefix("torch.")
+
+
+def torch_dtype(dtype):
+    """The torch dtype of a name in `DTYPES`, an alias (`DTYPE_ALIASES`), "torch.<name>", or a
+    torch dtype (returned as is); ValueError naming the known names otherwise."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    key = str(dtype).strip().lower().removeprefix("torch.")
+    key = DTYPE_ALIASES.get(key, key)
+    if key not in DTYPES:
+        known = sorted(set(DTYPES) | set(DTYPE_ALIASES))
+        raise ValueError(f"unknown dtype {dtype!r} (known: {', '.join(known)})")
+    return DTYPES[key]
 
 _F32 = _make("float32")
 

@@ -590,7 +590,7 @@ class RoundedLaw:
         r = fmt.decode(u)
         k = fmt.keys_from_bits(u)
         move = (r < v) if side < 0 else (r > v)
-        k = np.where(move, fmt._step_key(k, -side)[0], k)
+        k = np.where(move, fmt.step_key(k, -side)[0], k)
         klo, khi = (np.uint64(x) for x in fmt.finite_key_range)
         fast = np.isfinite(r) & (k >= klo) & (k <= khi)
         edge = fmt.key_cell_edge(np.where(fast, k, klo), side, self._via32)
@@ -793,7 +793,7 @@ class RoundedLaw:
         if view is not None:
             p = view[1]
             return float(np.dot(p, p))
-        return self._collision_from_bins()
+        return self.collision_from_bins()
 
     def _int_f2(self, lo, hi) -> np.ndarray:
         """integral of f**2 over [lo, hi] (inside [a, b]), f the density of X, in log space:
@@ -807,7 +807,7 @@ class RoundedLaw:
         lp = np.asarray(cls(0.0, 1.0, -np.inf, np.inf).log_prob(wl, wh))
         return np.exp(lp - _LOG_2_SQRT_PI - np.log(d.scale) - 2.0 * log_z)
 
-    def _collision_from_bins(self) -> float:
+    def collision_from_bins(self) -> float:
         fmt = self.fmt
         lo, hi, h = _hist_cells(fmt)
         lo = np.maximum(lo, self._a)

@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 
-from .results import ReportError, read_environment, read_results
+from .store import ReportError, read_environment, read_results
 
 
 def _show(args) -> int:

@@ -27,7 +27,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .results import normalize
+from .store import normalize
 from .summary import RANK, effect_text, fmt_num, short_message, worst
 
 KEY = ["case", "dtype", "check", "device_type"]

@@ -31,6 +31,8 @@ import warnings
 
 import numpy as np
 
+from .store import CASE_DATA_DIR
+
 #: Coalesced groups across the visible value range (where samples are or the law expects some)...
 TARGET_GROUPS = 1500
 #: ... and at most this many over every finite bin with samples or mass (tails beyond that range).
@@ -186,32 +188,28 @@ def save_case_data(path: str, summary, law, meta: dict | None = None) -> str:
 # Loading and rendering (controller side)
 
 
-def load_case_data(path: str) -> dict:
+def load_case_data(path: str, case_ids=()) -> dict:
+    """A case-data file; its meta from inside the file, completed from its name (`case_ids`: the
+    known case ids, which contain '-' as candidate names do)."""
     with np.load(path, allow_pickle=False) as z:
         data = {k: z[k] for k in z.files}
     meta = json.loads(str(data.pop("meta"))) if "meta" in data else {}
     for k, v in list(data.items()):
         if v.ndim == 0:
             data[k] = v.item()
-    data["meta"] = meta_from_name(path) | {k: v for k, v in meta.items() if v is not None}
+    data["meta"] = meta_from_name(path, case_ids) | {k: v for k, v in meta.items() if v is not None}
     return data
 
 
-def meta_from_name(path: str) -> dict:
+def meta_from_name(path: str, case_ids=()) -> dict:
     """(candidate, case, dtype, device) from `<candidate>-<case>-<dtype>-<device>.npz`; case ids
-    and candidate names both contain '-', so the case is found among the known case ids."""
+    and candidate names both contain '-', so the case is found among `case_ids`."""
     stem = os.path.basename(path)[:-4] if path.endswith(".npz") else os.path.basename(path)
     parts = stem.rsplit("-", 2)
     if len(parts) < 3:
         return {}
     head, dtype, device = parts
-    try:
-        from harness.cases import GRID
-
-        ids = sorted((c.id for c in GRID), key=len, reverse=True)
-    except Exception:
-        ids = []
-    for cid in ids:
+    for cid in sorted(case_ids, key=len, reverse=True):
         if head.endswith("-" + cid):
             return {"candidate": head[: -len(cid) - 1], "case": cid, "dtype": dtype, "device": device}
     cand, _, case = head.partition("-")
@@ -416,8 +414,6 @@ def render_figures(df, report_dir: str) -> dict:
     Returns {(candidate, case, dtype, device): png file name relative to report_dir}. Files that
     match no failing row (left from another run) are ignored; a damaged file costs only its figure.
     """
-    from .results import CASE_DATA_DIR
-
     paths = sorted(glob.glob(os.path.join(report_dir, CASE_DATA_DIR, "*.npz")))
     if not paths or df is None or not len(df):
         return {}
@@ -432,7 +428,7 @@ def render_figures(df, report_dir: str) -> dict:
                           "figures rendered for the first ones only", stacklevel=2)
             break
         try:
-            data = load_case_data(path)
+            data = load_case_data(path, tuple(df["case"].dropna().unique()))
             meta = data["meta"]
             key = tuple(str(meta.get(k)) for k in ("candidate", "case", "dtype", "device"))
             if key not in checks:

@@ -37,9 +37,9 @@ def e(x) -> str:
     return html.escape("" if x is None else str(x))
 
 
-def _grid_table(df: pd.DataFrame, cand: str, figs: dict) -> str:
-    g = S.grid(df, cand)
-    limited = S.budget_limited(df, cand)
+def _grid_table(df: pd.DataFrame, cand: str, figs: dict, order=()) -> str:
+    g = S.grid(df, cand, order)
+    limited = S.budget_limited(df, cand, order)
     marked = set(zip(limited["case"], limited["dtype"]))
     rows = ["<table class='grid'><tr><th>case</th>" + "".join(f"<th>{e(d)}</th>" for d in g.columns) + "</tr>"]
     for case in g.index:
@@ -109,22 +109,23 @@ def index_html(df: pd.DataFrame, env: dict | None, figs: dict | None = None) -> 
         parts.append("<div class='coverage'><p><b>Coverage</b></p><ul>"
                      + "".join(f"<li>{e(line)}</li>" for line in env["coverage_problems"])
                      + "</ul></div>")
+    order = env.get("cases") or ()
     for cand in S.candidates(df):
         sub = df[df["candidate"] == cand]
         parts.append(f"<h2>{e(S.candidate_label(df, cand))}</h2>")
-        parts.append(_grid_table(df, cand, figs))
-        limited = S.budget_limited(df, cand)
+        parts.append(_grid_table(df, cand, figs, order))
+        limited = S.budget_limited(df, cand, order)
         if len(limited):
             parts.append(f"<h3>Budget-limited ({len(limited)})</h3>")
             parts.append("<p class='muted'>Fewer samples than the profile asks: smaller effects "
                          "than these MDEs can pass. Rerun with <code>--case-budget 0</code> or the "
                          "<code>--samples</code> of a reproduce line.</p>")
             parts.append(_budget_table(limited, with_device))
-        fails = S.failures(df, cand)
+        fails = S.failures(df, cand, preferred=order)
         if len(fails):
             parts.append(f"<h3>Failures ({len(fails)})</h3>")
             parts.append(_fail_table(fails, with_device))
-        xf = S.failures(df, cand, verdicts=("xfail",))
+        xf = S.failures(df, cand, verdicts=("xfail",), preferred=order)
         if len(xf):
             parts.append(f"<h3>Known failures (xfail, {len(xf)})</h3>")
             parts.append(_fail_table(xf, with_device, cause=True))

@@ -27,7 +27,7 @@ import platform
 import subprocess
 import time
 
-from .results import ReportError
+from .store import ReportError
 
 MANIFEST_FILE = "manifest.json"
 FORMAT = 1

@@ -2,7 +2,7 @@
 
 Rows are concatenated. A (candidate, case, dtype, device, check) present in more than one input is
 an error unless the rows agree on everything but the columns that describe when, where and how
-fast they ran (`results.VOLATILE`): the seeds are derived from the run seed and the case, so two
+fast they ran (`store.VOLATILE`): the seeds are derived from the run seed and the case, so two
 inputs that both ran a case must have produced the same verdict, statistic and p-values. The case
 data of all inputs is copied over and the usual files are written, so `show` and `compare` read
 the result like any other run.
@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from .manifest import FORMAT, read_manifest, write_manifest
-from .results import (CASE_DATA_DIR, SORT_KEYS, VOLATILE, ReportError, normalize, read_environment,
-                      read_results, write_tables, write_views)
+from .render import write_views
+from .store import (CASE_DATA_DIR, SORT_KEYS, VOLATILE, ReportError, normalize, read_environment,
+                    read_results, write_tables)
 
 #: Group names listed per line on stderr (manifest.json lists them all).
 MAX_NAMES = 8
@@ -85,6 +86,10 @@ def merge_environments(envs: list[dict], names: list[str]) -> dict:
             names_map.update(e.get("device_names") or {})
         if names_map:
             common["device_names"] = names_map
+        # The case order of the views: every input's, in the order they first appear.
+        cases = list(dict.fromkeys(c for e in envs for c in e.get("cases") or ()))
+        if cases:
+            common["cases"] = cases
     common["run_id"] = "merged-" + "+".join(str(e.get("run_id", "?")) for e in envs)
     common["merged_from"] = [{"dir": os.path.abspath(n), **e} for n, e in zip(names, envs)]
     return common

@@ -14,6 +14,8 @@ import re
 
 import pandas as pd
 
+from reference.dtypes import DTYPES
+
 #: Worst first. A cell where some checks passed and others were skipped is a pass: skipping a
 #: check (e.g. no meta-tensor support claimed) says nothing against the samples.
 RANK = {"error": 5, "fail": 4, "xfail": 3, "pass": 2, "skip": 1}
@@ -40,28 +42,23 @@ def _ordered(values, preferred=()) -> list:
     return head + sorted(v for v in present if v not in head)
 
 
-def case_order(df: pd.DataFrame) -> list:
-    try:  # the grid's own order reads better than alphabetical (textbook case first)
-        from harness.cases import GRID
-
-        preferred = [c.id for c in GRID]
-    except Exception:
-        preferred = []
-    cases = _ordered(df["case"], preferred)
+def case_order(df: pd.DataFrame, preferred=()) -> list:
+    """The cases of `df`, those in `preferred` (the run's own order, from environment.json's
+    ``cases``: the grid's, textbook case first) first, the rest sorted; the API checks last."""
+    cases = _ordered(df["case"], tuple(preferred or ()))
     # Candidate-level API checks are not a case: last row of the grid.
     return [c for c in cases if c != API_CASE] + ([API_CASE] if API_CASE in cases else [])
 
 
 def dtype_order(df: pd.DataFrame) -> list:
-    return _ordered(df["dtype"], ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn",
-                                  "float8_e5m2"))
+    return _ordered(df["dtype"], tuple(DTYPES))
 
 
-def grid(df: pd.DataFrame, candidate: str) -> pd.DataFrame:
+def grid(df: pd.DataFrame, candidate: str, preferred=()) -> pd.DataFrame:
     """cases x dtypes of worst verdicts (None where nothing ran) for one candidate."""
     sub = df[df["candidate"] == candidate]
     cells = sub.groupby(["case", "dtype"])["verdict"].agg(worst)
-    out = pd.DataFrame(index=case_order(sub), columns=dtype_order(sub), dtype=object)
+    out = pd.DataFrame(index=case_order(sub, preferred), columns=dtype_order(sub), dtype=object)
     for (case, dtype), v in cells.items():
         out.loc[case, dtype] = v
     return out.astype(object).where(out.notna(), None)
@@ -110,10 +107,11 @@ def short_message(text, limit: int = 150) -> str:
     return one_line(_STAGE_PREFIX.sub("", one_line(text, 2000)), limit)
 
 
-def failures(df: pd.DataFrame, candidate: str | None = None, verdicts=FAILING) -> pd.DataFrame:
+def failures(df: pd.DataFrame, candidate: str | None = None, verdicts=FAILING,
+             preferred=()) -> pd.DataFrame:
     sub = df if candidate is None else df[df["candidate"] == candidate]
     sub = sub[sub["verdict"].isin(verdicts)]
-    order = {c: i for i, c in enumerate(case_order(df))}
+    order = {c: i for i, c in enumerate(case_order(df, preferred))}
     dorder = {d: i for i, d in enumerate(dtype_order(df))}
     key = sub.assign(_c=sub["case"].map(order), _d=sub["dtype"].map(dorder))
     return key.sort_values(["_c", "_d", "device", "check"], kind="stable").drop(columns=["_c", "_d"])
@@ -143,7 +141,7 @@ def _is_true(value) -> bool:
     return isinstance(value, (bool, int)) and bool(value) or str(value).lower() == "true"
 
 
-def budget_limited(df: pd.DataFrame, candidate: str | None = None) -> pd.DataFrame:
+def budget_limited(df: pd.DataFrame, candidate: str | None = None, preferred=()) -> pd.DataFrame:
     """One row per budget-limited (candidate, case, dtype, device): the n drawn, the n asked for,
     and the minimum detectable effect each statistical check still has at that n."""
     if "budget_limited" not in df.columns:
@@ -159,7 +157,7 @@ def budget_limited(df: pd.DataFrame, candidate: str | None = None) -> pd.DataFra
         out.append(dict(zip(["candidate", "case", "dtype", "device"], key), n=n, n_target=target,
                         mdes=", ".join(mdes)))
     frame = pd.DataFrame(out, columns=["candidate", "case", "dtype", "device", "n", "n_target", "mdes"])
-    order = {c: i for i, c in enumerate(case_order(df))}
+    order = {c: i for i, c in enumerate(case_order(df, preferred))}
     return frame.assign(_c=frame["case"].map(order)).sort_values(["_c", "dtype", "device"]).drop(columns="_c")
 
 
@@ -220,14 +218,15 @@ def summary_markdown(df: pd.DataFrame, env: dict | None = None) -> str:
               f"'·' not run · {BUDGET_MARK} budget-limited")
     with_device = multi_device(df)
     cap = max(5, MAX_FAILURE_LINES // max(1, len(candidates(df))))
+    order = env.get("cases") or ()
     for cand in candidates(df):
         sub = df[df["candidate"] == cand]
-        g = grid(df, cand)
+        g = grid(df, cand, order)
         out.append(f"## {candidate_label(df, cand)}")
         out.append("")
         out.append("| case | " + " | ".join(g.columns) + " |")
         out.append("|---|" + "---|" * len(g.columns))
-        limited = budget_limited(df, cand)
+        limited = budget_limited(df, cand, order)
         marked = set(zip(limited["case"], limited["dtype"]))
         for case in g.index:
             cells = [SYMBOL.get(g.loc[case, d], "?") + (f" {BUDGET_MARK}" if (case, d) in marked else "")
@@ -241,7 +240,7 @@ def summary_markdown(df: pd.DataFrame, env: dict | None = None) -> str:
             out.append("")
             out.extend(budget_line(r, with_device) for _, r in limited.iterrows())
             out.append("")
-        fails = failures(df, cand)
+        fails = failures(df, cand, preferred=order)
         if len(fails):
             out.append(f"Failures ({len(fails)}):")
             out.append("")

@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 from candidates.protocol import draw_seed
+from reference.dtypes import dtype_name
 
 __all__ = [
-    "TORCH_TO_NAME",
     "distribution_version",
     "missing_reason",
     "draw_seed",
@@ -34,8 +34,6 @@ __all__ = [
     "LibraryError",
 ]
 
-TORCH_TO_NAME = {torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
-                 torch.bfloat16: "bfloat16"}
 _NUMPY_BITS = {"float64": np.uint64, "float32": np.uint32, "float16": np.uint16, "bfloat16": np.uint16}
 
 
@@ -77,7 +75,7 @@ def to_torch(array, dtype: torch.dtype, shape: tuple, library: str) -> torch.Ten
     A dtype other than the one asked for raises TypeError: the adapter never casts for the library.
     """
     arr = np.asarray(array)
-    want = TORCH_TO_NAME[dtype]
+    want = dtype_name(dtype)
     if arr.dtype.name != want and not (want == "bfloat16" and arr.dtype == np.uint16):
         raise TypeError(f"{library} returned {arr.dtype.name} when asked for {want}")
     if tuple(arr.shape) != tuple(shape):

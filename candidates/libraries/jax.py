@@ -25,9 +25,10 @@ in float32); the array is copied bit for bit into the torch tensor. CPU only (ja
 
 from __future__ import annotations
 
-from candidates.libraries.common import (TORCH_TO_NAME, distribution_version, draw_seed,
+from candidates.libraries.common import (distribution_version, draw_seed,
                                          missing_reason, to_torch, zero_mean)
 from candidates.protocol import Candidate
+from reference.dtypes import dtype_name
 
 __all__ = ["CANDIDATES", "jax_truncated_normal", "jax_init_truncated_normal"]
 
@@ -48,7 +49,7 @@ def _jax():
 
 def _jax_dtype(dtype):
     _, jnp = _jax()
-    return jnp.dtype(TORCH_TO_NAME[dtype])
+    return jnp.dtype(dtype_name(dtype))
 
 
 def jax_truncated_normal(shape, mean, std, lower, upper, *, dtype, device, generator):

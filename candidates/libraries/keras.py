@@ -28,9 +28,10 @@ from the harness's generator. CPU only (the child sees no CUDA device).
 
 from __future__ import annotations
 
-from candidates.libraries.common import (TORCH_TO_NAME, distribution_version, draw_seed,
+from candidates.libraries.common import (distribution_version, draw_seed,
                                          fixed_two_sigma, missing_reason, to_torch)
 from candidates.protocol import Candidate
+from reference.dtypes import dtype_name
 
 __all__ = ["CANDIDATES"]
 
@@ -47,7 +48,7 @@ def _sampler(backend: str):
 
         what = f"keras.random.truncated_normal ({backend} backend)"
         request = {"shape": tuple(shape), "mean": float(mean), "stddev": float(std),
-                   "dtype": TORCH_TO_NAME[dtype], "seed": draw_seed(generator, bits=32)}
+                   "dtype": dtype_name(dtype), "seed": draw_seed(generator, bits=32)}
         arr = server(f"keras-{backend}").draw(request, what)
         return to_torch(arr, dtype, tuple(shape), what).to(device)
 

@@ -19,9 +19,10 @@ process that imported TensorFlow before it (measured: paddlepaddle 3.3.1 after t
 
 from __future__ import annotations
 
-from candidates.libraries.common import (TORCH_TO_NAME, distribution_version, draw_seed,
+from candidates.libraries.common import (distribution_version, draw_seed,
                                          missing_reason, to_torch)
 from candidates.protocol import Candidate
+from reference.dtypes import dtype_name
 
 __all__ = ["CANDIDATES", "paddle_trunc_normal"]
 
@@ -32,7 +33,7 @@ def paddle_trunc_normal(shape, mean, std, a, b, *, dtype, device, generator):
 
     what = "paddle.nn.init.trunc_normal_"
     request = {"shape": tuple(shape), "mean": float(mean), "std": float(std), "a": float(a),
-               "b": float(b), "dtype": TORCH_TO_NAME[dtype], "seed": draw_seed(generator)}
+               "b": float(b), "dtype": dtype_name(dtype), "seed": draw_seed(generator)}
     return to_torch(server("paddle").draw(request, what), dtype, tuple(shape), what).to(device)
 
 

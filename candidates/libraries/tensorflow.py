@@ -24,9 +24,10 @@ import os
 
 import torch
 
-from candidates.libraries.common import (TORCH_TO_NAME, distribution_version, draw_seed,
+from candidates.libraries.common import (distribution_version, draw_seed,
                                          fixed_two_sigma, missing_reason, to_torch)
 from candidates.protocol import Candidate
+from reference.dtypes import dtype_name
 
 __all__ = ["CANDIDATES", "tf_truncated_normal", "tf_parameterized_truncated_normal"]
 
@@ -51,7 +52,7 @@ def tf_truncated_normal(shape, mean, std, a, b, *, dtype, device, generator):
     seed = draw_seed(generator)
     tf.random.set_seed(seed >> 31)
     out = tf.random.truncated_normal(list(shape), mean=mean, stddev=std,
-                                     dtype=getattr(tf, TORCH_TO_NAME[dtype]),
+                                     dtype=getattr(tf, dtype_name(dtype)),
                                      seed=seed & 0x7FFFFFFF)
     return to_torch(out.numpy(), dtype, shape, "tf.random.truncated_normal").to(device)
 
@@ -60,7 +61,7 @@ def tf_parameterized_truncated_normal(shape, mean, std, a, b, *, dtype, device, 
     """tf.random.stateless_parameterized_truncated_normal with absolute bounds [a, b]."""
     tf = _tf()
     seed = draw_seed(generator)
-    tf_dtype = getattr(tf, TORCH_TO_NAME[dtype])
+    tf_dtype = getattr(tf, dtype_name(dtype))
     out = tf.random.stateless_parameterized_truncated_normal(
         list(shape), seed=tf.constant([seed >> 32, seed & 0xFFFFFFFF], dtype=tf.int64),
         means=tf.constant(mean, tf_dtype), stddevs=tf.constant(std, tf_dtype),

@@ -1,18 +1,25 @@
 """The checks: hard ones (no statistics; any violation fails at once) and statistical ones
 (two-stage, stated false-alarm rate and minimum detectable effect).
 
-`SUMMARY_CHECKS` read one Summary; `API_CHECKS` call the candidate on small tensors of their own;
-`STATISTICAL_CHECKS` map (Summary, RoundedLaw) to an Outcome and go through `harness.run.CaseRunner`.
+* `harness.checks.hard` — `SUMMARY_CHECKS`: finite, written, bounds (read one Summary);
+* `harness.checks.api` — `CASE_API_CHECKS` (contract, generator: small tensors of their own, per
+  case) and `CANDIDATE_API_CHECKS` (arguments: per candidate);
+* `harness.checks.statistical` — `STATISTICAL_CHECKS`: (Summary, RoundedLaw) -> Outcome, through
+  the two stages of `harness.runner`; the math in the ``stat_*`` modules, one per family;
+* `harness.checks.sharded` — the checks only sharded parameters can fail;
+* `harness.checks.power` — minimum detectable effects as functions of the law and n.
+
+The names below are the one list of each kind; everything else (the runner, the plugin, the
+reports) reads them from here.
 """
 
-from .hard import check_arguments, check_bounds, check_contract, check_finite, check_generator, check_written
-
-try:  # the statistical checks live in their own module
-    from .statistical import CHECK_DOCS, STATISTICAL_CHECKS
-except ImportError:  # pragma: no cover - only while that module is being written
-    STATISTICAL_CHECKS, CHECK_DOCS = {}, {}
+from .api import check_arguments, check_contract, check_generator
+from .hard import check_bounds, check_finite, check_written
+from .statistical import CHECK_DOCS, STATISTICAL_CHECKS
 
 SUMMARY_CHECKS = ("finite", "written", "bounds")
+#: Checks of a case that call the candidate on plain tensors of their own (never on a sharded
+#: parameter: a sharded group does not run them).
 CASE_API_CHECKS = ("contract", "generator")
 CANDIDATE_API_CHECKS = ("arguments",)
 

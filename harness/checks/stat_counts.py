@@ -21,7 +21,7 @@ TAIL_MAX_FACTOR = 10.0
 # ------------------------------------------------------------------------------------------ atoms
 
 
-def _atom_sides(law):
+def atom_sides(law):
     """[(name, value, exact mass)] for the finite bounds; one entry when RN(a) == RN(b)."""
     sides = []
     if math.isfinite(law.rn_a):
@@ -33,7 +33,7 @@ def _atom_sides(law):
 
 def atoms_mde(law, n: int, alpha: float = 1e-3) -> float:
     """Smallest obs/exp ratio (> 1, extra mass) at the better-powered bound detected with power 0.5."""
-    sides = _atom_sides(law)
+    sides = atom_sides(law)
     if not sides or n <= 0:
         return math.nan
     level = alpha / len(sides)
@@ -43,7 +43,7 @@ def atoms_mde(law, n: int, alpha: float = 1e-3) -> float:
 @quiet
 def check_atoms(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     unit = "obs/exp"
-    sides = _atom_sides(law)
+    sides = atom_sides(law)
     if not sides:
         return not_applicable("both bounds are infinite", unit)
     n = int(summary.n)

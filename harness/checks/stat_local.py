@@ -138,7 +138,7 @@ def _spike_bin_pvalues(counts: np.ndarray, probs: np.ndarray, n: int):
     return cand, binom_upper(counts[cand], n, probs[cand])
 
 
-def _critical_excess(n: int, q: float, level: float) -> float:
+def critical_excess(n: int, q: float, level: float) -> float:
     """The excess share eps at which Bin(n, q + eps) has its median on the level-`level` upper
     critical count of Bin(n, q): the point mass detected with power 0.5."""
     if not (q > 0) or n <= 0:
@@ -154,7 +154,7 @@ def spikes_mde(law, n: int, alpha: float = 1e-3) -> float:
     bins = LocalBins.of(law)
     if bins.n_positive < 2 or n <= 0:
         return math.nan
-    return _critical_excess(n, bins.q_max, alpha / bins.n_positive)
+    return critical_excess(n, bins.q_max, alpha / bins.n_positive)
 
 
 def spike_watch(summary: Summary, law) -> tuple:
@@ -379,7 +379,7 @@ def _scan(counts: np.ndarray, probs: np.ndarray, n: int, families: list):
     return best, screened
 
 
-def _hole_guaranteed(families: list, n_fam: int, q_bin: float, n: int, alpha: float) -> float:
+def hole_guaranteed(families: list, n_fam: int, q_bin: float, n: int, alpha: float) -> float:
     """Smallest hole (mass of an interval never produced) that contains, at the median alignment
     against the bins, a whole scan interval whose empty count is significant: the hole detected
     with power >= 0.5 (deficits in partly covered intervals only add power)."""
@@ -403,7 +403,7 @@ def scan_mde(law, n: int, alpha: float = 1e-3) -> float:
     if bins.n_positive < 2 or n <= 0:
         return math.nan
     families = scan_families(bins.last - bins.first + 1)
-    return _hole_guaranteed(families, len(families), bins.q_typical, n, alpha)
+    return hole_guaranteed(families, len(families), bins.q_typical, n, alpha)
 
 
 @quiet

@@ -1,0 +1,185 @@
+"""The Python API: the rows of `pytest suites` as a DataFrame, without pytest, and the exact law.
+
+    import harness
+    df = harness.check("torch", cases=["abs-bounds-trap"], dtypes=["bfloat16"], profile="smoke")
+    df[df.verdict == "fail"][["case", "dtype", "check", "message"]]
+
+    law = harness.law("normal-2sigma", "bfloat16")   # what a perfect sampler writes
+    law.rn_a, law.atom_a                             # the lower bound as written, and its mass
+
+`check` drives the very `HarnessSession` the pytest plugin drives (`harness.plugin.session`): the
+same options, the same groups in the same order, the same seeds, the same rows. It runs every
+group in this process, one after the other (no xdist): a candidate that kills its process takes
+the caller with it, so run untrusted samplers through ``pytest suites -n 1`` instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import pandas as pd
+
+from reference import TruncatedNormal, rounded_law
+from reference.dtypes import DTYPES, torch_dtype
+from reports.manifest import write_manifest
+from reports.render import write_run
+from reports.store import prepare_report_dir, results_frame
+
+from .cases import Case, case_by_id
+from .plugin.options import (DEFAULT_ALPHA, DEFAULT_CASE_TIMEOUT, OptionError, parse_options)
+from .plugin.session import Combo, HarnessSession
+from .seeds import DEFAULT_RUN_SEED
+
+__all__ = ["check", "law", "OptionError"]
+
+#: Keyword options of `check` beyond the named ones, as the command line spells them without
+#: the dashes: value -> the default `pytest suites` uses.
+OPTIONS = {"samples": None, "bounds": "rounded", "case_timeout": DEFAULT_CASE_TIMEOUT,
+           "case_budget": None, "budget_seconds": None, "alpha_suspect": DEFAULT_ALPHA,
+           "alpha_fail": DEFAULT_ALPHA, "xfails_file": None, "world_sizes": None,
+           "placements": "shard0,shard1,replicate", "rank_seeds": "same", "shard_id": None,
+           "num_shards": None, "durations_from": None}
+
+
+def _csv(value) -> str | None:
+    """A list option as the command line writes it (None: the default)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return ",".join(str(v.id if isinstance(v, Case) else v).removeprefix("torch.") for v in value)
+
+
+def _candidates(candidate) -> list:
+    """Specs (or Candidate objects) from a spec, a Candidate, a callable, or a list of them."""
+    from candidates import Candidate
+
+    items = candidate if isinstance(candidate, (list, tuple)) else [candidate]
+    out = []
+    for item in items:
+        if isinstance(item, (str, Candidate)):
+            out.append(item)
+        elif callable(item):
+            module, name = getattr(item, "__module__", None), getattr(item, "__qualname__", None)
+            spec = f"{module}:{name}" if module and name and module != "__main__" else None
+            out.append(Candidate(item, spec=spec, name=getattr(item, "__name__", None)))
+        else:
+            raise OptionError(f"candidate: expected a spec, a Candidate or a function, got "
+                              f"{type(item).__name__}")
+    return out
+
+
+def _namespace(candidate, cases, dtypes, devices, profile, seed, report_dir, options) -> argparse.Namespace:
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise TypeError(f"check() got unknown option(s) {', '.join(unknown)}; known: "
+                        f"{', '.join(OPTIONS)}")
+    values = {k: options.get(k, default) for k, default in OPTIONS.items()}
+    for name in ("samples", "case_timeout", "case_budget", "budget_seconds", "alpha_suspect",
+                 "alpha_fail", "world_sizes", "placements", "rank_seeds", "shard_id", "num_shards"):
+        if values[name] is not None and not isinstance(values[name], str):
+            values[name] = _csv(values[name]) if isinstance(values[name], (list, tuple)) else str(values[name])
+    return argparse.Namespace(candidate=_candidates(candidate), profile=profile, seed=str(seed),
+                              dtypes=_csv(dtypes), devices=_csv(devices), cases=_csv(cases),
+                              report_dir=report_dir or "", **values)
+
+
+def check(candidate="torch", *, cases=None, dtypes=None, devices=None, profile: str = "pr",
+          seed: int = DEFAULT_RUN_SEED, report_dir: str | None = None, progress: bool = True,
+          **options) -> pd.DataFrame:
+    """Run `candidate` through the conformance checks; one row per (candidate, case, dtype,
+    device, check), the rows ``pytest suites`` gives with the same options.
+
+    candidate: a registered name (``"torch"``, ``"exact"``, ``"jax"``...), ``"pkg.mod:fn"``,
+        ``"path/file.py:fn"``, a `candidates.Candidate`, a function with the torch.nn.init
+        protocol, or a list of these.
+    cases, dtypes, devices: ids / names (or `harness.cases.Case`, torch dtypes), default: the
+        grid, the four float dtypes, cpu and every CUDA device present.
+    profile, seed: as ``--profile`` and ``--seed``.
+    report_dir: also write the report there (results, summary.md, index.html, manifest.json).
+    progress: show a progress bar (tqdm: groups done and to go, samples drawn in the current
+        group); in a notebook it is a widget where ipywidgets is installed.
+    options: any other option of ``pytest suites`` without its dashes (`OPTIONS`), e.g.
+        ``samples=2**20``, ``bounds="strict"``, ``xfails_file="xfails/torch-2.13.txt"``.
+
+    Raises OptionError (one line naming the option) for a bad value, as the command line exits 4.
+    """
+    ns = _namespace(candidate, cases, dtypes, devices, profile, seed, report_dir, options)
+    session = HarnessSession(parse_options(ns, tuple(DTYPES), environ={}))
+    if session.report_dir:
+        prepare_report_dir(session.report_dir)
+    tests = session.planned_tests()
+    groups = list(dict.fromkeys(param.id for _, param in tests))
+    bar = _Progress(len(groups), enabled=progress)
+    try:
+        for check_name, param in tests:
+            bar.group(param)
+            reason = session.skip_reason(param.candidate, param.dtype, param.device, param)
+            if reason:
+                session.rows.append(session.skip_row(param, check_name, reason))
+                continue
+            if isinstance(param, Combo):
+                session.runner_for(param).progress = bar.samples
+            session.rows.append(session.run_check(check_name, param).row)
+    finally:
+        bar.close()
+    run = session.run_facts()
+    run["command"] = f"harness.check({', '.join(c.spec or c.name for c in session.candidates)})"
+    if session.report_dir:
+        session.written = write_run(session.rows, session.report_dir, run)
+        write_manifest(session.report_dir, session.manifest(0, run["command"]))
+    info = {"run_id": "api", "started": time.strftime("%Y-%m-%dT%H:%M:%S",
+                                                      time.localtime(session.started))}
+    return results_frame(session.rows, info)
+
+
+def law(case, dtype, rounding: str = "rn"):
+    """The rounded law of `case` (an id or a `Case`) in `dtype` (a name or a torch dtype): the
+    exact masses and CDF of what a perfect sampler writes (`reference.RoundedLaw`: ``values``,
+    ``probs``, ``prob_le(v)``, ``rn_a``, ``atom_a``, moments, ...)."""
+    c = case if isinstance(case, Case) else case_by_id(str(case))
+    return rounded_law(TruncatedNormal(c.mean, c.std, c.a, c.b), torch_dtype(dtype),
+                       rounding=rounding)
+
+
+class _Progress:
+    """Two tqdm bars: groups done of the run's, and samples drawn in the current group."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.bars = None
+        self.current = None
+        if not enabled:
+            return
+        from tqdm.auto import tqdm
+
+        self.groups = tqdm(total=total, desc="groups", unit="group", position=0)
+        self.draw = tqdm(total=0, desc="samples", unit="sample", unit_scale=True, position=1,
+                         leave=False)
+        self.bars = (self.groups, self.draw)
+
+    def group(self, param) -> None:
+        if self.bars is None or param.id == self.current:
+            return
+        if self.current is not None:
+            self.groups.update(1)
+        self.current = param.id
+        self.groups.set_postfix_str(param.id, refresh=False)
+        self.draw.reset(total=0)
+
+    def samples(self, drawn: int, target: int) -> None:
+        """Called by the engine after each fold: `drawn` of `target` samples of this stage."""
+        if self.bars is None:
+            return
+        if self.draw.total != target:
+            self.draw.reset(total=target)
+        self.draw.n = drawn
+        self.draw.refresh()
+
+    def close(self) -> None:
+        if self.bars is None:
+            return
+        if self.current is not None:
+            self.groups.update(1)
+        for bar in reversed(self.bars):
+            bar.close()

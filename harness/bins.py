@@ -1,0 +1,125 @@
+"""Ordered-key bins of a dtype's bit patterns: the arithmetic the engine folds with and the Summary
+recounts from, shared so that a merge of parts recounts exactly as the engine counts.
+
+Plain numpy on `reference.dtypes.FloatFormat`: no torch tensors, no engine. The poison patterns
+(NaNs with a payload a sampler is unlikely to compute, written before every call so unwritten
+elements show) live here too, by dtype name, because a per-pattern histogram finds them by key.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from reference.dtypes import float_format
+
+if TYPE_CHECKING:
+    from .summary import Summary
+
+#: Poison patterns (unsigned bit patterns) by dtype name: NaNs with an unlikely payload; the
+#: float8 formats have too few NaNs for a payload (e4m3fn: a written NaN reads as unwritten).
+POISON_PATTERNS = {
+    "float64": 0x7FF4A5A5A5A5A5A5,
+    "float32": 0x7FA5A5A5,
+    "float16": 0x7E5A,
+    "bfloat16": 0x7FA5,
+    "float8_e4m3fn": 0x7F,
+    "float8_e5m2": 0x7D,
+}
+
+
+def signed(pattern: int, bits: int) -> int:
+    """An unsigned `bits`-wide pattern as the signed integer of that width."""
+    return pattern - (1 << bits) if pattern >= 1 << (bits - 1) else pattern
+
+
+def poison_pattern(dtype_name: str) -> int:
+    """The poison bit pattern of a dtype (by name) as the signed integer of the dtype's width."""
+    return signed(POISON_PATTERNS[dtype_name], float_format(dtype_name).bits)
+
+
+@functools.lru_cache(maxsize=None)
+def raw_to_ordered(hist_bits: int):
+    """Ordered-key bin of each raw top-bits bin: taking the top bits commutes with the key's
+    bit flips, so the key's top bits are the raw top bits with the same flips."""
+    raw = np.arange(1 << hist_bits, dtype=np.int64)
+    sign, mask = 1 << (hist_bits - 1), (1 << hist_bits) - 1
+    order = np.where(raw & sign, ~raw & mask, raw | sign)
+    order.setflags(write=False)  # cached: shared by every fold
+    return order
+
+
+def raw_nonfinite_bins(fmt):
+    """Boolean mask over raw bins holding no finite value (all inf/NaN patterns).
+
+    For every supported format the exponent lies inside the top hist_bits bits, so a bin is
+    either all finite or all non-finite. Cached per format (both arrays are 2^20 long for 32/64-bit
+    formats: recomputing them cost more than folding a small sharded draw)."""
+    return _nonfinite_mask(fmt.name, fmt)
+
+
+_NONFINITE: dict = {}
+
+
+def _nonfinite_mask(name: str, fmt):
+    if name in _NONFINITE:
+        return _NONFINITE[name]
+    lo, _ = fmt.hist_bin_bounds()
+    ordered_nonfinite = np.isnan(lo)
+    mask = ordered_nonfinite[raw_to_ordered(fmt.hist_bits)]
+    mask.setflags(write=False)
+    _NONFINITE[name] = mask
+    return mask
+
+
+def farthest_outside(values, a: float, b: float) -> float:
+    """Of `values`, the one farthest outside [a, b] (NaN when none lies outside; NaNs ignored)."""
+    def distance(v: float) -> float:
+        return max(a - v, v - b, 0.0)
+
+    options = [float(v) for v in values if not math.isnan(v) and distance(float(v)) > 0]
+    return max(options, key=distance) if options else math.nan
+
+
+def counts_from_exact_histogram(s: "Summary", fmt, poison: int) -> None:
+    """Everything a per-pattern histogram knows: counts, extremes, exact float64 power sums."""
+    values = pattern_values(fmt)
+    hist = s.hist
+    finite = np.isfinite(values)
+    poison_key = int(fmt.keys_from_bits(np.array([poison % (1 << fmt.bits)], dtype=np.uint64))[0])
+    s.n_unwritten = int(hist[poison_key])
+    s.n_posinf = int(hist[values == np.inf].sum())
+    s.n_neginf = int(hist[values == -np.inf].sum())
+    s.n_nan = int(hist[np.isnan(values)].sum()) - s.n_unwritten
+    seen = finite & (hist > 0)
+    if not seen.any():
+        return
+    v, c = values[seen], hist[seen]
+    s.min, s.max = float(v.min()), float(v.max())
+    out = (v < s.rn_a) | (v > s.rn_b)
+    s.n_outside_rounded = int(c[out].sum())
+    s.worst_outside = farthest_outside((s.min, s.max), s.rn_a, s.rn_b) if out.any() else math.nan
+    out_strict = (v < s.a) | (v > s.b)
+    s.n_outside_strict = int(c[out_strict].sum())
+    s.worst_outside_strict = (farthest_outside((s.min, s.max), s.a, s.b)
+                              if out_strict.any() else math.nan)
+    s.n_at_rn_a = int(c[v == s.rn_a].sum())
+    s.n_at_rn_b = int(c[v == s.rn_b].sum())
+    z = (v - s.center) / s.scale
+    cf = c.astype(np.float64)
+    s.power_sums = np.array([cf.sum(), (cf * z).sum(), (cf * z**2).sum(), (cf * z**3).sum(),
+                             (cf * z**4).sum()])
+
+
+_VALUES_CACHE: dict = {}
+
+
+def pattern_values(fmt):
+    """float64 value of every ordered key of a <= 16-bit format (NaN for NaN patterns)."""
+    if fmt.name not in _VALUES_CACHE:
+        _VALUES_CACHE[fmt.name] = fmt.values_from_keys(np.arange(1 << fmt.bits, dtype=np.uint64))
+    return _VALUES_CACHE[fmt.name]

@@ -1,0 +1,256 @@
+"""Checks of the candidate's API: `contract`, `generator` and `arguments` call the candidate on small
+tensors of their own (they test the API, not the law) under a deadline, so a candidate that hangs
+on bad arguments fails instead of stalling the run. No statistics: a violation fails at once.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+
+import torch
+
+from ..engine import INT_VIEW, CallTimeout, call_deadline, dtype_bits, poison_, poison_value
+from ..result import Result
+
+
+class _Probe:
+    """Call a candidate under a deadline, turning every outcome into data; `seconds` adds up the
+    time spent inside the candidate (charged to the Result's candidate_s, not to the harness)."""
+
+    def __init__(self, candidate, timeout: float):
+        self.candidate = candidate
+        self.timeout = timeout
+        self.seconds = 0.0
+
+    def __call__(self, tensor, mean, std, a, b, generator=None):
+        """-> ("ok", returned) | ("raised", exc) | ("hang", None)"""
+        t0 = time.perf_counter()
+        try:
+            with call_deadline(self.timeout), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return "ok", self.candidate(tensor, mean, std, a, b, generator)
+        except CallTimeout:
+            return "hang", None
+        except Exception as exc:
+            return "raised", exc
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def charge(self, result: Result) -> Result:
+        result.candidate_s = self.seconds
+        return result
+
+
+def _verdict(check: str, problems: list, passed: str, notes: list = (), **extra) -> Result:
+    """Fail listing every problem found, or pass with the notes on what was not applicable."""
+    if problems:
+        return Result(check, "fail", "; ".join(problems), statistic=len(problems), p_value=0.0,
+                      **extra)
+    note = f" ({'; '.join(notes)})" if notes else ""
+    return Result(check, "pass", passed + note, statistic=0, p_value=1.0, **extra)
+
+
+def _unwritten(tensor: torch.Tensor) -> int:
+    bits = dtype_bits(tensor.dtype)
+    return int((tensor.view(INT_VIEW[bits]) == poison_value(tensor.dtype)).sum())
+
+
+def _gen(device, seed):
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def check_contract(candidate, case, dtype, device, seed: int, timeout: float) -> Result:
+    """In place, same tensor back, metadata unchanged, views written and nothing else, edge shapes."""
+    probe = _Probe(candidate, timeout)
+    m, s, a, b = case.mean, case.std, case.a, case.b
+    problems: list[str] = []
+    notes: list[str] = []
+    not_run: list[str] = []
+
+    def call(t, label):
+        if not_run or any(p.endswith("did not return") for p in problems):
+            # One hang is a fail already; each further probe would only wait out the deadline.
+            not_run.append(label)
+            return None
+        status, out = probe(t, m, s, a, b, _gen(device, seed))
+        if status != "ok":
+            what = "did not return" if status == "hang" else f"raised {type(out).__name__}: {out}"
+            problems.append(f"{label}: {what}"[:200])
+            return None
+        return out
+
+    # Plain tensor: same object back, metadata unchanged, fully written.
+    t = poison_(torch.empty((8, 6), dtype=dtype, device=device))
+    meta = (t.dtype, tuple(t.shape), t.device, t.stride(), t.data_ptr())
+    out = call(t, "plain 8x6")
+    if out is not None or not problems:
+        if out is not t:
+            problems.append("plain 8x6: did not return the tensor it was given")
+        if (t.dtype, tuple(t.shape), t.device, t.stride(), t.data_ptr()) != meta:
+            problems.append("plain 8x6: dtype/shape/device/strides/storage changed")
+        if _unwritten(t):
+            problems.append(f"plain 8x6: {_unwritten(t)} of 48 elements unwritten")
+
+    # Non-contiguous views: every element of the view written, the rest of the base untouched.
+    for label, make in (("transposed view", lambda base: base.t()),
+                        ("stepped slice [:, ::2]", lambda base: base[:, ::2])):
+        base = poison_(torch.empty((6, 10), dtype=dtype, device=device))
+        view = make(base)
+        mask = torch.zeros(base.shape, dtype=torch.bool, device=device)
+        make(mask).fill_(True)
+        out = call(view, label)
+        if out is None and (not_run or problems and problems[-1].startswith(label)):
+            continue
+        if _unwritten(view):
+            problems.append(f"{label}: {_unwritten(view)} of {view.numel()} view elements unwritten")
+        outside = base[~mask]
+        if outside.numel() and _unwritten(outside) != outside.numel():
+            problems.append(f"{label}: wrote {outside.numel() - _unwritten(outside)} elements "
+                            "outside the view")
+        if out is not None and out is not view:
+            problems.append(f"{label}: did not return the view it was given")
+
+    # Edge shapes.
+    empty = torch.empty((0, 3), dtype=dtype, device=device)
+    out = call(empty, "empty 0x3 tensor")
+    scalar = poison_(torch.empty((), dtype=dtype, device=device))
+    out = call(scalar, "0-d tensor")
+    if out is not None and _unwritten(scalar):
+        problems.append("0-d tensor: not written")
+
+    # nn.Parameter with requires_grad: works and records no autograd history.
+    param = torch.nn.Parameter(torch.empty((4, 5), dtype=dtype, device=device), requires_grad=True)
+    out = call(param, "nn.Parameter(requires_grad=True)")
+    if out is not None:
+        if getattr(out, "grad_fn", None) is not None or param.grad_fn is not None:
+            problems.append("nn.Parameter: the fill recorded autograd history")
+        if not param.requires_grad:
+            problems.append("nn.Parameter: requires_grad was switched off")
+
+    # Meta tensors: torch.nn.init semantics make them a no-op.
+    if getattr(candidate, "torch_init_semantics", False):
+        meta_t = torch.empty((4, 5), dtype=dtype, device="meta")
+        call(meta_t, "meta tensor")
+    else:
+        notes.append("meta tensors not tried (candidate does not claim torch.nn.init semantics)")
+    if not_run:
+        problems.append(f"not run after the hang: {', '.join(not_run)}")
+
+    return probe.charge(_verdict("contract", problems, "in place, same tensor, views exact, "
+                                 "edge shapes ok", notes))
+
+
+def _rng_state(device) -> torch.Tensor:
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_rng_state(device)
+    return torch.get_rng_state()
+
+
+def check_generator(candidate, case, dtype, device, seed: int, timeout: float,
+                    collision_prob: float) -> Result:
+    """Same seed -> bit-identical output; other seed -> other output; global RNG left alone."""
+    probe = _Probe(candidate, timeout)
+    shape = (16, 64)
+    numel = math.prod(shape)
+    bits = INT_VIEW[dtype_bits(dtype)]
+
+    def draw(s):
+        t = poison_(torch.empty(shape, dtype=dtype, device=device))
+        status, out = probe(t, case.mean, case.std, case.a, case.b, _gen(device, s))
+        return status, out, t
+
+    problems, notes = [], []
+    st1, o1, t1 = draw(seed)
+    st2, o2, t2 = draw(seed)
+    st3, o3, t3 = draw(seed + 1)
+    for st, o in ((st1, o1), (st2, o2), (st3, o3)):
+        if st != "ok":
+            what = "did not return" if st == "hang" else f"raised {type(o).__name__}: {o}"
+            return probe.charge(Result("generator", "fail", f"call {what}"[:300], p_value=0.0))
+    if not torch.equal(t1.view(bits), t2.view(bits)):
+        diff = int((t1.view(bits) != t2.view(bits)).sum())
+        problems.append(f"same seed gave different output ({diff} of {numel} elements differ)")
+    # With one atom (or a tiny support) two seeds may legitimately agree everywhere.
+    log_p_equal = numel * math.log(collision_prob) if collision_prob > 0 else -math.inf
+    if log_p_equal < math.log(1e-12):
+        if torch.equal(t1.view(bits), t3.view(bits)):
+            problems.append("seeds s and s+1 gave bit-identical output")
+    else:
+        notes.append("different-seed check not applicable: the law has almost one atom")
+
+    if candidate.accepts_generator:
+        before = _rng_state(device).clone()
+        st, o, _ = draw(seed)
+        if not torch.equal(before, _rng_state(device)):
+            problems.append("an explicit generator was passed, but the global RNG state changed")
+    else:
+        notes.append("no generator parameter: seeded through torch.manual_seed")
+
+    return probe.charge(_verdict("generator", problems,
+                                 "reproducible, seed-sensitive, global RNG untouched", notes))
+
+
+BAD_ARGUMENTS = (
+    ("a > b", dict(a=1.0, b=-1.0)),
+    ("std = 0", dict(std=0.0)),
+    ("std < 0", dict(std=-1.0)),
+    ("std = NaN", dict(std=math.nan)),
+    ("std = inf", dict(std=math.inf)),
+    ("mean = NaN", dict(mean=math.nan)),
+    ("a = NaN", dict(a=math.nan)),
+    ("b = NaN", dict(b=math.nan)),
+)
+
+
+def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Result:
+    """Invalid arguments must raise; returning anything or hanging fails. a == b is recorded.
+
+    Arguments the candidate declares it cannot be asked for (``cannot_express``: a fixed-±2σ library
+    sampler has no bounds to pass) are not probed; the verdict says which, and is a skip when none
+    could be probed."""
+    probe = _Probe(candidate, timeout)
+    problems = []
+    cannot = getattr(candidate, "cannot_express", lambda *args: None)
+    not_expressible, reasons = [], []
+    for label, override in BAD_ARGUMENTS:
+        args = dict(mean=0.0, std=1.0, a=-2.0, b=2.0) | override
+        reason = cannot(args["mean"], args["std"], args["a"], args["b"])
+        if reason is not None:
+            not_expressible.append(label)
+            reasons.append(reason)
+            continue
+        t = poison_(torch.empty((4, 8), dtype=dtype, device=device))
+        status, out = probe(t, args["mean"], args["std"], args["a"], args["b"], _gen(device, seed))
+        if status == "hang":
+            problems.append(f"{label}: hung (no return within {timeout:g} s)")
+        elif status == "ok":
+            x = t.to(torch.float64)
+            what = ("NaN" if bool(torch.isnan(x).all()) and not _unwritten(t)
+                    else "nothing" if _unwritten(t) == t.numel() else "values")
+            problems.append(f"{label}: returned without raising (wrote {what})")
+    if cannot(0.0, 1.0, 0.5, 0.5) is not None:
+        not_expressible.append("a == b")
+        if len(not_expressible) == len(BAD_ARGUMENTS) + 1:
+            return Result("arguments", "skip", "the candidate cannot be asked for any invalid "
+                          f"argument ({reasons[0]})", details={"a_equals_b": "not expressible"})
+        return probe.charge(_verdict("arguments", problems,
+                                     "every expressible invalid argument raised",
+                                     [f"not expressible: {', '.join(not_expressible)}"],
+                                     details={"a_equals_b": "not expressible"}))
+    t = poison_(torch.empty((4, 8), dtype=dtype, device=device))
+    status, out = probe(t, 0.0, 1.0, 0.5, 0.5, _gen(device, seed))
+    a_eq_b = {"ok": "fills", "raised": "raises", "hang": "hangs"}[status]
+    if status == "ok":
+        expected = torch.tensor(0.5, dtype=dtype)
+        if not bool((t.cpu() == expected).all()):
+            problems.append("a == b: returned, but did not fill with a")
+    elif status == "hang":
+        problems.append(f"a == b: hung (no return within {timeout:g} s)")
+    return probe.charge(_verdict("arguments", problems,
+                                 f"every invalid argument raised; a == b {a_eq_b}",
+                                 [f"not expressible: {', '.join(not_expressible)}"]
+                                 if not_expressible else [],
+                                 details={"a_equals_b": a_eq_b}))

@@ -1,0 +1,139 @@
+"""A draw: call a candidate again and again, poisoned tensor first, and fold its output.
+
+`run_engine` is the one loop every stage of every case goes through: it poisons the case's tensor,
+calls the candidate under the per-call deadline, copies each output into a chunk buffer and folds
+full chunks (`harness.engine.folder`). A candidate that raises, hangs or breaks the tensor ends the
+draw as a `CandidateFailure` carrying the partial Summary.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+
+from ..summary import Summary
+from .bits import poison_
+from .deadline import CallTimeout, call_deadline
+from .folder import Folder, new_summary
+
+
+class CandidateFailure(Exception):
+    """The candidate did not produce a chunk: it raised, hung, or broke the tensor."""
+
+    def __init__(self, kind: str, message: str, summary: Summary | None = None):
+        super().__init__(message)
+        # "raised" | "hang" | "crashed" (the process died) | "split" (another worker holds the
+        # case: a scheduling defect, see harness.leases)
+        self.kind = kind
+        self.summary = summary
+
+
+def is_budget_stop(calls: int) -> bool:
+    """Call counts at which a budget may stop a draw: 2^k and 3 * 2^k. Few enough that the n of
+    a budget-limited draw is a round number of calls, dense enough (ratio <= 1.5 between
+    neighbours) that stopping at the next one costs little."""
+    calls = int(calls)
+    if calls < 1:
+        return False
+    odd = calls >> ((calls & -calls).bit_length() - 1)
+    return odd in (1, 3)
+
+
+PREPARE_TIMEOUT_S = 120.0
+
+
+def prepare_candidate(candidate, call_timeout: float | None, folder: "Folder") -> None:
+    """A candidate's one-time start-up (``candidate.prepare()``, issue 13: importing a library,
+    starting a library's child process) before the timed calls, so it is neither candidate time
+    nor spent out of a per-case budget. Idempotent on the candidate's side; bounded by a deadline
+    of its own (imports are slow on a busy machine)."""
+    prepare = getattr(candidate, "prepare", None)
+    if prepare is None:
+        return
+    seconds = max(call_timeout or 0.0, PREPARE_TIMEOUT_S)
+    try:
+        with call_deadline(seconds):
+            prepare()
+    except CallTimeout:
+        raise CandidateFailure("hang", f"preparing the candidate did not finish within {seconds:g} s",
+                               folder.finish()) from None
+    except Exception as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise CandidateFailure("raised", f"preparing the candidate raised {type(exc).__name__}: "
+                               f"{text[:300]}", folder.finish()) from exc
+
+
+def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: int, *,
+               call_timeout: float | None = 60.0, chunk_elements: int = 1 << 22,
+               min_calls: int = 2, time_budget: float | None = None,
+               watch: tuple | None = None, progress=None) -> Summary:
+    """Draw at least n samples of `case` from `candidate` and fold them into a Summary.
+
+    With `time_budget` (seconds of the candidate's own time), stop once the candidate has used
+    the budget, at the first call count on the grid 1, 2, 3, 4, 6, 8, 12, ... (`is_budget_stop`)
+    at or after `min_calls`: the Summary's n says how many samples were drawn, and
+    ``notes["stopped_by_budget"]`` that the budget stopped it. Chunks are cut the same way for
+    any n, so ``run_engine(..., n=summary.n)`` without a budget folds the very same chunks and
+    gives the same Summary bit for bit (what a `reproduce:` line with ``--samples`` relies on).
+    `watch` (mass-bin indices) asks for the exact values in those bins to be tallied.
+    `progress(drawn, target)`, when given, is called after each fold (a progress bar).
+    Raises CandidateFailure (kind "raised" or "hang") when a call raises or exceeds call_timeout;
+    the exception carries the partial Summary.
+    """
+    device = torch.device(device)
+    shape = tuple(case.shape)
+    numel = max(1, math.prod(shape))
+    calls_total = max(min_calls, math.ceil(n / numel))
+    per_chunk = max(1, min(calls_total, chunk_elements // numel))
+    summary = new_summary(law, shape, dtype)
+    summary.notes["seed"] = seed
+    folder = Folder(summary, dtype, device, law, watch)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    target = torch.empty(shape, dtype=dtype, device=device)
+    buffer = torch.empty((per_chunk, *shape), dtype=dtype, device=device)
+    prepare_candidate(candidate, call_timeout, folder)
+    filled = 0
+    done = 0
+    t_candidate = 0.0
+    t_start = time.perf_counter()
+    while done < calls_total:
+        poison_(target)
+        t0 = time.perf_counter()
+        try:
+            with call_deadline(call_timeout):
+                candidate(target, case.mean, case.std, case.a, case.b, generator)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+        except CallTimeout:
+            summary.candidate_s = t_candidate + (time.perf_counter() - t0)
+            raise CandidateFailure(
+                "hang", f"call {done + 1} did not return within {call_timeout:g} s", folder.finish()
+            ) from None
+        except Exception as exc:  # the candidate's own error, reported as a fail row
+            summary.candidate_s = t_candidate + (time.perf_counter() - t0)
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise CandidateFailure(
+                "raised", f"call {done + 1} raised {type(exc).__name__}: {text[:300]}", folder.finish()
+            ) from exc
+        t_candidate += time.perf_counter() - t0
+        buffer[filled].copy_(target)
+        filled += 1
+        done += 1
+        over_budget = (time_budget is not None and done >= min_calls and done < calls_total
+                       and t_candidate > time_budget and is_budget_stop(done))
+        if filled == per_chunk or done == calls_total or over_budget:
+            folder.fold(buffer[:filled])
+            filled = 0
+            if progress is not None:
+                progress(done * numel, calls_total * numel)
+            if over_budget:
+                summary.notes["stopped_by_budget"] = True
+                break
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    summary = folder.finish()
+    summary.candidate_s = t_candidate
+    summary.engine_s = time.perf_counter() - t_start - t_candidate
+    return summary

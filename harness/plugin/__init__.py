@@ -1,0 +1,413 @@
+"""The pytest plugin: hooks only. Registered by the root `conftest.py`.
+
+It stays plumbing: the options (`harness.plugin.options`), the run's plan and state
+(`harness.plugin.session`, shared with the Python API), how a check's outcome becomes a pytest
+outcome, how rows travel from xdist workers to the controller (as `user_properties` on the test
+reports, `harness.plugin.rows`) and the report written once, there, at the end (`reports`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import Counter, defaultdict
+
+import pytest
+import torch
+
+from reference.dtypes import DTYPES, dtype_name
+from reports.figures import save_case_data
+from reports.manifest import write_manifest
+from reports.render import write_run
+from reports.store import case_data_path, command_line, prepare_report_dir
+
+from ..fleet.groups import group_of_nodeid
+from ..fleet.scheduling import DeviceGroupScheduling, owned_cuda_device, visible_cuda_devices
+from ..seeds import DEFAULT_RUN_SEED
+from ..sharded import ranks
+from .options import OptionError, add_options, parse_options
+from .rows import ROW_KEY, latest_rows, row_skeleton, throughput
+from .session import CHECK_ORDER, INFLIGHT_DIR, ApiCombo, Combo, HarnessSession
+from .xfails import stale_lines
+
+#: xdist modes whose scheduling the harness takes over (plain -n gives "load"); any other mode
+#: would split or duplicate case groups and is refused at start-up.
+GROUP_PRESERVING_DIST = ("load", "loadgroup")
+
+
+def pytest_addoption(parser):
+    add_options(parser, DEFAULT_RUN_SEED, tuple(DTYPES))
+
+
+# ------------------------------------------------------------------------------------------------
+# Session state
+
+
+def _session(config) -> HarnessSession:
+    return config.stash[_SESSION_KEY]
+
+
+_SESSION_KEY = pytest.StashKey[HarnessSession]()
+
+
+def _new_session(config) -> HarnessSession:
+    try:
+        return HarnessSession(parse_options(config.option, tuple(DTYPES)))
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "harness_check(name): a conformance check test")
+    config.stash[_SESSION_KEY] = _new_session(config)
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        # xdist (when installed and -n is given) has set its mode in pytest_cmdline_main, which
+        # runs before any pytest_configure. Modes other than load/loadgroup would split case
+        # groups or run them on every worker; the harness schedules load/loadgroup itself.
+        dist = config.getoption("dist", "no")
+        if dist not in ("no",) + GROUP_PRESERVING_DIST:
+            raise pytest.UsageError(
+                f"--dist {dist}: the harness keeps each case's checks on one worker itself; use "
+                f"-n N with the default --dist load (or loadgroup)")
+        return
+    if workerinput.get("harness_cuda_device") is not None:
+        # Pin the worker to the CUDA device the controller gave it (worker index modulo device
+        # count, see harness.scheduling) before any CUDA work, so default allocations and
+        # kernels of different workers go to different devices.
+        torch.cuda.set_device(int(workerinput["harness_cuda_device"]))
+    # One worker must not oversubscribe the cores the others use.
+    count = int(workerinput.get("workercount", 1))
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // count))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist controller, per worker: the CUDA device the worker owns (see pytest_configure)."""
+    node.workerinput["harness_cuda_device"] = owned_cuda_device(node.gateway.id,
+                                                                visible_cuda_devices())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """The harness's scheduler for every -n run: case groups stay whole, CUDA cases go to their
+    device's workers (harness.scheduling). It reads the groups from the node ids itself, so it
+    depends neither on xdist's loadgroup option nor on how a pytest version stores node ids."""
+    if config.getoption("dist", "no") not in GROUP_PRESERVING_DIST:
+        return None
+    return DeviceGroupScheduling(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist controller: a worker went down. One that crashed (error set) hands its unfinished
+    group on legitimately; one that finished normally has no unfinished group to hand on."""
+    if error is not None:
+        _session(node.config).ledger.worker_down(node.gateway.id)
+
+
+def pytest_report_header(config):
+    s = _session(config)
+    cands = ", ".join(f"{c.name} ({c.version})" for c in s.candidates)
+    cfg = s.run_config
+    n = str(cfg.n(1))
+    if any(d.startswith("cuda") for d in s.devices) and cfg.n(1, "cuda") != cfg.n(1):
+        n += f" on CPU, {cfg.n(1, 'cuda')} on CUDA"
+    sharded = ""
+    if s.layouts:
+        sharded = (f"; sharded: world sizes {','.join(str(w) for w in s.world_sizes if w > 1)}, "
+                   f"{len(s.layouts)} layouts ({', '.join(l.label for l in s.layouts[:6])}"
+                   f"{', ...' if len(s.layouts) > 6 else ''})")
+    lines = [f"harness: candidates {cands}",
+             f"harness: torch {torch.__version__}; devices {', '.join(s.devices)}; dtypes "
+             f"{', '.join(dtype_name(d) for d in s.dtypes)}",
+             f"harness: profile {cfg.profile} (n={n} per case, stage 2 x4); "
+             f"budget {budget_text(cfg.case_budget_s)}; seed {cfg.run_seed}; bounds {cfg.bounds}; "
+             f"alpha {cfg.alpha_suspect:g}/{cfg.alpha_fail:g}{sharded}"]
+    if s.partition is not None:
+        lines.append(f"harness: {s.partition.describe()}")
+    return lines
+
+
+def budget_text(seconds: float | None) -> str:
+    return "none" if seconds is None else f"{seconds:g} s of candidate time per case"
+
+
+def pytest_generate_tests(metafunc):
+    """The id is the case group (harness.fleet.groups): every check of a combo shares it."""
+    s = _session(metafunc.config)
+    marker = metafunc.definition.get_closest_marker("harness_check")
+    check = marker.args[0] if marker else None
+    for fixture in ("conformance_case", "api_case"):
+        if fixture in metafunc.fixturenames:
+            metafunc.parametrize(fixture, [pytest.param(c, id=c.id) for c in s.params_for(check)])
+
+
+def _check_of(item) -> str | None:
+    marker = item.get_closest_marker("harness_check")
+    return marker.args[0] if marker else None
+
+
+def _param_of(item):
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    param = callspec.params.get("conformance_case") or callspec.params.get("api_case")
+    return param if isinstance(param, (Combo, ApiCombo)) else None
+
+
+def _empty_parametrization(item) -> bool:
+    """A harness test whose parameter list was empty in this run (e.g. `contract` in a run of
+    sharded groups only): pytest's placeholder, deselected rather than reported as a skip."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return False
+    params = callspec.params
+    return any(k in params and not isinstance(params[k], (Combo, ApiCombo))
+               for k in ("conformance_case", "api_case"))
+
+
+def pytest_collection_modifyitems(session, config, items):
+    s = _session(config)
+    if s.partition is not None:
+        deselect_other_shards(s.partition, config, items)
+
+    order = {name: i for i, name in enumerate(CHECK_ORDER)}
+    empty = [item for item in items if _empty_parametrization(item)]
+    if empty:
+        config.hook.pytest_deselected(items=empty)
+        items[:] = [item for item in items if not _empty_parametrization(item)]
+    # Keep every check of one (candidate, case, dtype, device) together: its Summary is generated
+    # once and shared, and a runner cache of a few cases suffices.
+    indexed = list(enumerate(items))
+
+    def key(pair):
+        i, item = pair
+        param = _param_of(item)
+        check = _check_of(item)
+        if param is None or check is None:
+            return (0, "", i, 0)
+        return (1, param.id, order.get(check, 99), i)
+
+    items[:] = [item for _, item in sorted(indexed, key=key)]
+    workerinput = getattr(config, "workerinput", None)
+    workers = int(workerinput.get("workercount", 1)) if workerinput else 1
+    combos = {_param_of(i).id for i in items if isinstance(_param_of(i), Combo)}
+    s.apply_budget(len(combos), workers)
+    for item in items:
+        param, check = _param_of(item), _check_of(item)
+        if param is None or check is None:
+            continue
+        reason = s.skip_reason(param.candidate, param.dtype, param.device, param)
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
+        s.node_params[item.nodeid] = row_skeleton(param, check)
+    if not hasattr(config, "workerinput"):
+        warn_stale_xfails(config, s)
+
+
+def deselect_other_shards(partition, config, items) -> None:
+    """Keep the conformance tests of this shard's groups; the others are deselected (not skipped:
+    another shard runs them). Tests the harness did not parametrize are left alone."""
+    keep, drop = [], []
+    for item in items:
+        mine = _param_of(item) is None or partition.owns(group_of_nodeid(item.nodeid))
+        (keep if mine else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def _count_collected(s: "HarnessSession", nodeids) -> None:
+    counts = Counter(group_of_nodeid(n) for n in nodeids)
+    s.collected = dict(counts)
+
+
+def pytest_collection_finish(session):
+    if not hasattr(session.config, "workerinput"):
+        _count_collected(_session(session.config), [i.nodeid for i in session.items])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """xdist controller: what the workers collected (they all collect the same)."""
+    _count_collected(_session(node.config), ids)
+
+
+def warn_stale_xfails(config, s: "HarnessSession") -> None:
+    """array-api-tests style: warn about xfails lines that match no test of the configured
+    candidates on the whole grid (not merely the tests this run selected)."""
+    for p in stale_lines(s.xfails, s.candidates, s.sharded_cases, s.layouts):
+        config.issue_config_time_warning(
+            pytest.PytestConfigWarning(f"xfails file line {p.line}: {p.pattern!r} matches no test"),
+            stacklevel=2)
+
+
+
+# ------------------------------------------------------------------------------------------------
+# Fixtures and the bridge from a check's outcome to a pytest outcome
+
+
+class Verifier:
+    def __init__(self, session: HarnessSession, request):
+        self.s = session
+        self.request = request
+
+    def __call__(self, check: str, param) -> None:
+        out = self.s.run_check(check, param, os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                               on_failure=self._save_case_data)
+        self.request.node.user_properties.append((ROW_KEY, out.row))
+        if out.verdict == "pass":
+            return
+        if out.verdict == "skip":
+            pytest.skip(out.text)
+        if out.xfail is not None:
+            pytest.xfail(f"known: {out.xfail.cause} -- {out.text}")
+        if out.verdict == "error":
+            pytest.fail(f"HARNESS ERROR {out.text}\n  reproduce: {out.repro}", pytrace=False)
+        pytest.fail(f"{out.text}\n  reproduce: {out.repro}", pytrace=False)
+
+    def _save_case_data(self, param, runner) -> None:
+        """Keep the failing case's histogram for the report's figure (never changes a verdict)."""
+        s = self.s
+        key = (param.candidate.name, param.case_label, dtype_name(param.dtype), param.device)
+        if not s.report_dir or key in s.saved_case_data:
+            return
+        summary = next((runner.cached_summary(st) for st in (2, 1)
+                        if runner.cached_summary(st) is not None), None)
+        if summary is None:
+            return
+        s.saved_case_data.add(key)
+        try:
+            save_case_data(case_data_path(s.report_dir, *key), summary, runner.law,
+                           meta={"candidate": key[0], "case": key[1], "device": key[3]})
+        except Exception as exc:  # a figure problem must not change a verdict
+            runner.warnings.append(f"case data not saved: {type(exc).__name__}: {exc}")
+
+
+@pytest.fixture
+def verify(request) -> Verifier:
+    """verify(check_name, param): run one check and turn its verdict into the test's outcome."""
+    return Verifier(_session(request.config), request)
+
+
+# ------------------------------------------------------------------------------------------------
+# Rows to the controller, reports at the end
+
+
+def pytest_runtest_logreport(report):
+    config = _CONFIG.get("config")
+    if config is None or hasattr(config, "workerinput"):
+        return
+    s = _session(config)
+    rows = [v for k, v in report.user_properties if k == ROW_KEY]
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        node = getattr(report, "node", None)  # the xdist worker that ran it (None without -n)
+        if node is not None:
+            s.ledger.record(group_of_nodeid(report.nodeid), node.gateway.id)
+        if rows:
+            s.rows.extend(rows)
+            return
+        skeleton = s.node_params.get(report.nodeid) or s.skeleton_from_nodeid(report.nodeid)
+        if skeleton is None:
+            return
+        if report.skipped:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            s.rows.append(skeleton | {"verdict": "skip",
+                                      "message": str(reason).removeprefix("Skipped: ")[:300]})
+        elif report.failed:
+            # No row rode on the report: the worker crashed or the test body blew up.
+            text = str(report.longrepr).strip().splitlines()
+            s.rows.append(skeleton | {"verdict": "error",
+                                      "message": (text[-1] if text else "no result")[:300]})
+
+
+_CONFIG: dict = {}
+
+
+def _close_rank_pools() -> None:
+    """Stop the rank processes this process started for sharded groups (harness.sharded.ranks)."""
+    ranks.close_pools()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    _CONFIG["config"] = session.config
+    config = session.config
+    s = _session(config)
+    if not hasattr(config, "workerinput") and s.report_dir:
+        # Files of an earlier run in the same directory must not mix into this one.
+        prepare_report_dir(s.report_dir)
+        shutil.rmtree(os.path.join(s.report_dir, INFLIGHT_DIR), ignore_errors=True)
+        shutil.rmtree(os.path.join(s.report_dir, ".stores"), ignore_errors=True)  # rank rendezvous files
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    _close_rank_pools()
+    if hasattr(config, "workerinput"):
+        return
+    s = _session(config)
+    s.rows = latest_rows(s.rows)
+    if s.ledger.splits:
+        # Each check of a split group read its own draw: the verdicts are not the harness's.
+        dsession = config.pluginmanager.getplugin("dsession")
+        scheduler = type(getattr(dsession, "sched", None)).__name__
+        for row in s.rows:
+            if row.get("group") in s.ledger.splits:
+                row.update(verdict="error",
+                           message=s.ledger.split_message(row["group"], scheduler))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    empty_share = s.partition is not None and not s.partition.groups
+    if empty_share and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK  # N > groups: this shard has nothing to run
+    if not s.report_dir or not (s.rows or empty_share):
+        return
+    s.written = write_run(s.rows, s.report_dir, s.run_facts(_invocation(config), _workers(config)))
+    write_run_manifest(s, config, session.exitstatus)
+
+
+def _invocation(config):
+    """pytest's invocation args (None where unknown: the command line is then sys.argv)."""
+    params = getattr(config, "invocation_params", None)
+    return None if params is None else params.args
+
+
+def _workers(config) -> int:
+    workers = getattr(config.option, "numprocesses", None)
+    return workers if workers is not None else 0
+
+
+def write_run_manifest(s: "HarnessSession", config, exitstatus) -> None:
+    """manifest.json beside the results (`HarnessSession.manifest`)."""
+    write_manifest(s.report_dir, s.manifest(int(exitstatus), command_line(_invocation(config))))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if hasattr(config, "workerinput"):
+        return
+    s = _session(config)
+    if not s.rows:
+        return
+    tr = terminalreporter
+    tr.section("truncated-normal conformance")
+    counts = Counter(r.get("verdict", "?") for r in s.rows)
+    tr.write_line("verdicts: " + ", ".join(f"{k} {counts[k]}" for k in
+                                           ("pass", "fail", "error", "xfail", "skip") if counts[k]))
+    fails = defaultdict(list)
+    for r in s.rows:
+        if r.get("verdict") in ("fail", "error"):
+            fails[r["check"]].append(r)
+    for check, rows in sorted(fails.items()):
+        tr.write_line(f"  {check}: {len(rows)} failing")
+        for r in rows[:6]:
+            tr.write_line(f"    {r['candidate']} {r['case']} {r['dtype']} {r['device']}: "
+                          f"{str(r.get('message', ''))[:150]}")
+        if len(rows) > 6:
+            tr.write_line(f"    ... {len(rows) - 6} more (see the report)")
+    for name, (n, secs) in throughput(s.rows).items():
+        rate = f"{n / secs / 1e6:.2f} M samples/s inside the candidate" if secs > 0 and n else "n/a"
+        tr.write_line(f"throughput {name}: {n} samples in {secs:.1f} s, {rate}")
+    written = s.written
+    if written:
+        tr.write_line(f"report written to {written}")

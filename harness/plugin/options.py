@@ -1,0 +1,284 @@
+"""The harness's command-line options and their validation at start-up.
+
+Every option is registered as text and parsed here, so that a bad value of any of them is one
+line naming the option and what it takes (`OptionError`, which the plugin turns into a pytest
+usage error: exit status 4), before a worker starts or a candidate is called. argparse's own
+errors would print a usage block instead.
+
+`parse_options(option_namespace) -> Options` is pure apart from reading the files and directories
+the options name, so it is tested without running pytest.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from reference.dtypes import DEFAULT_DTYPE_NAMES
+
+from ..cases import GRID, PROFILES, SHARDED_CASES, SHARDED_DTYPES, case_by_id
+from ..fleet.partition import PartitionError, ShardSpec, load_durations, resolve_shard
+from ..sharded.layout import PLACEMENTS, RANK_SEEDS
+
+DEFAULT_DTYPES = DEFAULT_DTYPE_NAMES
+DEFAULT_REPORT_DIR = "harness-report"
+DEFAULT_CASE_TIMEOUT = 20.0
+DEFAULT_ALPHA = 1e-3
+BOUNDS_POLICIES = ("rounded", "strict")
+
+
+class OptionError(Exception):
+    """A bad option value; str() is one line naming the option."""
+
+
+def add_options(parser, default_seed: int, known_dtypes) -> None:
+    g = parser.getgroup("harness", "truncated-normal conformance harness")
+    g.addoption("--candidate", action="append", default=[], metavar="SPEC",
+                help="sampler under test: a registered name, pkg.mod:fn or path/file.py:fn; "
+                     "repeatable (default: torch)")
+    g.addoption("--profile", default="pr", metavar="NAME",
+                help=f"samples per case: {', '.join(PROFILES)} (default pr)")
+    g.addoption("--samples", default=None, metavar="N",
+                help="stage-1 samples per (case, dtype, device), drawn in full (no budget); "
+                     "overrides the profile")
+    g.addoption("--seed", default=str(default_seed), metavar="S", help="run seed (0 <= S < 2^63)")
+    g.addoption("--dtypes", default=None, metavar="LIST",
+                help=f"comma-separated dtypes (default {','.join(DEFAULT_DTYPES)}; sharded: "
+                     f"{','.join(SHARDED_DTYPES)}; also "
+                     f"{', '.join(d for d in known_dtypes if d not in DEFAULT_DTYPES)})")
+    g.addoption("--devices", default=None, metavar="LIST",
+                help="comma-separated devices (default: cpu and every cuda device present)")
+    g.addoption("--cases", default=None, metavar="IDS", help="comma-separated case ids (default: all)")
+    g.addoption("--bounds", default="rounded", metavar="POLICY",
+                help="rounded: accept values in [RN(a), RN(b)] (default); strict: demand [a, b]")
+    g.addoption("--case-timeout", default=str(DEFAULT_CASE_TIMEOUT), metavar="SECONDS",
+                help=f"seconds one candidate call may take before it counts as a hang "
+                     f"(default {DEFAULT_CASE_TIMEOUT:g})")
+    g.addoption("--case-budget", default=None, metavar="SECONDS",
+                help="seconds of the candidate's own time one case's stage-1 draw may take; the n "
+                     "drawn is recorded and the case marked budget-limited (default: the "
+                     "profile's, none with --samples; 0: no budget)")
+    g.addoption("--budget-seconds", default=None, metavar="SECONDS",
+                help="a wall-clock budget for the whole run's sampling, shared out as equal "
+                     "per-case budgets (replaces --case-budget)")
+    g.addoption("--alpha-suspect", default=str(DEFAULT_ALPHA), metavar="A",
+                help=f"stage-1 p below this draws stage 2 (default {DEFAULT_ALPHA:g})")
+    g.addoption("--alpha-fail", default=str(DEFAULT_ALPHA), metavar="A",
+                help=f"stage-2 p below this fails (default {DEFAULT_ALPHA:g})")
+    g.addoption("--report-dir", default=DEFAULT_REPORT_DIR, metavar="DIR",
+                help=f"where results go (default ./{DEFAULT_REPORT_DIR}); '' to write nothing")
+    g.addoption("--xfails-file", default=None, metavar="FILE",
+                help="known failures, one pattern per line with '# cause'")
+    # Grid partitions (harness.fleet.partition): this process runs shard K of N of the grid.
+    g.addoption("--shard-id", default=None, metavar="K",
+                help="run grid shard K of --num-shards N (0-based); default: a CI's variables "
+                     "(JOB_COMPLETION_INDEX, BUILDKITE_PARALLEL_JOB, CIRCLE_NODE_INDEX, "
+                     "CI_NODE_INDEX), else the whole grid")
+    g.addoption("--num-shards", default=None, metavar="N",
+                help="number of grid shards (with --shard-id, or alone with JOB_COMPLETION_INDEX)")
+    g.addoption("--durations-from", default=None, metavar="DIR",
+                help="balance the shards by the group durations in an earlier run's report "
+                     "directory (default: a stable hash of the group key)")
+    # Sharded parameters (harness.sharded).
+    g.addoption("--world-sizes", default=None, metavar="LIST",
+                help="ranks per sharded parameter, e.g. 2,4; 1 is the unsharded grid (default: the "
+                     "profile's, 1; nightly 1,2,4). W > 1 draws the sharded selection of cases "
+                     f"({','.join(SHARDED_CASES)}) unless --cases is given")
+    g.addoption("--placements", default=",".join(PLACEMENTS), metavar="LIST",
+                help=f"DTensor placements of a sharded parameter (default {','.join(PLACEMENTS)})")
+    g.addoption("--rank-seeds", default="same", metavar="LIST",
+                help="how ranks are seeded: same (every rank torch.manual_seed(s), default), "
+                     "per-rank (rank 0 s, the others their own), or both")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The validated options (see `add_options` for their meaning)."""
+
+    candidates: tuple
+    profile: str
+    samples: int | None
+    seed: int
+    dtypes: tuple
+    devices: tuple | None  # None: the default devices
+    cases: tuple
+    bounds: str
+    case_timeout: float
+    case_budget: float | None  # None: no budget
+    budget_seconds: float | None
+    alpha_suspect: float
+    alpha_fail: float
+    report_dir: str
+    xfails_file: str | None
+    shard: ShardSpec | None = None  # None: the whole grid (harness.partition)
+    durations_from: str | None = None
+    durations: dict | None = None  # group -> seconds, from --durations-from
+    world_sizes: tuple = (1,)  # 1: the unsharded grid
+    placements: tuple = PLACEMENTS
+    rank_seeds: tuple = ("same",)
+    sharded_cases: tuple = ()  # Cases drawn on W > 1 ranks
+    sharded_dtypes: tuple = ()
+
+
+def csv_list(value: str) -> list[str]:
+    return [v.strip() for v in str(value).split(",") if v.strip()]
+
+
+def _number(name: str, text, *, integer: bool = False) -> float | int:
+    """Parse `text` as a number; integers may be written 4194304, 4_194_304, 2**22 or 4.2e6."""
+    value = str(text).strip()
+    try:
+        if integer and "**" in value:
+            base, _, exponent = value.partition("**")
+            number = int(base) ** int(exponent)
+        else:
+            number = float(value.replace("_", ""))
+    except (ValueError, OverflowError):
+        kind = "an integer" if integer else "a number"
+        raise OptionError(f"{name}: expected {kind}, got {value!r}") from None
+    if integer:
+        if not math.isfinite(number) or number != int(number):
+            raise OptionError(f"{name}: expected an integer, got {value!r}")
+        return int(number)
+    return number
+
+
+def _require(name: str, text, ok: bool, what: str) -> None:
+    if not ok:
+        raise OptionError(f"{name}: must be {what}, got {text!r}")
+
+
+def _positive_seconds(name: str, text, *, zero_means_none: bool = False) -> float | None:
+    seconds = _number(name, text)
+    if zero_means_none and seconds == 0:
+        return None
+    what = "0 (none) or a positive number of seconds" if zero_means_none else "a positive number of seconds"
+    _require(name, text, math.isfinite(seconds) and seconds > 0, what)
+    return seconds
+
+
+def _alpha(name: str, text) -> float:
+    alpha = _number(name, text)
+    _require(name, text, 0 < alpha < 1, "a probability strictly between 0 and 1")
+    return alpha
+
+
+def parse_options(opt, known_dtypes, environ=None) -> Options:
+    """Validate the raw option namespace; OptionError (one line) on the first bad value.
+    `environ` (default os.environ) is where a CI's shard variables are read from."""
+    profile = str(opt.profile)
+    if profile not in PROFILES:
+        raise OptionError(f"--profile: unknown {profile!r}; known: {', '.join(PROFILES)}")
+    bounds = str(opt.bounds)
+    if bounds not in BOUNDS_POLICIES:
+        raise OptionError(f"--bounds: unknown {bounds!r}; known: {', '.join(BOUNDS_POLICIES)}")
+
+    samples = None
+    if opt.samples is not None:
+        samples = _number("--samples", opt.samples, integer=True)
+        _require("--samples", opt.samples, samples >= 1, "a positive integer")
+    seed = _number("--seed", opt.seed, integer=True)
+    _require("--seed", opt.seed, 0 <= seed < 2**63, "an integer in [0, 2^63)")
+
+    dtypes = tuple(csv_list(opt.dtypes)) if opt.dtypes is not None else DEFAULT_DTYPES
+    unknown = [d for d in dtypes if d not in known_dtypes]
+    if unknown:
+        raise OptionError(f"--dtypes: unknown {', '.join(unknown)}; known: {', '.join(known_dtypes)}")
+    if not dtypes:
+        raise OptionError("--dtypes: empty list")
+    try:
+        cases = tuple(case_by_id(c) for c in csv_list(opt.cases)) if opt.cases else GRID
+    except KeyError as exc:
+        raise OptionError(f"--cases: {exc.args[0]}") from None
+    if not cases:
+        raise OptionError("--cases: empty list")
+    devices = tuple(csv_list(opt.devices)) if opt.devices else None
+    if opt.devices is not None and not devices:
+        raise OptionError("--devices: empty list")
+
+    case_timeout = _positive_seconds("--case-timeout", opt.case_timeout)
+    case_budget = None
+    if opt.case_budget is not None:
+        case_budget = _positive_seconds("--case-budget", opt.case_budget, zero_means_none=True)
+    elif samples is None:
+        case_budget = PROFILES[profile].case_budget_s
+    budget_seconds = None
+    if opt.budget_seconds is not None:
+        budget_seconds = _positive_seconds("--budget-seconds", opt.budget_seconds)
+
+    report_dir = str(opt.report_dir)
+    if report_dir and os.path.exists(report_dir) and not os.path.isdir(report_dir):
+        raise OptionError(f"--report-dir: {report_dir!r} exists and is not a directory")
+    xfails_file = opt.xfails_file
+    if xfails_file is not None:
+        if not os.path.isfile(xfails_file):
+            raise OptionError(f"--xfails-file: {xfails_file!r} is not a file")
+        if not os.access(xfails_file, os.R_OK):
+            raise OptionError(f"--xfails-file: {xfails_file!r} is not readable")
+    shard, durations_from, durations = _partition(opt, environ)
+    world_sizes, placements, rank_seeds = _sharding_options(opt, profile)
+    sharded_cases = tuple(cases) if opt.cases else tuple(case_by_id(c) for c in SHARDED_CASES)
+    sharded_dtypes = dtypes if opt.dtypes is not None else tuple(
+        d for d in SHARDED_DTYPES if d in known_dtypes)
+    return Options(candidates=tuple(opt.candidate or ["torch"]), profile=profile, samples=samples,
+                   seed=seed, dtypes=dtypes, devices=devices, cases=tuple(cases), bounds=bounds,
+                   case_timeout=case_timeout, case_budget=case_budget,
+                   budget_seconds=budget_seconds,
+                   alpha_suspect=_alpha("--alpha-suspect", opt.alpha_suspect),
+                   alpha_fail=_alpha("--alpha-fail", opt.alpha_fail), report_dir=report_dir,
+                   xfails_file=xfails_file, shard=shard, durations_from=durations_from,
+                   durations=durations, world_sizes=world_sizes, placements=placements,
+                   rank_seeds=rank_seeds, sharded_cases=sharded_cases,
+                   sharded_dtypes=sharded_dtypes)
+
+
+def _partition(opt, environ) -> tuple:
+    """(shard, durations_from, durations): which grid shard this process runs (harness.partition)."""
+    try:
+        shard = resolve_shard(getattr(opt, "shard_id", None), getattr(opt, "num_shards", None),
+                              environ)
+        durations_from = getattr(opt, "durations_from", None)
+        durations = None
+        if durations_from is not None:
+            if shard is None:
+                raise OptionError("--durations-from: no shard given (--shard-id K --num-shards N, "
+                                  "or a CI's shard variables)")
+            durations = load_durations(durations_from)
+    except PartitionError as exc:
+        raise OptionError(str(exc)) from None
+    return shard, durations_from, durations
+
+
+MAX_WORLD_SIZE = 1024
+
+
+def _choices(name: str, text, known: tuple) -> tuple:
+    """A comma-separated list of known names, deduplicated in the order given."""
+    values = tuple(dict.fromkeys(csv_list(text)))
+    if not values:
+        raise OptionError(f"{name}: empty list")
+    unknown = [v for v in values if v not in known]
+    if unknown:
+        raise OptionError(f"{name}: unknown {', '.join(unknown)}; known: {', '.join(known)}")
+    return values
+
+
+def _sharding_options(opt, profile: str) -> tuple[tuple, tuple, tuple]:
+    """(world sizes, placements, rank seedings) of --world-sizes, --placements, --rank-seeds."""
+    raw = getattr(opt, "world_sizes", None)
+    if raw is None:
+        world_sizes = tuple(PROFILES[profile].world_sizes)
+    else:
+        sizes = [_number("--world-sizes", v, integer=True) for v in csv_list(raw)]
+        if not sizes:
+            raise OptionError("--world-sizes: empty list")
+        bad = [str(w) for w in sizes if not 1 <= w <= MAX_WORLD_SIZE]
+        if bad:
+            raise OptionError(f"--world-sizes: each must be an integer in [1, {MAX_WORLD_SIZE}] "
+                              f"(1: unsharded), got {', '.join(bad)}")
+        world_sizes = tuple(sorted(set(sizes)))
+    placements = _choices("--placements", getattr(opt, "placements", ",".join(PLACEMENTS)),
+                          PLACEMENTS)
+    rank_seeds = _choices("--rank-seeds", getattr(opt, "rank_seeds", "same"), RANK_SEEDS)
+    return world_sizes, placements, rank_seeds

@@ -1,0 +1,51 @@
+"""Result rows: the plain-builtin dict of one check on one group, as it rides on a test report to
+the xdist controller and lands in the results table (`reports.store`)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from reference.dtypes import dtype_name
+
+#: The key under which a row rides on a test report's ``user_properties``.
+ROW_KEY = "harness_row"
+
+
+def row_skeleton(param, check: str) -> dict:
+    case = getattr(param, "case", None)
+    layout = getattr(param, "layout", None)
+    row = {"group": param.id, "candidate": param.candidate.name, "candidate_spec": param.candidate.spec,
+           "candidate_version": param.candidate.version,
+           "case": param.case_label if case else "api",
+           "dtype": dtype_name(param.dtype), "device": param.device, "check": check}
+    if layout is not None:
+        row.update(case_id=case.id, world_size=layout.world_size, placement=layout.placement,
+                   rank_seeds=layout.rank_seeds)
+    if case is not None:
+        row.update(mean=case.mean, std=case.std, a=case.a, b=case.b,
+                   shape="x".join(map(str, case.shape)))
+    return row
+
+
+def latest_rows(rows: list[dict]) -> list[dict]:
+    """One row per (candidate, case, dtype, device, check): the last reported wins (a worker
+    crash is reported for the test it was running, which may run again on a new worker)."""
+    keyed = {(r.get("candidate_spec"), r["case"], r["dtype"], r["device"], r["check"]): r
+             for r in rows}
+    return list(keyed.values())
+
+
+def throughput(rows: list[dict]) -> dict:
+    """candidate -> (samples generated, seconds inside the candidate), over both stages."""
+    samples: dict = defaultdict(int)
+    stage2: dict = {}
+    seconds: dict = defaultdict(float)
+    for r in rows:
+        seconds[r["candidate"]] += float(r.get("candidate_s") or 0.0)
+        key = (r["candidate"], r["case"], r["dtype"], r["device"])
+        if r["check"] == "hang":
+            samples[r["candidate"]] += int(r.get("n_stage1") or 0)
+        stage2[key] = max(stage2.get(key, 0), int(r.get("n_stage2") or 0))
+    for (cand, *_), n2 in stage2.items():
+        samples[cand] += n2
+    return {c: (samples[c], seconds[c]) for c in seconds}

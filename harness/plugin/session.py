@@ -1,0 +1,331 @@
+"""The run's plan and state, without pytest: which groups exist (candidates x cases x dtypes x
+devices [x layouts]), their runners, skip reasons, xfails and reproduce lines, and the one function
+that turns a check on a group into its result row (`HarnessSession.run_check`).
+
+The pytest plugin (`harness.plugin`) and the Python API (`harness.api`) both drive a
+`HarnessSession`, so `pytest suites` and `harness.check` give the same rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shlex
+import time
+from dataclasses import dataclass
+
+import torch
+
+from candidates import CandidateNotFound, resolve
+from reports.manifest import build_manifest
+from reports.store import command_line
+from reference.dtypes import DTYPES, dtype_name
+
+from ..checks import CANDIDATE_API_CHECKS, CASE_API_CHECKS
+from ..checks.sharded import SHARDED_CHECK_NAMES
+from ..fleet.groups import GroupLedger, group_of_nodeid
+from ..fleet.partition import plan
+from ..runner import RunConfig, RunnerCache, all_check_names, run_candidate_check
+from ..sharded.layout import Layout
+from ..sharded.runner import ShardedRunnerCache, sharded_skip_reason
+from .devices import check_device_name, default_devices, device_skip_reason
+from .options import DEFAULT_ALPHA, DEFAULT_CASE_TIMEOUT, OptionError, Options
+from .rows import row_skeleton
+from .xfails import XfailPattern, load_xfails
+
+#: Inside the report dir: leases of draws in progress (harness.runner.leases).
+INFLIGHT_DIR = ".inflight"
+#: The order of a group's checks (its draw is made by the first and shared by the rest).
+CHECK_ORDER = all_check_names() + SHARDED_CHECK_NAMES + CANDIDATE_API_CHECKS
+
+
+@dataclass(frozen=True)
+class Combo:
+    """One (candidate, case, dtype, device[, layout]): the parameter of every conformance test.
+    A layout (harness.layout) makes it a sharded parameter on W ranks: a group of its own."""
+
+    candidate: object
+    case: object
+    dtype: torch.dtype
+    device: str
+    layout: Layout | None = None
+
+    @property
+    def id(self) -> str:
+        base = f"{self.candidate.name}-{self.case.id}-{dtype_name(self.dtype)}-{self.device}"
+        return base if self.layout is None else f"{base}-{self.layout.label}"
+
+    @property
+    def case_label(self) -> str:
+        """The report's case column: the case id, `@layout` for a sharded group."""
+        return self.case.id if self.layout is None else f"{self.case.id}@{self.layout.label}"
+
+
+@dataclass(frozen=True)
+class ApiCombo:
+    candidate: object
+    dtype: torch.dtype
+    device: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.candidate.name}-{dtype_name(self.dtype)}-{self.device}"
+
+
+@dataclass
+class CheckOutcome:
+    """What one check on one group gave: its row, and what pytest needs to report it."""
+
+    row: dict
+    verdict: str  # the Result's verdict (the row says "xfail" where an xfails line matched)
+    text: str  # "check [group]: message"
+    repro: str
+    xfail: XfailPattern | None = None
+
+
+class HarnessSession:
+    """One run: the validated options, the resolved candidates, the grid and its runners."""
+
+    def __init__(self, opt: Options):
+        self.options = opt
+        self.candidates = []
+        for spec in opt.candidates:
+            try:
+                self.candidates.append(resolve(spec))
+            except CandidateNotFound as exc:
+                raise OptionError(str(exc)) from None
+        self.run_config = RunConfig(profile=opt.profile, samples=opt.samples, run_seed=opt.seed,
+                                    bounds=opt.bounds, case_timeout=opt.case_timeout,
+                                    alpha_suspect=opt.alpha_suspect, alpha_fail=opt.alpha_fail,
+                                    case_budget_s=opt.case_budget,
+                                    inflight_dir=(os.path.join(opt.report_dir, INFLIGHT_DIR)
+                                                  if opt.report_dir else None))
+        self.budget_seconds = opt.budget_seconds
+        self.cases = list(opt.cases)
+        self.dtypes = [DTYPES[d] for d in opt.dtypes]
+        self.devices = list(opt.devices) if opt.devices else default_devices()
+        for d in self.devices:
+            check_device_name(d)
+        try:
+            self.xfails = load_xfails(opt.xfails_file) if opt.xfails_file else []
+        except (OSError, UnicodeDecodeError) as exc:
+            raise OptionError(f"--xfails-file: {opt.xfails_file!r}: {exc}") from None
+        self.runners = RunnerCache()
+        self.world_sizes = tuple(opt.world_sizes)
+        self.layouts = [Layout(w, p, r) for w in self.world_sizes if w > 1
+                        for p in opt.placements for r in opt.rank_seeds]
+        self.sharded_cases = list(opt.sharded_cases)
+        self.sharded_dtypes = [DTYPES[d] for d in opt.sharded_dtypes]
+        self._sharded_runners = None
+        self.rows: list[dict] = []
+        self.started = time.time()
+        self.node_params: dict = {}  # nodeid -> row skeleton (to report crashed workers)
+        self.report_dir = opt.report_dir
+        self.saved_case_data: set = set()
+        self.ledger = GroupLedger()  # controller: which worker ran each case group
+        # Grid partitions (harness.fleet.partition): the groups this process runs; None: all.
+        self.partition = None
+        if opt.shard is not None:
+            self.partition = plan(opt.shard, self.grid_groups(), opt.durations, opt.durations_from)
+        self.collected: dict = {}  # group -> tests collected (for the manifest)
+        self.written: str | None = None  # where the report went
+
+    def apply_budget(self, n_combos: int, workers: int) -> None:
+        """--budget-seconds: give each (candidate, case, dtype, device) an equal share of the
+        wall clock for its stage-1 draw; a third of the budget is kept for stage 2 and checks."""
+        if self.budget_seconds is None or n_combos == 0:
+            return
+        share = self.budget_seconds * max(1, workers) / n_combos / 3.0
+        self.run_config = dataclasses.replace(self.run_config, case_budget_s=share)
+
+    def combos(self):
+        if 1 in self.world_sizes:
+            for cand in self.candidates:
+                for case in self.cases:
+                    for dtype in self.dtypes:
+                        for device in self.devices:
+                            yield Combo(cand, case, dtype, device)
+        yield from self.sharded_combos()
+
+    def sharded_combos(self):
+        """The sharded groups: candidates x the sharded selection x devices x layouts."""
+        for cand in self.candidates:
+            for case in self.sharded_cases:
+                for dtype in self.sharded_dtypes:
+                    for device in self.devices:
+                        for layout in self.layouts:
+                            yield Combo(cand, case, dtype, device, layout)
+
+    @property
+    def sharded_runners(self):
+        if self._sharded_runners is None:
+            store_dir = os.path.join(self.report_dir, ".stores") if self.report_dir else None
+            self._sharded_runners = ShardedRunnerCache(store_dir)
+        return self._sharded_runners
+
+    def runner_for(self, combo: "Combo"):
+        if combo.layout is None:
+            return self.runners.get(combo.candidate, combo.case, combo.dtype, combo.device,
+                                    self.run_config)
+        return self.sharded_runners.get(combo.candidate, combo.case, combo.dtype, combo.device,
+                                        self.run_config, combo.layout)
+
+    def params_for(self, check: str) -> list:
+        """The groups a check runs on: the shard-only checks on sharded groups, the plain-tensor
+        API checks on unsharded ones, `arguments` once per (candidate, dtype, device)."""
+        if check in CANDIDATE_API_CHECKS:
+            return list(self.api_combos())
+        combos = list(self.combos())
+        if check in SHARDED_CHECK_NAMES:
+            return [c for c in combos if c.layout is not None]
+        if check in CASE_API_CHECKS:
+            return [c for c in combos if c.layout is None]
+        return combos
+
+    def planned_tests(self) -> list[tuple[str, object]]:
+        """Every (check, group) this process runs, in the order pytest runs them: group by group
+        (`Combo.id` order), each group's checks in `CHECK_ORDER` (the partition's share only)."""
+        tests = [(check, param) for check in CHECK_ORDER for param in self.params_for(check)
+                 if self.partition is None or self.partition.owns(param.id)]
+        return sorted(tests, key=lambda t: (t[1].id, CHECK_ORDER.index(t[0])))
+
+    def api_combos(self):
+        if 1 not in self.world_sizes:  # the API checks call the candidate on plain tensors
+            return
+        for cand in self.candidates:
+            for dtype in self.dtypes:
+                for device in self.devices:
+                    yield ApiCombo(cand, dtype, device)
+
+    def grid_groups(self) -> list[str]:
+        """Every group key of the run's grid (what a partition splits), whatever -k selects."""
+        return sorted({p.id for p in (*self.combos(), *self.api_combos())})
+
+    def skip_reason(self, candidate, dtype, device, combo=None) -> str | None:
+        # The case too: a sampler that cannot be asked for it (fixed ±2σ bounds, no mean) is
+        # skipped with the candidate's reason; a sharded layout needs ranks and devices.
+        reason = (device_skip_reason(device)
+                  or candidate.skip_reason(dtype, device, getattr(combo, "case", None)))
+        if reason is None and getattr(combo, "layout", None) is not None:
+            reason = sharded_skip_reason(combo.layout, device, tuple(combo.case.shape))
+        return reason
+
+    def skeleton_from_nodeid(self, nodeid: str) -> dict | None:
+        """Row skeleton of a test from its node id alone: the xdist controller collects nothing,
+        yet must write rows for tests whose worker crashed or that were skipped at setup."""
+        match = re.search(r"::test_(\w+)\[", nodeid)
+        if match is None:
+            return None
+        if not hasattr(self, "_params_by_id"):
+            self._params_by_id = {p.id: p for p in (*self.combos(), *self.api_combos())}
+        param = self._params_by_id.get(group_of_nodeid(nodeid))
+        return row_skeleton(param, match.group(1)) if param is not None else None
+
+    def xfail_for(self, test_name: str) -> XfailPattern | None:
+        for p in self.xfails:
+            if p.matches(test_name):
+                return p
+        return None
+
+    def repro(self, candidate, case_id, dtype, device, check, samples: int | None = None,
+              layout: Layout | None = None) -> str:
+        """The one command that reruns this check on exactly these streams. `samples`: the n
+        stage 1 drew, where a budget was in force (a budget stops at a time that depends on the
+        machine; an explicit --samples is drawn in full, so the rerun draws the same n)."""
+        cfg = self.run_config
+        parts = ["pytest", "suites", "--candidate", candidate.spec]
+        if case_id != "api":
+            parts += ["--cases", case_id]
+        parts += ["--dtypes", dtype_name(dtype), "--devices", device, "--seed", str(cfg.run_seed),
+                  "--profile", cfg.profile]
+        if layout is not None:
+            parts += ["--world-sizes", str(layout.world_size), "--placements", layout.placement]
+            if layout.rank_seeds != "same":
+                parts += ["--rank-seeds", layout.rank_seeds]
+        elif case_id != "api" and self.world_sizes != (1,):
+            parts += ["--world-sizes", "1"]
+        samples = samples or cfg.samples
+        if samples:
+            parts += ["--samples", str(samples)]
+        if cfg.bounds != "rounded":
+            parts += ["--bounds", cfg.bounds]
+        for flag, value, default in (("--case-timeout", cfg.case_timeout, DEFAULT_CASE_TIMEOUT),
+                                     ("--alpha-suspect", cfg.alpha_suspect, DEFAULT_ALPHA),
+                                     ("--alpha-fail", cfg.alpha_fail, DEFAULT_ALPHA)):
+            if value != default:
+                parts += [flag, f"{value:g}"]
+        parts += ["-k", f"test_{check}"]
+        return " ".join(shlex.quote(p) for p in parts)
+
+    def run_facts(self, invocation=None, workers: int = 0) -> dict:
+        """What the report records of this run, as plain values (`reports.render.write_run`)."""
+        cfg = self.run_config
+        return {"started": self.started, "command": command_line(invocation),
+                "xdist_workers": workers, "profile": cfg.profile, "samples": cfg.samples,
+                "case_budget_s": cfg.case_budget_s, "run_seed": cfg.run_seed,
+                "bounds": cfg.bounds, "case_timeout": cfg.case_timeout,
+                "alpha_suspect": cfg.alpha_suspect, "alpha_fail": cfg.alpha_fail,
+                "candidates": [{"name": c.name, "spec": c.spec, "version": c.version}
+                               for c in self.candidates],
+                "devices": list(self.devices), "cases": [c.id for c in self.cases],
+                "n_stage1": cfg.n(1), "n_stage2": cfg.n(2)}
+
+    def manifest(self, exitstatus: int, command: str) -> dict:
+        """manifest.json: the shard, the grid's assignment, the groups run and the tests collected
+        per group, the options every shard shares, the machine (`reports.manifest`): what
+        `reports merge` checks a partitioned run's coverage with."""
+        opt, p = self.options, self.partition
+        if p is not None:
+            shard, assignment = p.shard.as_dict(), p.assignment
+            partition = {"method": p.method, "durations_from": p.durations_from, "known": p.known}
+        else:
+            shard, assignment, partition = None, {g: 0 for g in self.grid_groups()}, {"method": None}
+        config_key = {"profile": opt.profile, "samples": opt.samples, "run_seed": opt.seed,
+                      "bounds": opt.bounds, "case_timeout": opt.case_timeout,
+                      "case_budget": opt.case_budget, "budget_seconds": opt.budget_seconds,
+                      "alpha_suspect": opt.alpha_suspect, "alpha_fail": opt.alpha_fail,
+                      "candidates": [[c.spec, c.version] for c in self.candidates]}
+        return build_manifest(shard=shard, partition=partition, assignment=assignment,
+                              groups={r["group"] for r in self.rows if r.get("group")},
+                              tests=self.collected, config=config_key, started=self.started,
+                              finished=time.time(), exitstatus=int(exitstatus), command=command)
+
+    # -- one check on one group ------------------------------------------------------------
+    def run_check(self, check: str, param, worker: str = "main",
+                  on_failure=None) -> CheckOutcome:
+        """Run `check` on `param` (a Combo or an ApiCombo) -> its row and outcome.
+
+        `on_failure(param, runner)` is called for a failing case check (the plugin saves the
+        case's histogram for the report's figure there)."""
+        case_columns, repro_samples = {}, None
+        if isinstance(param, Combo):
+            runner = self.runner_for(param)
+            result = runner.run(check)
+            case_id = param.case.id
+            case_columns = runner.case_columns()
+            if self.run_config.case_budget_s is not None:
+                repro_samples = runner.samples_for_repro or self.run_config.n(1, param.device)
+            if result.verdict == "fail" and on_failure is not None:
+                on_failure(param, runner)
+        else:
+            result = run_candidate_check(check, param.candidate, param.dtype, param.device,
+                                         self.run_config)
+            case_id = "api"
+        row = row_skeleton(param, check) | result.as_row() | case_columns
+        row["worker"] = worker
+        row["profile"] = self.run_config.profile
+        repro = self.repro(param.candidate, case_id, param.dtype, param.device, check,
+                           repro_samples, getattr(param, "layout", None))
+        xf = self.xfail_for(f"{check}[{param.id}]")
+        if result.verdict in ("fail", "error"):
+            row["repro"] = repro
+            if xf is not None:
+                row["verdict"] = "xfail"
+                row["xfail_cause"] = xf.cause
+        return CheckOutcome(row, result.verdict, f"{check} [{param.id}]: {result.message}", repro,
+                            xf if result.verdict in ("fail", "error") else None)
+
+    def skip_row(self, param, check: str, reason: str) -> dict:
+        """The row of a test skipped before it ran (an unsupported dtype, device or case)."""
+        return row_skeleton(param, check) | {"verdict": "skip", "message": str(reason)[:300]}

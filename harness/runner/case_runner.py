@@ -1,0 +1,375 @@
+"""Run the checks of one (candidate, case, dtype, device) without pytest: the two-stage CaseRunner.
+
+`CaseRunner` owns the Summaries of one case (one per stage, generated once and shared by every
+check), the two-stage error control of the statistical checks, and the time accounting: each
+Result carries the candidate time and harness time it caused, so the columns add up over a run.
+
+    from harness.runner import RunConfig, CaseRunner
+    runner = CaseRunner(resolve("torch"), case_by_id("abs-bounds-trap"), torch.bfloat16, "cpu",
+                        RunConfig(profile="pr"))
+    results = [runner.run(check) for check in runner.check_names()]
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections import OrderedDict
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from reference import TruncatedNormal, rounded_law
+from reference.dtypes import dtype_name
+
+from ..cases import PROFILES, STAGE2_FACTOR
+from ..checks import (CASE_API_CHECKS, STATISTICAL_CHECKS, SUMMARY_CHECKS, check_arguments,
+                      check_bounds, check_contract, check_finite, check_generator, check_written)
+from ..checks.stat_local import spike_watch
+from ..engine import CandidateFailure, normal_throughput, run_engine
+from ..result import Result
+from ..seeds import DEFAULT_RUN_SEED, derive_seed
+from .leases import LeaseHeld, lease
+
+CASE_CHECKS = SUMMARY_CHECKS + ("hang",) + CASE_API_CHECKS
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    profile: str = "pr"
+    samples: int | None = None  # overrides the profile's n
+    run_seed: int = DEFAULT_RUN_SEED
+    bounds: str = "rounded"  # or "strict"
+    case_timeout: float = 20.0  # seconds one candidate call may take
+    alpha_suspect: float = 1e-3
+    alpha_fail: float = 1e-3
+    chunk_elements: int = 1 << 22
+    # Seconds of the candidate's own time one case's stage-1 draw may take (None: no limit); a
+    # draw stopped by it records its n, and stage 2 draws STAGE2_FACTOR times that n.
+    case_budget_s: float | None = None
+    inflight_dir: str | None = None  # where a draw holds its lease while it runs (harness.leases)
+
+    def n(self, stage: int, device: str = "cpu") -> int:
+        """The n asked for (a budget may stop stage 1 earlier; see CaseRunner.n_requested)."""
+        base = self.samples if self.samples else PROFILES[self.profile].samples(device)
+        return base * (STAGE2_FACTOR if stage == 2 else 1)
+
+
+def all_check_names() -> tuple:
+    return CASE_CHECKS + tuple(STATISTICAL_CHECKS)
+
+
+class CaseRunner:
+    def __init__(self, candidate, case, dtype: torch.dtype, device: str, config: RunConfig):
+        self.candidate = candidate
+        self.case = case
+        self.dtype = dtype
+        self.device = str(device)
+        self.config = config
+        self._law = None
+        self._summaries: dict = {}
+        self._uncharged: dict = {}  # stage -> (candidate_s, engine_s) not yet put on a Result
+        self.warnings: list[str] = []
+        self.progress = None  # progress(drawn, target) after each fold of a draw (harness.api)
+
+    # -- pieces ------------------------------------------------------------------------------
+    def seed(self, stage) -> int:
+        return derive_seed(self.config.run_seed, self.candidate.spec, self.case.id,
+                           dtype_name(self.dtype), self.device, stage)
+
+    @property
+    def law(self):
+        if self._law is None:
+            c = self.case
+            self._law = rounded_law(TruncatedNormal(c.mean, c.std, c.a, c.b), self.dtype)
+        return self._law
+
+    def n_requested(self, stage: int) -> int:
+        """Stage 1 asks for the configured n; stage 2 for STAGE2_FACTOR times what stage 1 drew
+        when a budget stopped it (so `--samples <that n>` reproduces both stages), else for
+        STAGE2_FACTOR times the configured n."""
+        s1 = self._summaries.get(1)
+        if stage == 2 and self.budget_limited:
+            return STAGE2_FACTOR * s1.n
+        return self.config.n(stage, self.device)
+
+    @property
+    def budget_limited(self) -> bool:
+        """Whether the budget stopped stage 1 short of the configured n."""
+        s1 = self.cached_summary(1)
+        return bool(s1 is not None and s1.notes.get("stopped_by_budget"))
+
+    def case_columns(self) -> dict:
+        """What every row of the case carries besides its check's result: the n asked for,
+        whether the budget cut stage 1 short of it, and the candidate's stage-1 throughput next to
+        torch's ``normal_`` on the same tensor and device (`speed_vs_normal`: their ratio)."""
+        cols = {"n_target": self.config.n(1, self.device), "budget_limited": self.budget_limited}
+        s1 = self.cached_summary(1)
+        if s1 is not None and s1.n and s1.candidate_s > 0:
+            rate = s1.n / s1.candidate_s
+            reference = normal_throughput(tuple(self.case.shape), self.dtype, self.device)
+            cols.update(samples_per_s=rate, normal_samples_per_s=reference,
+                        speed_vs_normal=rate / reference if reference > 0 else math.nan)
+        return cols
+
+    @property
+    def samples_for_repro(self) -> int | None:
+        """The `--samples` a reproduce line needs: stage 1's n when the budget cut it."""
+        return self.cached_summary(1).n if self.budget_limited else None
+
+    def _inflight_marker(self, stage):
+        return inflight_marker(self.config, self.candidate, self.case.id, self.dtype, self.device,
+                               stage)
+
+    def summary(self, stage: int):
+        """The stage's Summary, or the CandidateFailure that stopped it (both cached)."""
+        if stage in self._summaries:
+            return self._summaries[stage]
+        marker = self._inflight_marker(stage)
+        try:
+            with lease(marker), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                s, cost = self._draw(stage)
+            for w in caught:
+                text = f"{w.category.__name__}: {w.message}"
+                if text not in self.warnings:
+                    self.warnings.append(text)
+        except LeaseHeld as held:
+            s, cost = failure_from_lease(held, f"stage {stage}"), (0.0, 0.0)
+        self._summaries[stage] = s
+        self._uncharged[stage] = cost
+        return s
+
+    def watch_list(self) -> tuple:
+        """Mass bins whose exact values stage 2 tallies: those stage 1 found most over-represented
+        (`spikes`' stage 2 judges each value there against its own mass). A function of stage 1's
+        Summary alone, whichever check asks for stage 2 first, so all checks share one draw."""
+        s1 = self._summaries.get(1)
+        if "spikes" not in STATISTICAL_CHECKS or s1 is None or isinstance(s1, CandidateFailure):
+            return ()
+        return spike_watch(s1, self.law)
+
+    def _draw(self, stage: int):
+        """Run the engine for one stage -> (Summary or CandidateFailure, (candidate_s, engine_s))."""
+        try:
+            s = run_engine(self.candidate, self.case, self.dtype, self.device, self.law,
+                           self.n_requested(stage), self.seed(stage),
+                           call_timeout=self.config.case_timeout,
+                           chunk_elements=self.config.chunk_elements,
+                           min_calls=PROFILES[self.config.profile].min_calls,
+                           time_budget=self.config.case_budget_s if stage == 1 else None,
+                           watch=self.watch_list() if stage == 2 else None,
+                           progress=self.progress)
+            return s, (s.candidate_s, s.engine_s)
+        except CandidateFailure as failure:
+            partial = failure.summary
+            return failure, ((partial.candidate_s, 0.0) if partial is not None else (0.0, 0.0))
+
+    def cached_summary(self, stage: int):
+        """The stage's Summary if it was generated and completed, else None (generates nothing)."""
+        s = self._summaries.get(stage)
+        if isinstance(s, CandidateFailure):
+            return s.summary
+        return s
+
+    def _charge(self, result: Result, stages: tuple, t0: float) -> Result:
+        """Put the candidate and harness time this check caused on its Result: the draws of the
+        stages it used first (each draw is charged once, to the first check that reads it), plus
+        the candidate's own calls of an API check (already on the Result)."""
+        cand, eng = result.candidate_s, 0.0
+        for stage in stages:
+            c, e = self._uncharged.pop(stage, (0.0, 0.0))
+            cand, eng = cand + c, eng + e
+        result.candidate_s = cand
+        result.harness_s = eng + max(0.0, time.perf_counter() - t0 - cand - eng)
+        return result
+
+    # -- checks ------------------------------------------------------------------------------
+    def check_names(self) -> tuple:
+        return all_check_names()
+
+    def run(self, check: str) -> Result:
+        t0 = time.perf_counter()
+        try:
+            with on_device(self.device):
+                result, stages = self._run(check)
+        except Exception as exc:  # a harness defect or a law the reference cannot price
+            result, stages = Result(check, "error", f"{type(exc).__name__}: {exc}"[:400]), (1,)
+        result.seed = result.seed if result.seed is not None else self.seed(1)
+        if self.warnings:
+            result.details.setdefault("warnings", "; ".join(self.warnings)[:300])
+        return self._charge(result, stages, t0)
+
+    def _failed_run(self, check: str, failure: CandidateFailure, stage: int) -> Result:
+        n = failure.summary.n if failure.summary is not None else 0
+        if failure.kind == "split":  # the harness's scheduling, not the candidate
+            return Result(check, "error", str(failure), n=n, n_stage1=n)
+        verdict = "error" if failure.kind == "crashed" else "fail"
+        return Result(check, verdict, f"candidate {failure.kind} on {self.case.id} "
+                      f"({dtype_name(self.dtype)}, {self.device}), stage {stage}: {failure}",
+                      n=n, n_stage1=n)
+
+    def _run(self, check: str):
+        cfg = self.config
+        case = self.case
+        if check in CASE_API_CHECKS:
+            timeout = min(cfg.case_timeout, 30.0)
+            if check == "contract":
+                def call():
+                    return check_contract(self.candidate, case, self.dtype, self.device,
+                                          self.seed("contract"), timeout)
+            else:
+                collision = float(self.law.collision_prob)
+
+                def call():
+                    return check_generator(self.candidate, case, self.dtype, self.device,
+                                           self.seed("generator"), timeout, collision)
+            return crash_guarded(self._inflight_marker(check), check, call), ()
+
+        s1 = self.summary(1)
+        if check == "hang":
+            if isinstance(s1, CandidateFailure) and s1.kind in ("hang", "crashed", "split"):
+                return self._failed_run(check, s1, 1), (1,)
+            if isinstance(s1, CandidateFailure):
+                return Result("hang", "pass", "returned (with an error; see the other checks)"), (1,)
+            return Result("hang", "pass", f"{s1.n_calls} calls, slowest within "
+                          f"{cfg.case_timeout:g} s", n=s1.n, n_stage1=s1.n), (1,)
+        if isinstance(s1, CandidateFailure):
+            return self._failed_run(check, s1, 1), (1,)
+
+        if check in SUMMARY_CHECKS:
+            if check == "finite":
+                r = check_finite(s1)
+            elif check == "written":
+                r = check_written(s1)
+            else:
+                r = check_bounds(s1, case.mean, case.std, strict=cfg.bounds == "strict")
+            r.n_stage1 = r.n
+            return r, (1,)
+        if check in self.statistical_checks():
+            return self._two_stage(check, s1)
+        raise KeyError(f"unknown check {check!r}")
+
+    def statistical_checks(self) -> dict:
+        """name -> (Summary, law, *, alpha) -> Outcome: the checks run through the two stages
+        (a sharded case adds its own, see harness.distributed.ShardedCaseRunner)."""
+        return STATISTICAL_CHECKS
+
+    def _two_stage(self, check: str, s1):
+        cfg = self.config
+        fn = self.statistical_checks()[check]
+        o1 = fn(s1, self.law, alpha=cfg.alpha_fail)
+        base = dict(statistic=o1.statistic, p_value=o1.p_value, p_value_stage1=o1.p_value,
+                    n=s1.n, n_stage1=s1.n, seed=self.seed(1), effect=o1.effect,
+                    effect_unit=o1.effect_unit, mde=o1.mde, alpha_suspect=cfg.alpha_suspect,
+                    alpha_fail=cfg.alpha_fail, details=dict(o1.details))
+        if not o1.applicable:
+            return Result(check, "skip", o1.message or "not applicable to this law", **base), (1,)
+        if o1.decisive:
+            return Result(check, "fail", o1.message + " (impossible under the law)", **base), (1,)
+        if o1.p_value >= cfg.alpha_suspect:
+            return Result(check, "pass", o1.message, **base), (1,)
+
+        s2 = self.summary(2)
+        if isinstance(s2, CandidateFailure):
+            return self._failed_run(check, s2, 2), (1, 2)
+        o2 = fn(s2, self.law, alpha=cfg.alpha_fail)
+        base.update(statistic=o2.statistic, p_value=o2.p_value, p_value_stage2=o2.p_value,
+                    n=s2.n, n_stage2=s2.n, seed_stage2=self.seed(2), effect=o2.effect,
+                    effect_unit=o2.effect_unit, mde=o2.mde)
+        base["details"].update(o2.details)
+        verdict = "fail" if (o2.decisive or o2.p_value < cfg.alpha_fail) else "pass"
+        prefix = (f"stage 1 p={o1.p_value:.3g} at n={s1.n}; stage 2 p={o2.p_value:.3g} at n={s2.n}: ")
+        return Result(check, verdict, prefix + o2.message, **base), (1, 2)
+
+
+def failure_from_lease(held: LeaseHeld, what: str) -> CandidateFailure:
+    """A lease someone else holds: a crash when its holder is proven dead, else a split group."""
+    who = held.holder.describe() if held.holder is not None else "an unknown process"
+    if held.crashed:
+        return CandidateFailure("crashed", f"{who} ended while calling the candidate for {what} "
+                                f"(os._exit, a signal or a fatal error inside the candidate)")
+    where = "is drawing it right now" if held.alive else "holds it (liveness unknown)"
+    return CandidateFailure("split", f"case group split across workers: {who} {where} ({what}); "
+                            f"the checks of one case must run on one worker and share one draw. "
+                            f"A scheduling defect, not a candidate failure")
+
+
+@contextmanager
+def on_device(device):
+    """Make a CUDA case's device the current one while its checks run: a candidate that
+    allocates on "cuda" (the current device) must land where the case's tensor is, whichever
+    device the worker is pinned to."""
+    device = torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        yield
+        return
+    with torch.cuda.device(device):
+        yield
+
+
+def inflight_marker(config: RunConfig, candidate, case_id: str, dtype, device, what):
+    """The lease file held while the candidate is called for (case, dtype, device, what).
+
+    One left behind by a dead holder means an earlier attempt killed its process (os._exit, a
+    segfault): xdist replaces the worker, and the next test of the case finds the lease instead of
+    crashing again, so one crashing case costs one worker, not one per check. One held by a live
+    process is not a crash (see harness.leases)."""
+    if not config.inflight_dir:
+        return None
+    import hashlib
+    import pathlib
+
+    key = f"{candidate.spec}|{case_id}|{dtype_name(dtype)}|{device}|{what}"
+    name = hashlib.blake2b(key.encode(), digest_size=10).hexdigest()
+    return pathlib.Path(config.inflight_dir) / f"{name}.inflight"
+
+
+def crash_guarded(marker, check: str, call) -> Result:
+    """Run `call` holding the lease; one held by someone else becomes an `error` Result."""
+    try:
+        with lease(marker):
+            return call()
+    except LeaseHeld as held:
+        failure = failure_from_lease(held, check)
+        prefix = "candidate crashed: " if failure.kind == "crashed" else ""
+        return Result(check, "error", prefix + str(failure))
+
+
+class RunnerCache:
+    """Keeps the CaseRunners of the last few cases of a worker (Summaries hold ~8 MB each)."""
+
+    def __init__(self, size: int = 4):
+        self.size = size
+        self._runners: OrderedDict = OrderedDict()
+
+    def get(self, candidate, case, dtype, device, config: RunConfig) -> CaseRunner:
+        key = (candidate.spec, case.id, dtype_name(dtype), str(device), config)
+        runner = self._runners.pop(key, None)
+        if runner is None:
+            runner = CaseRunner(candidate, case, dtype, device, config)
+        self._runners[key] = runner
+        while len(self._runners) > self.size:
+            self._runners.popitem(last=False)
+        return runner
+
+
+def run_candidate_check(check: str, candidate, dtype: torch.dtype, device: str,
+                        config: RunConfig) -> Result:
+    """Checks of the candidate's API that no case owns (today: `arguments`)."""
+    if check != "arguments":
+        raise KeyError(f"unknown candidate-level check {check!r}")
+    t0 = time.perf_counter()
+    seed = derive_seed(config.run_seed, candidate.spec, "api", dtype_name(dtype), str(device), check)
+    marker = inflight_marker(config, candidate, "api", dtype, device, check)
+    try:
+        with on_device(device):
+            result = crash_guarded(marker, check, lambda: check_arguments(
+                candidate, dtype, device, seed, min(config.case_timeout, 10.0)))
+    except Exception as exc:
+        result = Result(check, "error", f"{type(exc).__name__}: {exc}"[:400])
+    result.seed = seed
+    result.harness_s = max(0.0, time.perf_counter() - t0 - result.candidate_s)
+    return result

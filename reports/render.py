@@ -1,0 +1,54 @@
+"""Writing a whole report: the tables (`reports.store`), environment.json, and the views people read
+(summary.md, index.html and its figures), from plain rows and the run's plain facts."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+import uuid
+import warnings
+
+from .figures import render_figures
+from .html import write_index
+from .store import device_name, environment, results_frame, write_tables
+from .summary import summary_markdown
+
+
+def write_views(df, env: dict, report_dir: str, figures: bool = True) -> None:
+    """summary.md, index.html and (for the case data present) the figures."""
+    figs = render_figures(df, report_dir) if figures else {}
+    with open(os.path.join(report_dir, "summary.md"), "w", encoding="utf-8") as fh:
+        fh.write(summary_markdown(df, env))
+    write_index(df, env, report_dir, figs)
+
+
+def write_run(rows: list[dict], report_dir: str, run: dict | None = None) -> str:
+    """Write results.parquet, results.csv, environment.json, summary.md, index.html and the
+    figures; return the directory (absolute). `run`: the run's facts (plain values: profile,
+    seed, candidates, devices, the case order, ``started`` as a time.time() stamp, ...)."""
+    import torch
+
+    run = dict(run or {})
+    os.makedirs(report_dir, exist_ok=True)
+    started = run.pop("started", None) or time.time()
+    run_info = {"run_id": uuid.uuid4().hex[:12],
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+                "torch_version": torch.__version__}
+    df = results_frame(rows, run_info)
+    names = {d: device_name(str(d)) for d in df["device"].dropna().unique()}
+    df["device_name"] = [names.get(d) for d in df["device"]]
+    write_tables(df, report_dir)
+    env = environment(run) | {"run_id": run_info["run_id"], "started": run_info["started"],
+                              "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    with open(os.path.join(report_dir, "environment.json"), "w", encoding="utf-8") as fh:
+        json.dump(env, fh, indent=2, default=str)
+    try:
+        write_views(df, env, report_dir)
+    except Exception:  # the table is the record; a broken view must not cost the run its report
+        with open(os.path.join(report_dir, "views-error.txt"), "w", encoding="utf-8") as fh:
+            fh.write(traceback.format_exc())
+        warnings.warn(f"reports: summary/html could not be written, see {report_dir}/views-error.txt",
+                      stacklevel=2)
+    return os.path.abspath(report_dir)

@@ -1,0 +1,217 @@
+"""The results table and the report directory: what a report holds, how it is written, and the one
+place every reader (`show`, `compare`, `merge`, `--durations-from`) loads it from.
+
+One row per (candidate, case, dtype, device, check), plain builtins; this module turns them into a
+pandas DataFrame with a fixed leading column order and writes parquet and csv, and reads them back
+with a one-line `ReportError` for anything it cannot read.
+
+Report directory layout::
+
+    results.parquet  results.csv  environment.json  manifest.json  summary.md  index.html  fig-*.png
+    case-data/<candidate>-<case>-<dtype>-<device>.npz   (written by workers, see reports.figures)
+
+Nothing here reads a harness object: the harness hands over rows and plain dicts (its run facts).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import platform
+import shlex
+import sys
+
+import pandas as pd
+
+#: The leading columns, in order; any further keys of the rows follow.
+COLUMNS = ("run_id", "started", "candidate", "candidate_version", "case", "dtype", "device",
+           "check", "verdict", "n", "statistic", "p_value", "message", "seed", "candidate_s",
+           "harness_s", "n_stage1", "n_stage2", "p_value_stage1", "p_value_stage2", "seed_stage2",
+           "alpha_suspect", "alpha_fail", "effect", "effect_unit", "mde", "n_target",
+           "budget_limited", "samples_per_s", "normal_samples_per_s", "speed_vs_normal", "mean",
+           "std", "a", "b", "shape", "torch_version", "device_name", "profile", "worker", "repro",
+           "xfail_cause", "candidate_spec", "group", "details")
+
+
+SORT_KEYS = ["candidate", "case", "dtype", "device", "check"]
+
+
+#: Columns that legitimately differ between two runs of the same thing (time, place, process).
+VOLATILE = ("run_id", "started", "candidate_s", "harness_s", "worker", "device_name",
+            "samples_per_s", "normal_samples_per_s", "speed_vs_normal")
+
+
+#: Text columns: forced to strings so parquet does not guess a type from the first row.
+TEXT_COLUMNS = ("message", "details", "repro", "xfail_cause", "shape", "effect_unit",
+                "candidate_version", "candidate", "case", "dtype", "device", "check", "verdict",
+                "profile", "worker", "candidate_spec", "torch_version", "device_name", "run_id",
+                "started", "group")
+
+
+CASE_DATA_DIR = "case-data"
+
+
+#: Integer columns that may be missing on some rows: nullable Int64, because float64 would round
+#: 63-bit seeds (and the seed is what makes a failure reproducible).
+INT_COLUMNS = ("seed", "seed_stage2", "n", "n_stage1", "n_stage2", "n_target")
+
+
+class ReportError(Exception):
+    """A report directory that cannot be read; str() is a one-line reason for the user."""
+
+
+def _int_array(values) -> pd.arrays.IntegerArray:
+    out = []
+    for v in values:
+        if v is None or (isinstance(v, float) and v != v):
+            out.append(None)
+        else:
+            out.append(int(v))
+    return pd.array(out, dtype="Int64")
+
+
+def results_frame(rows: list[dict], run_info: dict | None = None) -> pd.DataFrame:
+    df = pd.DataFrame(rows)
+    for c in INT_COLUMNS:  # from the Python ints of the rows, before pandas makes them floats
+        if c in df.columns:
+            df[c] = _int_array(r.get(c) for r in rows)
+    for key, value in (run_info or {}).items():
+        df[key] = value
+    return normalize(df)
+
+
+def normalize(df: pd.DataFrame) -> pd.DataFrame:
+    """Fixed leading columns (missing ones added empty), stable row order."""
+    df = df.copy()
+    for col in COLUMNS:
+        if col not in df.columns:
+            df[col] = None
+    extra = [c for c in df.columns if c not in COLUMNS]
+    df = df[list(COLUMNS) + extra]
+    if len(df):
+        df = df.sort_values(SORT_KEYS, kind="stable")
+    return df.reset_index(drop=True)
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    # platform.processor() is often just "x86_64" on Linux, hence the /proc read first.
+    return platform.processor() or platform.machine()
+
+
+def device_name(device: str) -> str:
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_available():
+        try:
+            return torch.cuda.get_device_name(torch.device(device))
+        except (RuntimeError, AssertionError):  # an index beyond the devices present
+            return device
+    return cpu_model() if device.startswith("cpu") else device
+
+
+def command_line(args=None) -> str:
+    """The command as typed: ``pytest`` and its invocation args when given, else sys.argv."""
+    if args is not None:
+        return "pytest " + shlex.join(str(a) for a in args)
+    return shlex.join(sys.argv)
+
+
+def environment(run: dict | None = None) -> dict:
+    """The machine's facts (versions, CPU, GPUs, host) and the run's own (`run`: plain values)."""
+    import numpy
+    import scipy
+    import torch
+
+    env = {"python": sys.version.split()[0], "torch": torch.__version__, "numpy": numpy.__version__,
+           "scipy": scipy.__version__, "pandas": pd.__version__, "platform": platform.platform(),
+           "hostname": platform.node(),
+           "cpu": cpu_model(), "cpu_count": os.cpu_count(),
+           "torch_cuda": torch.version.cuda, "torch_threads": torch.get_num_threads(),
+           "cuda_devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+           if torch.cuda.is_available() else [],
+           "command": command_line(), "cwd": os.getcwd()}
+    env.update(run or {})
+    if "devices" in env:
+        env["device_names"] = {d: device_name(str(d)) for d in env["devices"]}
+    return env
+
+
+def prepare_report_dir(report_dir: str) -> None:
+    """Remove what a previous run left that this run would otherwise mix in (case data, figures).
+
+    Call on the controller before the workers start (pytest_sessionstart): workers then write
+    case data into a clean `case-data/`.
+    """
+    for path in glob.glob(os.path.join(report_dir, CASE_DATA_DIR, "*.npz")) + \
+            glob.glob(os.path.join(report_dir, "fig-*.png")):
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
+def case_data_path(report_dir: str, candidate: str, case: str, dtype: str, device: str) -> str:
+    """Where a worker puts the figure data of one failing (candidate, case, dtype, device)."""
+    safe = lambda s: str(s).replace(os.sep, "_").replace(" ", "_")  # noqa: E731
+    name = f"{safe(candidate)}-{safe(case)}-{safe(dtype)}-{safe(device)}.npz"
+    return os.path.join(report_dir, CASE_DATA_DIR, name)
+
+
+def write_tables(df: pd.DataFrame, report_dir: str) -> None:
+    df.to_csv(os.path.join(report_dir, "results.csv"), index=False)
+    text = {c: "string" for c in TEXT_COLUMNS if c in df.columns}
+    df.astype(text).to_parquet(os.path.join(report_dir, "results.parquet"), index=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading a report directory back
+
+
+def read_results(report_dir: str) -> pd.DataFrame:
+    """The results of a report directory (parquet, else csv); ReportError with a one-line reason."""
+    if not os.path.isdir(report_dir):
+        raise ReportError(f"{report_dir!r} is not a directory")
+    pq = os.path.join(report_dir, "results.parquet")
+    csv = os.path.join(report_dir, "results.csv")
+    df = None
+    problems = []
+    if os.path.exists(pq):
+        try:
+            df = pd.read_parquet(pq)
+        except Exception as exc:  # pyarrow raises a zoo of types for a damaged file
+            problems.append(f"results.parquet unreadable ({type(exc).__name__})")
+    if df is None and os.path.exists(csv):
+        try:
+            df = pd.read_csv(csv, dtype={c: "Int64" for c in INT_COLUMNS})
+        except Exception as exc:
+            problems.append(f"results.csv unreadable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+    if df is None:
+        reason = "; ".join(problems) if problems else "no results.parquet or results.csv"
+        raise ReportError(f"{report_dir!r}: {reason}")
+    missing = [c for c in ("candidate", "case", "dtype", "device", "check", "verdict") if c not in df.columns]
+    if missing:
+        raise ReportError(f"{report_dir!r}: results lack column(s) {', '.join(missing)}")
+    df = normalize(df)
+    # Text columns back to object with None for missing: the views test `isinstance(x, str)`.
+    for c in TEXT_COLUMNS:
+        if c in df.columns:
+            df[c] = df[c].astype(object).where(df[c].notna(), None)
+    return df
+
+
+def read_environment(report_dir: str) -> dict:
+    """environment.json, or {} when absent or unreadable (the environment is informative only)."""
+    try:
+        with open(os.path.join(report_dir, "environment.json"), encoding="utf-8") as fh:
+            env = json.load(fh)
+        return env if isinstance(env, dict) else {}
+    except (OSError, ValueError):
+        return {}

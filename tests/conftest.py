@@ -1,0 +1,50 @@
+"""Shared fixtures of the harness's self-tests.
+
+* `repo_root`: the repository (what a subprocess puts on PYTHONPATH);
+* `suite`: a scratch pytest project holding the suites, run in a subprocess (pytester), with the
+  repository importable and no CI shard variables; ``suite(*args, report=DIR)`` returns
+  (RunResult, the results.csv as a DataFrame or None); ``suite.path`` is the project.
+
+The tree mirrors the code: ``unit/<package>/`` (fast, no pytest subprocess), ``e2e/`` (real
+pytest, real xdist, real ranks), ``calibration/`` (the exact samplers over many seeds and the
+known-bad ones at the pr n; marked ``calibration``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.fleet.partition import SHARD_VARIABLES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return ROOT
+
+
+@pytest.fixture
+def suite(pytester, monkeypatch):
+    """A scratch project holding the suites, with the repo importable; returns a runner."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for name in SHARD_VARIABLES:  # a CI's shard variables would split these runs' grids
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeconftest('pytest_plugins = ["harness.plugin"]\n')
+    shutil.copytree(ROOT / "suites", pytester.path / "suites")
+    pytester.makeini("[pytest]\nmarkers =\n    harness_check(name): check\n    slow: slow\n")
+
+    def run(*args, report="report"):
+        result = pytester.runpytest_subprocess("suites", "-p", "no:cacheprovider",
+                                               "--report-dir", report, *args, timeout=600)
+        csv = pytester.path / report / "results.csv"
+        df = pd.read_csv(csv) if csv.exists() else None
+        return result, df
+
+    run.path = pytester.path
+    return run

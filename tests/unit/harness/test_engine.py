@@ -1,0 +1,340 @@
+"""The streaming engine: bit-exact histogram keys, poison, counts, chunk invariance, deadlines."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from candidates import resolve
+from harness.cases import Case, case_by_id
+from harness.engine import (CandidateFailure, INT_VIEW, call_deadline, dtype_bits,
+                            is_budget_stop, normal_throughput, poison_, run_engine,
+                            summarize_samples)
+from harness.summary import ROW_EXTREMES_CAP
+from reference import TruncatedNormal, float_format, rounded_law
+
+DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
+
+
+def _law(case, dtype):
+    return rounded_law(TruncatedNormal(case.mean, case.std, case.a, case.b), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_histogram_bins_are_the_reference_ordered_key_bins(dtype):
+    """Random bit patterns (NaN and inf included) land in the bin of their ordered key."""
+    fmt = float_format(dtype)
+    bits = dtype_bits(dtype)
+    g = torch.Generator().manual_seed(1)
+    raw = torch.randint(-2**62, 2**62, (200_000,), generator=g, dtype=torch.int64)
+    ints = raw.to(INT_VIEW[bits]) if bits < 64 else raw
+    special = torch.tensor([0.0, -0.0, math.inf, -math.inf, 1.0, -1.0], dtype=dtype)
+    ints = torch.cat([ints, special.view(INT_VIEW[bits])])
+    case = case_by_id("normal-2sigma")
+    s = summarize_samples(ints.view(dtype).reshape(1, -1), _law(case, dtype))
+    patterns = ints.numpy().astype(np.int64) & ((1 << bits) - 1) if bits < 64 else ints.numpy()
+    keys = fmt.keys_from_bits(patterns.astype(np.uint64))
+    expected = np.bincount((keys >> np.uint64(bits - fmt.hist_bits)).astype(np.int64),
+                           minlength=1 << fmt.hist_bits)
+    assert np.array_equal(s.hist, expected)
+    lo, hi = fmt.hist_bin_bounds()
+    v = ints.view(dtype).to(torch.float64).numpy()
+    finite = np.isfinite(v)
+    k = (keys >> np.uint64(bits - fmt.hist_bits)).astype(np.int64)
+    assert np.all(lo[k[finite]] <= v[finite]) and np.all(v[finite] <= hi[k[finite]])
+
+
+FINE_CASES = [Case("narrow-8", 0.0, 1.0, 8.0, 8.01, (64,)),
+              Case("narrow-minus-8", 0.0, 1.0, -8.01, -8.0, (64,)),
+              Case("tiny-std", 0.5, 1e-6, 0.5 - 2e-6, 0.5 + 2e-6, (64,))]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+@pytest.mark.parametrize("case", FINE_CASES, ids=lambda c: c.id)
+def test_fine_bins_of_a_narrow_law_are_its_ordered_key_ranges(case, dtype):
+    """Samples of the law, neighbours just outside, random patterns (NaN, inf, poison): each lands
+    in the fine bin of its ordered key, or in the bin below / above."""
+    law = _law(case, dtype)
+    fb = law.fine_bins
+    assert fb is not None and fb.n_bins > 100
+    fmt, bits = law.fmt, dtype_bits(dtype)
+    g = torch.Generator().manual_seed(5)
+    inside = torch.empty(20_000, dtype=dtype)
+    resolve("exact")(inside, case.mean, case.std, case.a, case.b, g)
+    edges = torch.tensor(np.r_[fmt.next_down(law.support_lo), law.support_lo, law.support_hi,
+                               fmt.next_up(law.support_hi), 0.0, -0.0, np.inf, -np.inf],
+                         dtype=dtype)
+    raw = torch.randint(-2**62, 2**62, (5000,), generator=g, dtype=torch.int64)
+    noise = (raw.to(INT_VIEW[bits]) if bits < 64 else raw).view(dtype)
+    x = torch.cat([inside, edges, noise, poison_(torch.empty(7, dtype=dtype))])
+    s = summarize_samples(x.reshape(1, -1), law)
+    patterns = x.view(INT_VIEW[bits]).numpy().astype(np.int64)
+    keys = fmt.keys_from_bits((patterns & ((1 << bits) - 1) if bits < 64 else patterns)
+                              .astype(np.uint64)).astype(object)
+    index = [0 if k < fb.key_lo else fb.n_bins + 1 if k >= fb.key_end
+             else ((k - fb.key_lo) >> fb.shift) + 1 for k in keys]
+    assert np.array_equal(s.fine_hist, np.bincount(index, minlength=fb.n_bins + 2))
+    assert s.fine_hist[1:-1].sum() >= inside.numel() + 2  # the two support ends are inside
+    lo, hi = law.fine_bin_bounds()
+    v = inside.to(torch.float64).numpy()
+    k = np.searchsorted(hi, v)  # bins are increasing, contiguous ranges of values
+    assert np.all(lo[k] <= v) and np.all(v <= hi[k])
+
+
+def test_wide_laws_have_no_fine_bins():
+    for cid in ("normal-2sigma", "half-normal", "huge-std", "untruncated"):
+        for dtype in DTYPES:
+            law = _law(case_by_id(cid), dtype)
+            assert law.fine_bins is None
+            assert summarize_samples(torch.zeros(1, 4, dtype=dtype), law).fine_hist is None
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_poison_is_a_nan_that_counts_as_unwritten_not_as_nan(dtype):
+    case = case_by_id("normal-2sigma")
+    law = _law(case, dtype)
+    t = poison_(torch.empty((3, 4), dtype=dtype))
+    assert torch.isnan(t).all()
+    t[0].fill_(0.5)
+    t[1, 0] = math.nan
+    s = summarize_samples(t.unsqueeze(0), law)
+    assert s.n == 12 and s.n_unwritten == 7 and s.n_nan == 1 and s.hist.sum() == 12
+
+
+def test_counts_at_and_outside_the_bounds():
+    case = Case("t", 0.0, 1.0, -1.0, 1.0, (2, 4))
+    law = _law(case, torch.float32)
+    x = torch.tensor([[-1.0, 1.0, 1.0, 0.0], [2.0, -3.0, math.inf, 0.25]])
+    s = summarize_samples(x.unsqueeze(0), law)
+    assert (s.n_at_rn_a, s.n_at_rn_b, s.n_outside_rounded, s.n_posinf) == (1, 2, 2, 1)
+    assert s.worst_outside == -3.0 and s.min == -3.0 and s.max == 2.0
+    assert list(s.row_min) == [-1.0, -3.0]
+
+
+def test_folding_does_not_depend_on_chunking():
+    case = case_by_id("vit-pos-embed")
+    law = _law(case, torch.bfloat16)
+    exact = resolve("exact")
+    one = run_engine(exact, case, torch.bfloat16, "cpu", law, 40 * case.numel, 7,
+                     chunk_elements=1 << 30)
+    many = run_engine(exact, case, torch.bfloat16, "cpu", law, 40 * case.numel, 7,
+                      chunk_elements=3 * case.numel)
+    assert np.array_equal(one.hist, many.hist)
+    assert one.n_duplicate_rows == many.n_duplicate_rows
+    assert one.n_equal_successive == many.n_equal_successive
+    np.testing.assert_allclose(one.power_sums, many.power_sums, rtol=1e-12)
+    assert one.successive.count == many.successive.count == 39 * case.numel
+    # Per-chunk sums are float32 cascade sums: chunking moves them by ~1e-7 of the sum of |terms|
+    # (here ~count), six orders of magnitude below the statistic's standard error sqrt(count).
+    count = one.successive.count
+    assert abs(one.successive.sum_uv - many.successive.sum_uv) < 1e-6 * count
+
+
+def test_budget_stops_are_round_call_counts():
+    assert [k for k in range(1, 50) if is_budget_stop(k)] == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48]
+    assert is_budget_stop(3 << 20) and not is_budget_stop(5 << 20) and not is_budget_stop(0)
+
+
+@pytest.mark.parametrize("chunk_calls", [3, 100])
+def test_a_budget_limited_draw_is_reproduced_by_its_n(chunk_calls):
+    """The budget stops on a round call count; drawing that n without a budget folds the same
+    chunks in the same order: the Summaries are equal bit for bit (what `--samples` relies on)."""
+    case = case_by_id("vit-pos-embed")
+    law = _law(case, torch.float32)
+    exact = resolve("exact")
+
+    def slow(t, mean, std, a, b, generator):
+        time.sleep(0.01)
+        return exact(t, mean, std, a, b, generator)
+
+    kw = dict(chunk_elements=chunk_calls * case.numel, min_calls=2)
+    cut = run_engine(slow, case, torch.float32, "cpu", law, 1000 * case.numel, 11,
+                     time_budget=0.1, **kw)
+    calls = cut.n // case.numel
+    assert cut.notes.get("stopped_by_budget") and is_budget_stop(calls) and 4 <= calls < 1000
+    again = run_engine(exact, case, torch.float32, "cpu", law, cut.n, 11, **kw)
+    assert again.n == cut.n and not again.notes.get("stopped_by_budget")
+    assert np.array_equal(cut.hist, again.hist)
+    assert np.array_equal(cut.power_sums, again.power_sums)
+    assert cut.successive == again.successive and cut.lag1 == again.lag1
+    assert np.array_equal(cut.row_min, again.row_min) and np.array_equal(cut.row_max, again.row_max)
+    assert cut.n_duplicate_rows == again.n_duplicate_rows
+
+
+def test_no_budget_stop_before_min_calls_or_beyond_n():
+    case = case_by_id("normal-2sigma")
+    law = _law(case, torch.float32)
+    s = run_engine(resolve("exact"), case, torch.float32, "cpu", law, 8 * case.numel, 1,
+                   time_budget=1e-9, min_calls=3)
+    assert s.n == 3 * case.numel and s.notes["stopped_by_budget"]
+    s = run_engine(resolve("exact"), case, torch.float32, "cpu", law, 2 * case.numel, 1,
+                   time_budget=1e-9, min_calls=2)
+    assert s.n == 2 * case.numel and not s.notes.get("stopped_by_budget")  # n reached: not cut
+
+
+def test_normal_throughput_is_measured_once_per_tensor_kind():
+    rate = normal_throughput((64, 64), torch.float32, "cpu")
+    assert rate > 0 and normal_throughput((64, 64), torch.float32, "cpu") == rate
+    if hasattr(torch, "float8_e4m3fn"):  # normal_ does not support it: no yardstick
+        assert math.isnan(normal_throughput((8, 8), torch.float8_e4m3fn, "cpu"))
+
+
+def test_memory_does_not_grow_with_n():
+    case = Case("short-rows", 0.0, 1.0, -2.0, 2.0, (4096, 4))
+    law = _law(case, torch.float32)
+    s = run_engine(resolve("exact"), case, torch.float32, "cpu", law, 1 << 21, 3,
+                   chunk_elements=1 << 18)
+    assert s.hist.size == 1 << 20
+    assert len(s.row_min) == ROW_EXTREMES_CAP < s.n_rows_total
+
+
+def test_deadline_interrupts_a_pure_python_loop():
+    def forever(t, *args):
+        while True:
+            pass
+
+    case = case_by_id("normal-2sigma")
+    t0 = time.perf_counter()
+    with pytest.raises(CandidateFailure) as info:
+        run_engine(forever, case, torch.float32, "cpu", _law(case, torch.float32), 1000, 1,
+                   call_timeout=0.5)
+    assert info.value.kind == "hang" and time.perf_counter() - t0 < 5
+
+
+def test_a_raising_candidate_is_reported_not_propagated():
+    def broken(t, *args):
+        raise RuntimeError("boom")
+
+    case = case_by_id("normal-2sigma")
+    with pytest.raises(CandidateFailure, match="RuntimeError: boom"):
+        run_engine(broken, case, torch.float32, "cpu", _law(case, torch.float32), 1000, 1)
+
+
+def test_deadline_without_limit_is_a_no_op():
+    with call_deadline(None):
+        pass
+    with call_deadline(0):
+        pass
+
+
+def test_sums_do_not_depend_on_the_thread_count():
+    case = case_by_id("normal-2sigma")
+    law = _law(case, torch.float32)
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn((16, *case.shape), generator=g).clamp_(-2, 2)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = summarize_samples(x, law)
+        torch.set_num_threads(max(2, threads))
+        many = summarize_samples(x, law)
+    finally:
+        torch.set_num_threads(threads)
+    assert np.array_equal(one.power_sums, many.power_sums)
+    assert one.lag1 == many.lag1 and one.successive == many.successive
+
+
+# ------------------------------------------------------------------ mass bins (issue 14)
+
+MASS_CASES = [case_by_id("normal-2sigma"), case_by_id("tail-5"), case_by_id("large-mean"),
+              case_by_id("narrow-window-8"), case_by_id("tiny-std")]
+
+
+def _keys_of(x: torch.Tensor, fmt) -> np.ndarray:
+    bits = dtype_bits(x.dtype)
+    patterns = x.reshape(-1).view(INT_VIEW[bits]).numpy().astype(np.int64)
+    unsigned = patterns & ((1 << bits) - 1) if bits < 64 else patterns
+    return fmt.keys_from_bits(unsigned.astype(np.uint64))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+@pytest.mark.parametrize("case", MASS_CASES, ids=lambda c: c.id)
+def test_mass_bins_fold_equals_a_direct_count(case, dtype):
+    """Samples of the law, its support ends and their neighbours, random bit patterns (NaN, inf,
+    poison): the engine's mass-bin counts equal a direct numpy count of each key's mass bin
+    (`MassBins.bin_of_keys`), every key lies in its bin's key range, and the watched bins' exact
+    tallies equal a direct count."""
+    law = _law(case, dtype)
+    mb = law.mass_bins
+    fmt, bits = law.fmt, dtype_bits(dtype)
+    g = torch.Generator().manual_seed(8)
+    inside = torch.empty(30_000, dtype=dtype)
+    resolve("exact")(inside, case.mean, case.std, case.a, case.b, g)
+    edges = torch.tensor(np.r_[fmt.next_down(law.support_lo), law.support_lo, law.support_hi,
+                               fmt.next_up(law.support_hi), 0.0, -0.0, np.inf, -np.inf], dtype=dtype)
+    raw = torch.randint(-2**62, 2**62, (5000,), generator=g, dtype=torch.int64)
+    noise = (raw.to(INT_VIEW[bits]) if bits < 64 else raw).view(dtype)
+    x = torch.cat([inside, edges, noise, poison_(torch.empty(5, dtype=dtype))])
+    keys = _keys_of(x, fmt)
+    j = mb.bin_of_keys(keys)
+    watch = tuple(int(v) for v in np.unique(j[:3]))
+    s = summarize_samples(x.reshape(1, -1), law, watch=watch)
+    assert np.array_equal(s.mass_hist, np.bincount(j, minlength=mb.n_bins))
+    lo, hi = mb.key_ranges(j)
+    assert np.all((lo <= keys) & (keys <= hi))
+    sel = np.isin(j, watch)
+    uk, uc = np.unique(keys[sel], return_counts=True)
+    assert s.watch_bins == watch
+    assert np.array_equal(s.watch_keys, uk) and np.array_equal(s.watch_counts, uc)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+@pytest.mark.parametrize("case", MASS_CASES, ids=lambda c: c.id)
+def test_mass_bins_partition_the_keys_with_exact_masses(case, dtype):
+    """Contiguous key ranges covering every pattern in order; masses >= 0 summing to 1; a split
+    main bin's parts sum to its mass; no bin heavier than 2 MASS_BIN_MASS unless it is one value
+    or its coarse bin could not be split further (the density is not flat inside it)."""
+    from reference.rounded import MASS_BIN_MASS, MASS_BIN_MAX_SPLIT
+
+    law = _law(case, dtype)
+    mb = law.mass_bins
+    j = np.arange(mb.n_bins)
+    lo, hi = mb.key_ranges(j)
+    assert lo[0] == 0 and hi[-1] == np.uint64((1 << dtype_bits(dtype)) - 1)
+    assert np.all(lo[1:] == hi[:-1] + np.uint64(1)) and np.all(lo <= hi)
+    assert np.all(mb.probs >= 0) and mb.probs.sum() == pytest.approx(1.0, abs=1e-12)
+    assert np.array_equal(mb.bin_of_keys(lo), j) and np.array_equal(mb.bin_of_keys(hi), j)
+    if mb.fine is None:
+        m = law.hist_bin_probs()
+        k = (lo >> np.uint64(mb.low_bits)).astype(np.int64)
+        split = mb.split[k]
+        sums = np.bincount(k[split], weights=mb.probs[split], minlength=m.size)
+        heavy = np.flatnonzero(mb.split)
+        np.testing.assert_allclose(sums[heavy], m[heavy], rtol=1e-11)
+    keys = mb.n_keys(j)
+    c = np.searchsorted(mb.start, j, side="right") - 1
+    capped = mb.split[c] & ((mb.low_bits - mb.shift[c]) == min(mb.low_bits, MASS_BIN_MAX_SPLIT))
+    heavy = mb.probs > 2 * MASS_BIN_MASS
+    assert not np.any(heavy & (keys > 1) & ~capped)
+
+
+def test_mass_bins_do_not_depend_on_chunking_or_raw_order():
+    """Chunked folding (several calls per chunk, chunks of uneven size) gives the same mass-bin
+    counts and watched tallies as one fold; negative values (whose raw low bits run backwards)
+    land in the same ordered bins as their keys say."""
+    case = case_by_id("normal-2sigma")
+    law = _law(case, torch.float32)
+    exact = resolve("exact")
+    probe = run_engine(exact, case, torch.float32, "cpu", law, 6 * case.numel, 3,
+                       chunk_elements=1 << 30)
+    watch = tuple(int(v) for v in np.argsort(probe.mass_hist)[-3:])
+    one = run_engine(exact, case, torch.float32, "cpu", law, 6 * case.numel, 3,
+                     chunk_elements=1 << 30, watch=watch)
+    many = run_engine(exact, case, torch.float32, "cpu", law, 6 * case.numel, 3,
+                      chunk_elements=4 * case.numel, watch=watch)
+    assert np.array_equal(one.mass_hist, many.mass_hist) and np.array_equal(one.mass_hist, probe.mass_hist)
+    assert np.array_equal(one.watch_keys, many.watch_keys)
+    assert np.array_equal(one.watch_counts, many.watch_counts)
+    assert one.watch_counts.sum() == one.mass_hist[list(watch)].sum()
+    assert one.mass_hist.sum() == one.n
+
+
+def test_sixteen_bit_summaries_have_no_mass_bins():
+    law = _law(case_by_id("normal-2sigma"), torch.bfloat16)
+    assert law.mass_bins is None
+    s = summarize_samples(torch.zeros(1, 8, dtype=torch.bfloat16), law, watch=(1, 2))
+    assert s.mass_hist is None and s.watch_keys is None

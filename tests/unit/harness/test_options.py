@@ -1,0 +1,154 @@
+"""Every option is validated at start-up: a bad value is one line naming the option.
+
+`parse_options` is tested on the raw values pytest would hand it (strings, with the defaults
+`add_options` registers); tests/test_plugin.py checks end to end that such a line ends the run
+with exit status 4 and nothing else.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from harness.cases import GRID, PROFILES, SHARDED_CASES, SHARDED_DTYPES
+from harness.plugin.options import OptionError, add_options, parse_options
+from reference.dtypes import DTYPES
+from harness.seeds import DEFAULT_RUN_SEED
+
+
+class _Recorder:
+    """Stands in for pytest's parser: records each option's default under its dest name."""
+
+    def __init__(self):
+        self.defaults = {}
+
+    def getgroup(self, *args, **kwargs):
+        return self
+
+    def addoption(self, *names, **kwargs):
+        self.defaults[names[0].lstrip("-").replace("-", "_")] = kwargs.get("default")
+
+
+def options(**given):
+    recorder = _Recorder()
+    add_options(recorder, DEFAULT_RUN_SEED, tuple(DTYPES))
+    return SimpleNamespace(**(recorder.defaults | given))
+
+
+def parse(environ=None, **given):
+    # an empty environment unless given: a CI's shard variables must not leak into these tests
+    return parse_options(options(**given), tuple(DTYPES), environ=environ or {})
+
+
+def test_defaults():
+    opt = parse()
+    assert opt.candidates == ("torch",) and opt.profile == "pr" and opt.samples is None
+    assert opt.seed == DEFAULT_RUN_SEED and opt.cases == GRID and opt.devices is None
+    assert opt.dtypes == ("float64", "float32", "float16", "bfloat16")
+    assert opt.case_timeout == 20 and opt.alpha_fail == opt.alpha_suspect == 1e-3
+    assert opt.case_budget == PROFILES["pr"].case_budget_s and opt.budget_seconds is None
+
+
+@pytest.mark.parametrize("given, says", [
+    (dict(profile="weekly"), "--profile: unknown 'weekly'"),
+    (dict(samples="-5"), "--samples: must be a positive integer, got '-5'"),
+    (dict(samples="0"), "--samples: must be a positive integer"),
+    (dict(samples="abc"), "--samples: expected an integer, got 'abc'"),
+    (dict(samples="1.5"), "--samples: expected an integer"),
+    (dict(seed="-1"), "--seed: must be an integer in [0, 2^63)"),
+    (dict(seed="2**64"), "--seed: must be an integer in [0, 2^63)"),
+    (dict(seed="x"), "--seed: expected an integer"),
+    (dict(dtypes="float7"), "--dtypes: unknown float7"),
+    (dict(dtypes=","), "--dtypes: empty list"),
+    (dict(cases="no-such-case"), "--cases: unknown case 'no-such-case'"),
+    (dict(cases=","), "--cases: empty list"),
+    (dict(devices=","), "--devices: empty list"),
+    (dict(bounds="loose"), "--bounds: unknown 'loose'"),
+    (dict(case_timeout="-1"), "--case-timeout: must be a positive number of seconds"),
+    (dict(case_timeout="0"), "--case-timeout: must be a positive number of seconds"),
+    (dict(case_timeout="inf"), "--case-timeout: must be a positive number of seconds"),
+    (dict(case_budget="-3"), "--case-budget: must be 0 (none) or a positive number"),
+    (dict(case_budget="nan"), "--case-budget: must be 0 (none) or a positive number"),
+    (dict(budget_seconds="0"), "--budget-seconds: must be a positive number of seconds"),
+    (dict(alpha_fail="2"), "--alpha-fail: must be a probability strictly between 0 and 1"),
+    (dict(alpha_fail="0"), "--alpha-fail: must be a probability"),
+    (dict(alpha_suspect="1"), "--alpha-suspect: must be a probability"),
+    (dict(alpha_suspect="p"), "--alpha-suspect: expected a number"),
+    (dict(xfails_file="/missing"), "--xfails-file: '/missing' is not a file"),
+    (dict(shard_id="1"), "--shard-id 1: give --num-shards too"),
+    (dict(num_shards="3"), "--num-shards 3: give --shard-id too"),
+    (dict(shard_id="3", num_shards="3"), "--shard-id: shard index 3 is not in 0..2"),
+    (dict(shard_id="x", num_shards="3"), "--shard-id: expected an integer, got 'x'"),
+    (dict(shard_id="0", num_shards="0"), "--num-shards: the shard count must be at least 1"),
+    (dict(durations_from="/missing"), "--durations-from: no shard given"),
+    (dict(durations_from="/missing", shard_id="0", num_shards="2"),
+     "--durations-from: '/missing' is not a directory"),
+    (dict(world_sizes="0"), "--world-sizes: each must be an integer in [1, 1024] (1: unsharded), got 0"),
+    (dict(world_sizes="2,x"), "--world-sizes: expected an integer, got 'x'"),
+    (dict(world_sizes=","), "--world-sizes: empty list"),
+    (dict(world_sizes="2.5"), "--world-sizes: expected an integer"),
+    (dict(placements="shard2"), "--placements: unknown shard2; known: shard0, shard1, replicate"),
+    (dict(placements=""), "--placements: empty list"),
+    (dict(rank_seeds="random"), "--rank-seeds: unknown random; known: same, per-rank"),
+])
+def test_each_bad_value_is_one_line_naming_its_option(given, says):
+    with pytest.raises(OptionError) as info:
+        parse(**given)
+    assert says in str(info.value) and "\n" not in str(info.value)
+
+
+def test_report_dir_must_not_be_a_file(tmp_path):
+    target = tmp_path / "a-file"
+    target.write_text("")
+    with pytest.raises(OptionError, match="--report-dir: .* is not a directory"):
+        parse(report_dir=str(target))
+    assert parse(report_dir="").report_dir == ""  # '' writes nothing
+    assert parse(report_dir=str(tmp_path / "new")).report_dir == str(tmp_path / "new")
+
+
+def test_xfails_file_that_exists(tmp_path):
+    path = tmp_path / "xfails.txt"
+    path.write_text("gof[*]  # cause\n")
+    assert parse(xfails_file=str(path)).xfails_file == str(path)
+
+
+@pytest.mark.parametrize("text, value", [("4194304", 4194304), ("4_194_304", 4194304),
+                                         ("2**22", 4194304), ("4.2e6", 4200000)])
+def test_samples_spellings(text, value):
+    assert parse(samples=text).samples == value
+
+
+def test_budgets():
+    # the profile's budget applies to the profile's n only: an explicit n is drawn in full
+    assert parse(samples="1000").case_budget is None
+    assert parse(samples="1000", case_budget="2").case_budget == 2.0
+    assert parse(case_budget="0").case_budget is None  # 0: no budget
+    assert parse(profile="nightly").case_budget is None
+    assert parse(budget_seconds="60").budget_seconds == 60.0
+
+
+def test_shards_from_flags_or_the_environment():
+    assert parse().shard is None and parse().durations is None
+    opt = parse(shard_id="1", num_shards="4")
+    assert (opt.shard.id, opt.shard.count) == (1, 4)
+    opt = parse(environ={"CI_NODE_INDEX": "4", "CI_NODE_TOTAL": "4"})
+    assert (opt.shard.id, opt.shard.count) == (3, 4) and "1-based" in opt.shard.source
+    with pytest.raises(OptionError, match=r"^CI_NODE_INDEX: shard index 5 is not in 1\.\.4"):
+        parse(environ={"CI_NODE_INDEX": "5", "CI_NODE_TOTAL": "4"})
+
+
+def test_sharding_options():
+    opt = parse()
+    assert opt.world_sizes == (1,) and opt.placements == ("shard0", "shard1", "replicate")
+    assert opt.rank_seeds == ("same",)
+    # W > 1 draws the sharded selection unless --cases / --dtypes say otherwise
+    assert [c.id for c in opt.sharded_cases] == list(SHARDED_CASES)
+    assert opt.sharded_dtypes == SHARDED_DTYPES
+    assert parse(profile="nightly").world_sizes == (1, 2, 4)
+    opt = parse(world_sizes="4, 2,2", placements="shard1,shard0,shard1", rank_seeds="per-rank,same")
+    assert opt.world_sizes == (2, 4) and opt.placements == ("shard1", "shard0")
+    assert opt.rank_seeds == ("per-rank", "same")
+    opt = parse(world_sizes="2", cases="tail-5", dtypes="float16")
+    assert [c.id for c in opt.sharded_cases] == ["tail-5"] and opt.sharded_dtypes == ("float16",)
+    assert opt.dtypes == ("float16",)

@@ -1,0 +1,171 @@
+"""Sharded folding without processes: `Summary.merge` of the ranks' parts is the fold of the whole,
+and the cross-shard comparisons count what they say they count.
+
+The parts are folded by `harness.shardfold.PartFolder` exactly as the ranks fold them
+(harness/distributed.py calls the same code); here the boxes are cut from one batch in one process.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from candidates import resolve
+from harness.cases import Case, case_by_id
+from harness.engine import poison_, summarize_samples
+from harness.sharded.layout import Layout
+from harness.sharded.fold import compare_pair, fold_layout
+from harness.summary import ROW_EXTREMES_CAP, Summary
+from reference import TruncatedNormal, rounded_law
+
+INT_FIELDS = ("n", "n_calls", "n_nan", "n_posinf", "n_neginf", "n_unwritten", "n_outside_rounded",
+              "n_outside_strict", "n_at_rn_a", "n_at_rn_b", "n_equal_successive",
+              "n_pairs_successive", "n_duplicate_rows", "n_rows_compared", "n_rows_total")
+
+
+def _law(case, dtype):
+    return rounded_law(TruncatedNormal(case.mean, case.std, case.a, case.b), dtype)
+
+
+def _draw(case, dtype, calls, seed=0, candidate="exact"):
+    g = torch.Generator().manual_seed(seed)
+    out = torch.empty((calls, *case.shape), dtype=dtype)
+    cand = resolve(candidate)
+    for k in range(calls):
+        cand(out[k], case.mean, case.std, case.a, case.b, g)
+    return out
+
+
+def assert_same_summary(merged: Summary, whole: Summary, float_rtol: float) -> None:
+    for name in INT_FIELDS:
+        assert int(getattr(merged, name)) == int(getattr(whole, name)), name
+    assert np.array_equal(merged.hist, whole.hist)
+    if whole.fine_hist is not None:
+        assert np.array_equal(merged.fine_hist, whole.fine_hist)
+    if whole.mass_hist is not None:  # 32/64-bit: the mass bins of spikes and scan
+        assert merged.mass_hist is not None and np.array_equal(merged.mass_hist, whole.mass_hist)
+    assert merged.watch_bins == whole.watch_bins
+    if whole.watch_keys is not None:
+        assert np.array_equal(merged.watch_keys, whole.watch_keys)
+        assert np.array_equal(merged.watch_counts, whole.watch_counts)
+    assert np.array_equal(merged.row_min, whole.row_min, equal_nan=True)
+    assert np.array_equal(merged.row_max, whole.row_max, equal_nan=True)
+    for name in ("min", "max", "worst_outside", "worst_outside_strict"):
+        a, b = getattr(merged, name), getattr(whole, name)
+        assert (a == b) or (math.isnan(a) and math.isnan(b)), name
+    np.testing.assert_allclose(merged.power_sums, whole.power_sums, rtol=float_rtol, atol=1e-9)
+    assert set(merged.lag1) == set(whole.lag1)
+    for dim, sums in whole.lag1.items():
+        got = merged.lag1[dim]
+        assert got.count == sums.count, f"lag1[{dim}] pairs"
+        np.testing.assert_allclose([got.sum_u, got.sum_v, got.sum_uu, got.sum_vv, got.sum_uv],
+                                   [sums.sum_u, sums.sum_v, sums.sum_uu, sums.sum_vv, sums.sum_uv],
+                                   rtol=float_rtol, atol=1e-6 * max(1.0, sums.sum_uu))
+    s1, s2 = merged.successive, whole.successive
+    assert s1.count == s2.count
+    # float32 block sums: the error scales with the sum of |terms| (<= sum_uu), not with the sum
+    np.testing.assert_allclose([s1.sum_uv, s1.sum_uu], [s2.sum_uv, s2.sum_uu], rtol=float_rtol,
+                               atol=1e-6 * max(1.0, s2.sum_uu))
+
+
+LAYOUTS = [Layout(w, p) for w in (2, 3, 4) for p in ("shard0", "shard1", "replicate")]
+CASES = [case_by_id("normal-2sigma"), case_by_id("abs-bounds-trap"), case_by_id("vit-pos-embed"),
+         Case("tiny-rows", 0.0, 1.0, -2.0, 2.0, (7, 3))]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda l: l.label)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_merge_of_parts_is_the_fold_of_the_whole(case, dtype, layout):
+    calls = 3 if math.prod(case.shape) > 10_000 else 40
+    batch = _draw(case, dtype, calls, seed=7)
+    law = _law(case, dtype)
+    whole = summarize_samples(batch, law)
+    parts, _ = fold_layout(batch, law, layout)
+    merged = Summary.merge(parts)
+    # 16-bit: recomputed from the merged histogram, bit for bit; 32-bit: float sums in another order
+    assert_same_summary(merged, whole, float_rtol=0 if dtype == torch.bfloat16 else 1e-6)
+
+
+@pytest.mark.parametrize("layout", [Layout(3, "shard0"), Layout(4, "shard1")], ids=lambda l: l.label)
+def test_merge_adds_the_watched_values_of_every_part(layout):
+    """Stage 2 of spikes on a sharded group: each part tallies the exact values of the watched
+    mass bins, and the merge adds them key by key (a value seen by several ranks counted once
+    per occurrence)."""
+    case = case_by_id("normal-2sigma")
+    batch = _draw(case, torch.float32, 2, seed=11)
+    law = _law(case, torch.float32)
+    heaviest = tuple(int(j) for j in np.argsort(law.mass_bins.probs)[-3:])
+    whole = summarize_samples(batch, law, watch=heaviest)
+    assert whole.watch_keys is not None and whole.watch_counts.sum() > 0
+    parts, _ = fold_layout(batch, law, layout, watch=heaviest)
+    assert_same_summary(Summary.merge(parts), whole, float_rtol=1e-6)
+
+
+def test_merge_keeps_rows_duplicates_and_poison_in_uneven_chunks():
+    """Duplicate rows, unwritten and non-finite elements, uneven boxes (10 rows over 4 ranks:
+    3, 3, 3, 1), several chunks, and more rows than the cap of kept row extremes."""
+    case = Case("dups", 0.0, 1.0, -2.0, 2.0, (10, 5))
+    calls = ROW_EXTREMES_CAP // 10 + 30
+    batch = _draw(case, torch.float16, calls, seed=3)
+    batch[:, 4] = batch[:, 1]  # a duplicate row in every call
+    batch[5, 2, 3] = float("nan")
+    batch[6, 9, 0] = float("inf")
+    poison_(batch[7, 0, :2])
+    law = _law(case, torch.float16)
+    whole = summarize_samples(batch, law)
+    # one duplicate per call compared: the calls whose rows fit under the cap
+    assert whole.n_duplicate_rows == ROW_EXTREMES_CAP // 10 and whole.n_unwritten == 2
+    for layout in (Layout(4, "shard0"), Layout(4, "shard1"), Layout(3, "shard1")):
+        parts, _ = fold_layout(batch, law, layout, chunk_calls=1000)
+        assert_same_summary(Summary.merge(parts), whole, float_rtol=0)
+
+
+def test_merge_refuses_parts_of_different_calls():
+    case = Case("c", 0.0, 1.0, -2.0, 2.0, (4, 4))
+    law = _law(case, torch.float32)
+    a, _ = fold_layout(_draw(case, torch.float32, 3), law, Layout(2, "shard0"))
+    b, _ = fold_layout(_draw(case, torch.float32, 4), law, Layout(2, "shard0"))
+    with pytest.raises(ValueError, match="different numbers of calls"):
+        Summary.merge([a[0], b[1]])
+
+
+def test_identical_shards_are_counted_as_such():
+    """What torch 2.13 does on a CPU mesh with one seed everywhere: each rank writes the same
+    values into its shard."""
+    case = Case("c", 0.0, 1.0, -2.0, 2.0, (8, 6))
+    law = _law(case, torch.bfloat16)
+    batch = _draw(case, torch.bfloat16, 5)
+    layout = Layout(2, "shard0")
+    same = batch[:, :4]
+    _, stats = fold_layout(batch, law, layout, locals_=[same, same.clone()])
+    (pair,) = stats.pairs
+    assert (pair.i, pair.j, pair.calls, pair.box_numel) == (0, 1, 5, 24)
+    assert pair.equal == pair.elements == 120 and pair.calls_equal == 5
+    assert pair.dup_rows == pair.rows == 20 and pair.corr.correlation() == pytest.approx(1.0)
+    # the honest split of one draw: nothing equal beyond chance, no repeated row
+    _, stats = fold_layout(batch, law, layout)
+    (pair,) = stats.pairs
+    assert pair.calls_equal == 0 and pair.dup_rows == 0 and pair.equal < 10
+
+
+def test_rows_across_shards_at_other_indices_are_found():
+    mine = torch.arange(24, dtype=torch.float32).reshape(1, 4, 6)
+    theirs = torch.roll(mine, 1, dims=1) + 100
+    theirs[0, 3] = mine[0, 0]  # row 0 of shard i reappears as row 3 of shard j
+    pair = compare_pair(0, 1, mine, theirs, 0.0, 1.0)
+    assert pair.dup_rows == 1 and pair.rows == 4 and pair.row_pairs == 16 and pair.equal == 0
+
+
+def test_replicas_that_differ_are_counted_per_call():
+    case = Case("c", 0.0, 1.0, -2.0, 2.0, (8, 6))
+    law = _law(case, torch.float32)
+    batch = _draw(case, torch.float32, 4)
+    other = batch.clone()
+    other[2, 1, 1] += 1.0
+    _, stats = fold_layout(batch, law, Layout(3, "replicate"), locals_=[batch, batch.clone(), other])
+    assert stats.replica_calls == 8 and stats.replica_calls_differing == 1
+    assert stats.replica_differing == 1 and stats.replica_first.startswith("rank 2, call 3")
