@@ -8,6 +8,9 @@ shards:
   the report;
 * nightly.yml runs a matrix of shards (--shard-id/--num-shards from the matrix, fail-fast off,
   one artifact per shard) and a merge job that runs always and publishes summary and HTML;
+* conformance.yml is a reusable workflow (workflow_call) taking the candidate, the caller's install
+  command, the profile, an xfails file and a pinned harness ref, checking the harness out at that
+  ref, running the suites on the caller's candidate, and publishing the summary and the report;
 * examples/kubernetes: an Indexed Job (completionMode Indexed, backoffLimitPerIndex, restartPolicy
   Never) whose shard count (HARNESS_NUM_SHARDS) equals its completions, requesting GPUs, and a
   merge Job;
@@ -99,6 +102,25 @@ def check_nightly(path: str) -> None:
         need("upload-artifact" in mtext and "merged" in mtext, path, "the merged HTML is not published")
 
 
+def check_reusable(path: str) -> None:
+    doc = load(path)[0]
+    on = doc.get("on", doc.get(True)) or {}
+    call = on.get("workflow_call") if isinstance(on, dict) else None
+    need(isinstance(call, dict), path, "not a reusable workflow (on: workflow_call)")
+    inputs = (call or {}).get("inputs") or {}
+    for name in ("candidate", "install", "profile", "xfails-file", "harness-ref"):
+        need(name in inputs, path, f"no input {name!r}")
+    need(inputs.get("harness-ref", {}).get("required") is True, path, "harness-ref must be required (pinned)")
+    text = "\n".join(steps_text(j) for j in doc["jobs"].values())
+    need("inputs.harness-ref" in text and "actions/checkout" in text, path,
+         "the harness is not checked out at inputs.harness-ref")
+    need("pytest suites" in text and "--candidate" in text and "PROFILE" in text, path,
+         "does not run the suites on the caller's candidate and profile")
+    need("--xfails-file" in text, path, "the xfails file is not passed on")
+    need("GITHUB_STEP_SUMMARY" in text and "summary.md" in text, path, "summary.md is not the job summary")
+    need("actions/upload-artifact" in text, path, "the report is not uploaded")
+
+
 def check_kubernetes(directory: str) -> list:
     docs = [(os.path.join(directory, f), d) for f in sorted(os.listdir(directory))
             if f.endswith((".yaml", ".yml")) for d in load(os.path.join(directory, f))]
@@ -157,14 +179,16 @@ def main() -> int:
     parser.add_argument("--shellcheck", default="shellcheck", help="the shellcheck binary")
     args = parser.parse_args()
     pr, nightly = os.path.join(WORKFLOWS, "pr.yml"), os.path.join(WORKFLOWS, "nightly.yml")
+    reusable = os.path.join(WORKFLOWS, "conformance.yml")
     check_pr(pr)
     check_nightly(nightly)
-    scripts = [s for path in (pr, nightly) for s in run_scripts(load(path)[0], path)]
+    check_reusable(reusable)
+    scripts = [s for path in (pr, nightly, reusable) for s in run_scripts(load(path)[0], path)]
     scripts += check_kubernetes(K8S)
     shellcheck(scripts, args.shellcheck)
     for p in problems:
         print(p.replace(ROOT + os.sep, ""))
-    print(f"check_ci_files: 2 workflows, the Kubernetes example, {len(scripts)} shell scripts: "
+    print(f"check_ci_files: 3 workflows, the Kubernetes example, {len(scripts)} shell scripts: "
           f"{len(problems)} problem(s)")
     return 1 if problems else 0
 

@@ -79,6 +79,8 @@ from harness.checks.stat_fit import gof_groups
 from harness.runner import CaseRunner, RunConfig
 from reference.dtypes import dtype_name
 
+pytestmark = pytest.mark.calibration
+
 CANDIDATES = ("exact", "scipy")
 DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
 #: 20 run seeds, a block far from harness.seeds.DEFAULT_RUN_SEED (20260101).
@@ -151,7 +153,7 @@ def _extremes_continuous(law, rows: int, row_len: int) -> bool:
     return rows * min(above, below) >= 5.0
 
 
-def _continuous_components(check: str, details: dict, law, n: int, row_len: int) -> dict:
+def continuous_components(check: str, details: dict, law, n: int, row_len: int) -> dict:
     """{component: stage-1 p} of the components of `check` with a continuous null distribution."""
     def finite(v):
         return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
@@ -213,7 +215,7 @@ def _run_block(cand_name: str, dtype_str: str) -> dict:
                     details = dict(fn(runner.cached_summary(1), runner.law).details)
                 details["_p1"] = float(r.p_value_stage1)
                 row_len = int(case.shape[-1]) if case.shape else 0
-                for comp, p in _continuous_components(check, details, runner.law, r.n_stage1,
+                for comp, p in continuous_components(check, details, runner.law, r.n_stage1,
                                                       row_len).items():
                     comps[(check, comp)].append((case.id, p))
     return {"verdicts": verdicts, "stage1": dict(stage1), "comps": dict(comps)}

@@ -29,6 +29,8 @@ from harness.cases import PROFILES, case_by_id
 from harness.runner import CaseRunner, RunConfig
 from reference.dtypes import dtype_name
 
+pytestmark = pytest.mark.calibration
+
 #: candidate -> (case, dtype, the named check that must fail there, why this case shows the defect)
 POWER_PLAN = {
     "clamp": ("normal-2sigma", torch.float32, "atoms",

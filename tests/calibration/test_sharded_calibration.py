@@ -43,7 +43,9 @@ from harness.sharded.runner import ShardedCaseRunner
 from harness.sharded.layout import PLACEMENTS, Layout
 from harness.runner import RunConfig
 
-from test_calibration import KS_LEVEL, MIN_POOLED, RATE_TEST_LEVEL, _continuous_components
+from test_calibration import KS_LEVEL, MIN_POOLED, RATE_TEST_LEVEL, continuous_components
+
+pytestmark = pytest.mark.calibration
 
 #: 20 run seeds per (world size, placement), fixed before looking at any result. They differ
 #: between layouts on purpose: exact-counter is sharding-invariant, so one seed gives the same
@@ -92,7 +94,7 @@ def _block(world_size: int, dtype: torch.dtype) -> dict:
                             comps[("shards", "correlation")].append(float(v))
                         continue
                     row_len = int(case.shape[-1])
-                    for comp, p in _continuous_components(check, details, runner.law, r.n_stage1,
+                    for comp, p in continuous_components(check, details, runner.law, r.n_stage1,
                                                           row_len).items():
                         comps[(check, comp)].append(p)
     return {"verdicts": verdicts, "stage1": dict(stage1), "comps": dict(comps)}

@@ -42,6 +42,9 @@ def test_sharded_verdicts_do_not_depend_on_xdist_and_say_how_to_reproduce(suite)
 
     good = parallel[parallel.candidate == "exact-counter"]
     assert set(good.verdict) <= {"pass", "skip"}, good[good.verdict != "pass"][["case", "check", "message"]]
+    assert good[good.verdict == "skip"].message.str.startswith("not applicable").all()
+    assert (good.check.isin(["replicas", "shards", "sharding", "finite", "bounds"])
+            & (good.verdict == "pass")).sum() >= 5  # a run of skips would pass the line above
     bad = sharded[(sharded.candidate == "local-shard") & (sharded.check == "shards")]
     assert set(bad.verdict) == {"fail", "skip"}  # fail on shard0, not applicable on replicate
     row = bad[bad.verdict == "fail"].iloc[0]
@@ -84,11 +87,14 @@ def test_a_rank_that_dies_costs_its_group_error_rows_and_the_report_is_written(s
     assert len(dead) and set(dead.verdict) <= {"error", "skip"}, dead[["case", "check", "verdict"]]
     assert dead[dead.verdict == "error"].message.str.contains("rank 1 died \\(exit code 9\\)").all()
     good = df[df.candidate == "exact-counter"]
+    from harness.checks import CASE_API_CHECKS
     from harness.checks.sharded import SHARDED_CHECK_NAMES
     from harness.runner import all_check_names
 
     # a row per check, two layouts; contract and generator run on plain groups only
-    per_group = len([c for c in all_check_names() if c not in ("contract", "generator")]) \
+    per_group = len([c for c in all_check_names() if c not in CASE_API_CHECKS]) \
         + len(SHARDED_CHECK_NAMES)
     assert set(good.verdict) <= {"pass", "skip"} and len(good) == len(dead) == 2 * per_group
+    assert good[good.verdict == "skip"].message.str.startswith("not applicable").all()
+    assert (good.verdict == "pass").sum() >= per_group  # not a run of skips
     assert (pytester.path / "report" / "summary.md").is_file()
