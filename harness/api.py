@@ -22,9 +22,7 @@ import pandas as pd
 
 from reference import TruncatedNormal, rounded_law
 from reference.dtypes import DTYPES, torch_dtype
-from reports.manifest import write_manifest
-from reports.render import write_run
-from reports.store import prepare_report_dir, results_frame
+from reports.store import results_frame
 
 from .cases import Case, case_by_id
 from .plugin.options import (DEFAULT_ALPHA, DEFAULT_CASE_TIMEOUT, OptionError, parse_options)
@@ -107,9 +105,10 @@ def check(candidate="torch", *, cases=None, dtypes=None, devices=None, profile: 
     """
     ns = _namespace(candidate, cases, dtypes, devices, profile, seed, report_dir, options)
     session = HarnessSession(parse_options(ns, tuple(DTYPES), environ={}))
-    if session.report_dir:
-        prepare_report_dir(session.report_dir)
+    session.open_report()
     tests = session.planned_tests()
+    session.mark_collected(f"suites/test_conformance.py::test_{check_name}[{param.id}]"
+                           for check_name, param in tests)
     groups = list(dict.fromkeys(param.id for _, param in tests))
     bar = _Progress(len(groups), enabled=progress)
     try:
@@ -117,18 +116,16 @@ def check(candidate="torch", *, cases=None, dtypes=None, devices=None, profile: 
             bar.group(param)
             reason = session.skip_reason(param.candidate, param.dtype, param.device, param)
             if reason:
-                session.rows.append(session.skip_row(param, check_name, reason))
+                session.record([session.skip_row(param, check_name, reason)])
                 continue
             if isinstance(param, Combo):
                 session.runner_for(param).progress = bar.samples
-            session.rows.append(session.run_check(check_name, param).row)
+            session.record([session.run_check(check_name, param).row])
     finally:
         bar.close()
     run = session.run_facts()
     run["command"] = f"harness.check({', '.join(c.spec or c.name for c in session.candidates)})"
-    if session.report_dir:
-        session.written = write_run(session.rows, session.report_dir, run)
-        write_manifest(session.report_dir, session.manifest(0, run["command"]))
+    session.finish_report(0, run["command"], run)
     info = {"run_id": "api", "started": time.strftime("%Y-%m-%dT%H:%M:%S",
                                                       time.localtime(session.started))}
     return results_frame(session.rows, info)

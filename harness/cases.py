@@ -5,7 +5,10 @@ absolute bounds (torch.nn.init convention). Ids are stable: reports are compared
 so never rename one; add new cases instead.
 
 Profiles set the number of samples per (case, dtype, device) and per stage; stage 2 of a
-statistical check draws `STAGE2_FACTOR` times as many on a fresh seed.
+statistical check draws `STAGE2_FACTOR` times as many on a fresh seed. The n is fixed by the
+profile and the case before anything is drawn, never by how fast the machine is: the same seed
+gives the same rows on a busy machine, a slow one and a fast one. A wall-clock budget exists only
+as an explicit option (``--case-budget``, ``--budget-seconds``), and its rows say so.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ import math
 from dataclasses import dataclass
 
 INF = math.inf
+#: The tag of a case whose draw is slow for the samplers people use (torch's rejection loop takes
+#: seconds per call on [10, 1000]): the smoke and pr profiles draw it with `Profile.slow_draw_n`.
+SLOW_DRAW = "slow-draw"
 
 
 @dataclass(frozen=True)
@@ -47,7 +53,7 @@ GRID: tuple[Case, ...] = (
          "[0, inf): a bound at the mode, the other infinite"),
     Case("tail-5", 0.0, 1.0, 5.0, INF, (256, 256), ("one-sided", "tail"),
          "[5, inf): mass 2.9e-7 of the normal; rejection from N(0,1) never ends"),
-    Case("deep-window-10-1000", 0.0, 1.0, 10.0, 1000.0, (256, 256), ("tail",),
+    Case("deep-window-10-1000", 0.0, 1.0, 10.0, 1000.0, (256, 256), ("tail", SLOW_DRAW),
          "[10, 1000]: mass 7.6e-24; only tail-aware samplers survive"),
     Case("asym-window-1-3", 0.0, 1.0, 1.0, 3.0, (256, 256), ("asymmetric",),
          "[1, 3]: density falls by 55x across the window"),
@@ -92,23 +98,25 @@ class Profile:
     note: str = ""
     min_calls: int = 2  # at least this many candidate calls (successive-call independence)
     n_cuda: int | None = None  # stage-1 samples on a CUDA device, where it differs from n
-    # Default seconds of the candidate's own time per case for the stage-1 draw (None: none);
-    # only for n taken from the profile (an explicit --samples is drawn in full).
-    case_budget_s: float | None = None
+    # Stage-1 samples of a SLOW_DRAW case (None: the profile's n); fixed, like n.
+    slow_draw_n: int | None = None
     # World sizes run by default (--world-sizes): 1 is the unsharded grid; W > 1 runs the sharded
     # selection (SHARDED_CASES x SHARDED_DTYPES) on W ranks (harness.distributed).
     world_sizes: tuple = (1,)
 
-    def samples(self, device: str = "cpu") -> int:
+    def samples(self, device: str = "cpu", case: "Case | None" = None) -> int:
+        """Stage-1 samples for `case` on `device` (a function of the profile and the case only)."""
+        if case is not None and SLOW_DRAW in case.tags and self.slow_draw_n is not None:
+            return self.slow_draw_n
         if self.n_cuda is not None and str(device).startswith("cuda"):
             return self.n_cuda
         return self.n
 
 
 PROFILES = {
-    "smoke": Profile("smoke", 1 << 16, "self-tests: seconds for the whole grid", case_budget_s=5.0),
+    "smoke": Profile("smoke", 1 << 16, "self-tests: seconds for the whole grid"),
     "pr": Profile("pr", 1 << 22, "the default: the whole grid for one candidate in minutes on 2 cores",
-                  case_budget_s=10.0),
+                  slow_draw_n=1 << 18),
     "nightly": Profile("nightly", 1 << 27, "long CPU runs and GPUs (2^30 there); rates down to "
                        "~1e-8 per element; no budget; the sharded selection on 2 and 4 ranks",
                        n_cuda=1 << 30, world_sizes=(1, 2, 4)),

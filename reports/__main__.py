@@ -1,7 +1,8 @@
 """Command line: `python -m reports show DIR | compare BASE NEW | merge DIR... --out DIR`.
 
 show     print summary.md of a report directory (rebuilt from the results when it is missing)
-compare  markdown diff of two runs; exit 1 when NEW fails what BASE passed (the PR gate)
+compare  markdown diff of two runs; exit 1 when NEW fails what BASE passed, lost coverage that
+         BASE had (unless --allow-missing GLOB), or did not finish (the PR gate)
 merge    one report from the shards of a run; exit 1 when a shard or group is missing (unless
          --allow-partial) or two shards ran one group
 
@@ -33,11 +34,13 @@ def _show(args) -> int:
 
 def _compare(args) -> int:
     from .compare import compare
+    from .report import read_report
 
-    base = read_results(args.base)
-    new = read_results(args.new)
-    text, status = compare(base, new, read_environment(args.base), read_environment(args.new),
-                           gate_throughput=args.gate_throughput)
+    base, new = read_report(args.base), read_report(args.new)
+    text, status = compare(base.frame, new.frame, base.environment, new.environment,
+                           gate_throughput=args.gate_throughput,
+                           allow_missing=tuple(args.allow_missing or ()),
+                           base_partial=base.partial, new_partial=new.partial)
     sys.stdout.write(text)
     return status
 
@@ -49,6 +52,12 @@ def _merge(args) -> int:
     print(f"merged {len(args.dirs)} report(s) into {merged.path}")
     cov = merged.coverage
     if cov is None:
+        for line in merged.partial:
+            print(f"reports merge: {line}", file=sys.stderr)
+        if merged.partial and not args.allow_partial:
+            print("reports merge: INCOMPLETE: an input did not finish (exit 1; --allow-partial "
+                  "accepts a partial run)", file=sys.stderr)
+            return 1
         return 0
     for line in cov.warnings:
         print(f"reports merge: warning: {line}", file=sys.stderr)
@@ -78,6 +87,9 @@ def main(argv=None) -> int:
     c.add_argument("new")
     c.add_argument("--gate-throughput", action="store_true",
                    help="also exit 1 when a case's throughput dropped more than 2x")
+    c.add_argument("--allow-missing", action="append", metavar="GLOB",
+                   help="a key case/dtype/check/device_type matching GLOB may lose coverage "
+                        "without failing the gate (repeatable)")
     c.set_defaults(fn=_compare)
     m = sub.add_parser("merge", help="merge report directories of a sharded run")
     m.add_argument("dirs", nargs="+", metavar="DIR")

@@ -4,12 +4,22 @@ BASE and NEW are report directories, possibly from different machines and differ
 (main's build vs the PR's), so rows are matched *candidate-agnostically* on (case, dtype, check,
 device type): `cuda:0` and `cuda:1` are both "cuda", and the candidate's name and version are
 ignored. Where several rows share a key (two candidates in one run, two GPUs), the key's verdict
-is the worst of them and its stage-1 p-value the smallest.
+is the worst of them and its stage-1 p-value the smallest. The case column carries the layout of
+a sharded group, the shape class and the execution path where they are not the grid's
+(``case@w2-shard0``, ``case:61x67``, ``case+compile``), so they are part of the key too.
 
-Exit status: 1 when NEW fails (fail or error) a key that BASE passed, or, with
-``--gate-throughput``, when a case's throughput dropped more than `THROUGHPUT_DROP` times; 0
-otherwise (keys only in NEW are listed but do not gate: BASE has no verdict to regress from); 2
-when a directory cannot be read (one line on stderr, no traceback).
+Exit status:
+
+* 2: BASE or NEW cannot be trusted (`reports.report.read_report`: unreadable, truncated, empty,
+  schema-less, parquet and csv disagreeing, a file not matching its manifest's sha256); one line
+  on stderr naming the file and the problem, no traceback;
+* 1: NEW fails (fail or error) a key that BASE passed; or **lost coverage**: a key BASE judged
+  (pass, fail, xfail) that NEW did not (missing, skipped, or an error where BASE failed), unless
+  ``--allow-missing GLOB`` names it; or NEW is partial (its run did not finish, or has fewer rows
+  than tests collected); or, with ``--gate-throughput``, a case's throughput dropped more than
+  `THROUGHPUT_DROP` times;
+* 0 otherwise (keys only in NEW are listed but do not gate: BASE has no verdict to regress from;
+  a partial BASE is a warning).
 
 The markdown on stdout lists new failures, fixed keys, stage-1 p-values that became suspicious
 (< alpha_suspect in NEW, not in BASE), effects that moved by more than `EFFECT_MDES` times the
@@ -22,6 +32,7 @@ column existed fall back to time per sample (where both sides spent `MIN_SECONDS
 
 from __future__ import annotations
 
+import fnmatch
 import math
 
 import numpy as np
@@ -31,6 +42,8 @@ from .store import normalize
 from .summary import RANK, effect_text, fmt_num, short_message, worst
 
 KEY = ["case", "dtype", "check", "device_type"]
+#: Verdicts that are a judgement of the candidate (what coverage means).
+JUDGED = ("pass", "fail", "xfail")
 EFFECT_MDES = 2.0  # the difference of two estimates has sd ~ 0.45 MDE: 2 MDE is not noise
 SPEED_RATIO = 1.5
 THROUGHPUT_DROP = 2.0  # a case this many times slower (relative to normal_) is a warning
@@ -46,14 +59,21 @@ def _keyed(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def per_key(df: pd.DataFrame) -> pd.DataFrame:
+def key_text(key: tuple) -> str:
+    """The key as `--allow-missing` globs see it: case/dtype/check/device_type."""
+    return "/".join(str(k) for k in key)
+
+
+def per_key(df: pd.DataFrame, key: list = KEY) -> pd.DataFrame:
     """One row per key: worst verdict, smallest stage-1 p, the worst row's message/effect."""
     df = _keyed(df)
+    for c in key:
+        df[c] = df[c].fillna("").astype(str)  # groupby would drop a missing key part
     df["_rank"] = df["verdict"].map(lambda v: RANK.get(v, 6))
     # The representative row of a key is its worst one (the failing GPU, the failing candidate).
-    rep = df.sort_values("_rank", ascending=False, kind="stable").groupby(KEY, sort=False).head(1)
-    rep = rep.set_index(KEY)
-    g = df.groupby(KEY)
+    rep = df.sort_values("_rank", ascending=False, kind="stable").groupby(key, sort=False).head(1)
+    rep = rep.set_index(key)
+    g = df.groupby(key)
     out = pd.DataFrame({
         "verdict": g["verdict"].agg(worst),
         "p1": g["p_value_stage1"].min(),
@@ -123,9 +143,27 @@ def throughput_drops(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values("factor", ascending=False)
 
 
+def lost_coverage(b: pd.DataFrame, n: pd.DataFrame) -> pd.DataFrame:
+    """Keys BASE judged that NEW did not: missing, skipped, or an error where BASE failed (an
+    error where BASE passed is a new failure). Column `why`."""
+    judged = b[b["verdict"].isin(JUDGED)]
+    missing = judged[~judged.index.isin(n.index)].assign(why="missing in NEW")
+    both = judged.join(n[["verdict", "message"]].add_suffix("_n"), how="inner")
+    skipped = both[both["verdict_n"] == "skip"]
+    errored = both[(both["verdict_n"] == "error") & (both["verdict"] != "pass")]
+    parts = [missing,
+             skipped.assign(why=[f"skipped in NEW: {short_message(m, 100)}" for m in skipped["message_n"]]),
+             errored.assign(why=[f"error in NEW: {short_message(m, 100)}" for m in errored["message_n"]])]
+    out = pd.concat([p.drop(columns=[c for c in ("verdict_n", "message_n") if c in p]) for p in parts])
+    return out.sort_index()
+
+
 def compare(base: pd.DataFrame, new: pd.DataFrame, base_env: dict | None = None,
-            new_env: dict | None = None, gate_throughput: bool = False) -> tuple[str, int]:
-    """(markdown, exit status) for two results tables."""
+            new_env: dict | None = None, gate_throughput: bool = False, allow_missing=(),
+            base_partial: str | None = None, new_partial: str | None = None) -> tuple[str, int]:
+    """(markdown, exit status) for two results tables (see the module docstring).
+    `allow_missing`: globs over `key_text` of keys whose loss of coverage does not gate;
+    `*_partial`: why a report is not a whole run (`reports.report.Report.partial`)."""
     base_env, new_env = base_env or {}, new_env or {}
     base, new = normalize(base), normalize(new)  # crafted frames may lack optional columns
     b, n = per_key(base), per_key(new)
@@ -150,10 +188,19 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, base_env: dict | None = None,
     moved = eff[mde.notna() & (mde > 0) & (eff["delta"].abs() > EFFECT_MDES * mde)
                 & ~eff.index.isin(regress.index) & ~eff.index.isin(fixed.index)]  # listed above
 
+    lost = lost_coverage(b, n)
+    allowed = lost[[any(fnmatch.fnmatchcase(key_text(k), g) for g in allow_missing)
+                    for k in lost.index]] if len(lost) else lost
+    lost = lost[~lost.index.isin(allowed.index)]
+
     out = ["# Conformance comparison", "",
            f"- BASE: {_label(base_env, base)}", f"- NEW: {_label(new_env, new)}", "",
-           f"Matched {len(both)} (case, dtype, check, device type) keys; {len(only_new)} only in NEW, "
-           f"{len(dropped)} only in BASE.", ""]
+           f"Matched {len(both)} (case, dtype, check, device type) keys; {len(only_new)} only in "
+           f"NEW, {len(dropped)} only in BASE.", ""]
+    if new_partial:
+        out += [f"> **NEW is partial**: {new_partial}. A run that did not finish cannot pass the gate.", ""]
+    if base_partial:
+        out += [f"> warning: BASE is partial: {base_partial}; keys it lacks cannot regress.", ""]
 
     def section(title, frame, render):
         out.append(f"## {title} ({len(frame)})")
@@ -173,6 +220,11 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, base_env: dict | None = None,
         return text + (f" · `{rr['repro']}`" if isinstance(rr.get("repro"), str) else "")
 
     section("New failures", regress, new_fail)
+    section("Lost coverage: BASE judged, NEW did not", lost,
+            lambda k, r: f"`{key_text(k)}`: {r['why']} (BASE {r['verdict']})")
+    if len(allowed):
+        section("Lost coverage accepted by --allow-missing", allowed,
+                lambda k, r: f"`{key_text(k)}`: {r['why']}")
     section("Fixed", fixed, lambda k, r: _row_text(k, {x[:-2]: v for x, v in r.items() if x.endswith("_b")})
             + " (BASE failed, NEW passes)")
     if len(unrun_fail):
@@ -209,8 +261,10 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, base_env: dict | None = None,
     if len(still):
         out.append(f"{len(still)} key(s) fail in both runs (not a regression).")
         out.append("")
-    status = 1 if len(regress) or (gate_throughput and len(drops)) else 0
+    status = 1 if (len(regress) or len(lost) or new_partial
+                   or (gate_throughput and len(drops))) else 0
     gated = f", {len(drops)} throughput drop(s)" if gate_throughput else ""
-    out.append(f"**Verdict: {'FAIL' if status else 'OK'}** — {len(regress)} new failure(s){gated}, "
-               f"{len(fixed)} fixed.")
+    partial = ", NEW partial" if new_partial else ""
+    out.append(f"**Verdict: {'FAIL' if status else 'OK'}** — {len(regress)} new failure(s), "
+               f"{len(lost)} key(s) of lost coverage{partial}{gated}, {len(fixed)} fixed.")
     return "\n".join(out) + "\n", status

@@ -1,8 +1,15 @@
 """manifest.json: what one process of a run was asked to run, what it ran, and where.
 
-Every pytest run that writes a report writes a manifest beside the results (the plugin calls
-`write_manifest` at the end of the session). It is what lets `reports merge` tell a complete
-partitioned run from one with a shard missing (`reports.merge`):
+Every run that writes a report writes a manifest beside the results, twice: at start-up, before
+anything is drawn (``status`` "running": it proves the directory is writable, and it is what a
+run killed half way leaves beside its row log), and at the end. It is what lets `reports merge`
+tell a complete partitioned run from one with a shard missing (`reports.merge`), and `reports
+compare` a complete NEW from one that was cut short (`reports.report`):
+
+* ``status``: "running" (written at start-up; still there: the run never finished), "complete"
+  (every test collected has its row) or "partial" (cut short: ``-x``, Ctrl-C, a worker lost);
+  ``rows``: how many rows the results hold; ``files``: the sha256 of results.parquet and
+  results.csv, so a truncated or altered artifact is found;
 
 * ``shard``: ``{"id", "count", "source"}`` for a grid partition (harness.partition), or null for
   an unpartitioned run;
@@ -31,6 +38,7 @@ from .store import ReportError
 
 MANIFEST_FILE = "manifest.json"
 FORMAT = 1
+STATUSES = ("running", "complete", "partial")
 #: Where the harness's sources are: its git SHA is the harness's, not the caller's project's.
 HARNESS_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -83,15 +91,21 @@ def iso(ts: float) -> str:
 
 
 def build_manifest(*, shard: dict | None, partition: dict, assignment: dict, groups, tests: dict,
-                   config: dict, started: float, finished: float, exitstatus: int,
-                   command: str = "", machine: dict | None = None) -> dict:
+                   config: dict, started: float, finished: float | None, exitstatus: int | None,
+                   command: str = "", machine: dict | None = None, status: str = "complete",
+                   rows: int | None = None, files: dict | None = None) -> dict:
     """The manifest of one process's run (see the module docstring for the fields)."""
-    return {"format": FORMAT, "shard": shard, "partition": partition,
+    if status not in STATUSES:
+        raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+    finished_iso = iso(finished) if finished is not None else None
+    return {"format": FORMAT, "status": status, "rows": rows, "files": files or {},
+            "shard": shard, "partition": partition,
             "assignment": dict(sorted(assignment.items())), "groups": sorted(groups),
             "tests": dict(sorted(tests.items())), "config": config,
             **(machine if machine is not None else machine_facts()),
-            "started": iso(started), "finished": iso(finished), "started_ts": started,
-            "finished_ts": finished, "exitstatus": int(exitstatus), "command": command}
+            "started": iso(started), "finished": finished_iso, "started_ts": started,
+            "finished_ts": finished, "exitstatus": None if exitstatus is None else int(exitstatus),
+            "command": command}
 
 
 def write_manifest(report_dir: str, manifest: dict) -> str:

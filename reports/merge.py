@@ -37,8 +37,9 @@ import pandas as pd
 
 from .manifest import FORMAT, read_manifest, write_manifest
 from .render import write_views
-from .store import (CASE_DATA_DIR, SORT_KEYS, VOLATILE, ReportError, normalize, read_environment,
-                    read_results, write_tables)
+from .report import read_report
+from .store import (CASE_DATA_DIR, ROW_LOG, SORT_KEYS, VOLATILE, ReportError, normalize,
+                    read_environment, write_tables)
 
 #: Group names listed per line on stderr (manifest.json lists them all).
 MAX_NAMES = 8
@@ -271,6 +272,7 @@ def check_coverage(shards: list[Shard]) -> tuple[list[Shard], Coverage]:
 class Merged:
     path: str
     coverage: Coverage | None  # None: the inputs were not grid shards (unchecked merge)
+    partial: list = field(default_factory=list)  # inputs whose run did not finish, one line each
 
 
 def merge(dirs: list[str], out: str, allow_partial: bool = False) -> Merged:
@@ -280,17 +282,20 @@ def merge(dirs: list[str], out: str, allow_partial: bool = False) -> Merged:
         raise ReportError("merge: no input directories")
     if any(os.path.abspath(d) == os.path.abspath(out) for d in dirs):
         raise ReportError("merge: --out must differ from every input")
-    inputs, empty = [], []
+    inputs, empty, partial = [], [], []
     for d in dirs:
         manifest = read_manifest(d)
         if manifest is None and os.path.isdir(d) and not any(
-                os.path.exists(os.path.join(d, f)) for f in ("results.parquet", "results.csv")):
+                os.path.exists(os.path.join(d, f)) for f in ("results.parquet", "results.csv", ROW_LOG)):
             empty.append(d)  # e.g. the artifact of a shard that died: case data, no report
             continue
-        inputs.append(Shard(d, manifest, read_results(d)))
+        report = read_report(d, allow_empty=True)  # a shard may have had nothing to run
+        inputs.append(Shard(d, report.manifest, report.frame))
+        if report.partial:
+            partial.append(f"{d!r} is partial: {report.partial}")
     sharded = [s for s in inputs if s.manifest is not None and s.manifest.get("shard")]
     if empty and not sharded:
-        read_results(empty[0])  # not shards: an input without results is an error, as it was
+        read_report(empty[0])  # not shards: an input without results is an error, as it was
     coverage = None
     if sharded:
         plain = [s.dir for s in inputs if s not in sharded]
@@ -317,12 +322,17 @@ def merge(dirs: list[str], out: str, allow_partial: bool = False) -> Merged:
             env["coverage_problems"] = [coverage.status_line()] + coverage.problem_lines()
     with open(os.path.join(out, "environment.json"), "w", encoding="utf-8") as fh:
         json.dump(env, fh, indent=2, default=str)
-    write_manifest(out, merged_manifest(inputs, coverage, allow_partial))
+    if coverage is None and partial:  # unpartitioned inputs: nothing else says what is missing
+        env["coverage_problems"] = partial
+    manifest = merged_manifest(inputs, coverage, allow_partial, partial)
+    manifest["rows"] = len(df)
+    write_manifest(out, manifest)
     write_views(df, env, out)
-    return Merged(os.path.abspath(out), coverage)
+    return Merged(os.path.abspath(out), coverage, partial)
 
 
-def merged_manifest(inputs: list[Shard], coverage: Coverage | None, allow_partial: bool) -> dict:
+def merged_manifest(inputs: list[Shard], coverage: Coverage | None, allow_partial: bool,
+                    partial=()) -> dict:
     """The merged report's manifest: unpartitioned (shard null) with the grid, the groups run, the
     coverage, and each input's shard, machine and times."""
     manifests = [s.manifest or {} for s in inputs]
@@ -337,7 +347,9 @@ def merged_manifest(inputs: list[Shard], coverage: Coverage | None, allow_partia
         tests.update(m.get("tests") or {})
     keep = ("shard", "host", "platform", "torch", "cuda", "driver", "gpus", "git", "started",
             "finished", "exitstatus", "command")
-    return {"format": FORMAT, "shard": None, "assignment": {g: 0 for g in sorted(assignment)},
+    whole = (coverage.complete and not coverage.overlaps) if coverage is not None else not partial
+    return {"format": FORMAT, "status": "complete" if whole else "partial",
+            "shard": None, "assignment": {g: 0 for g in sorted(assignment)},
             "groups": sorted(groups), "tests": dict(sorted(tests.items())),
             "config": manifests[0].get("config") if manifests else None,
             "coverage": coverage.as_dict() if coverage is not None else None,

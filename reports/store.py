@@ -7,7 +7,10 @@ with a one-line `ReportError` for anything it cannot read.
 
 Report directory layout::
 
-    results.parquet  results.csv  environment.json  manifest.json  summary.md  index.html  fig-*.png
+    rows.jsonl        the rows as they arrive (appended row by row: what a killed run leaves)
+    results.parquet  results.csv  environment.json  summary.md  index.html  fig-*.png
+    manifest.json     written at start-up (status "running") and at the end (status, row count,
+                      the results files' sha256), see reports.manifest
     case-data/<candidate>-<case>-<dtype>-<device>.npz   (written by workers, see reports.figures)
 
 Nothing here reads a harness object: the harness hands over rows and plain dicts (its run facts).
@@ -16,6 +19,7 @@ Nothing here reads a harness object: the harness hands over rows and plain dicts
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import platform
@@ -175,36 +179,145 @@ def write_tables(df: pd.DataFrame, report_dir: str) -> None:
 # Reading a report directory back
 
 
-def read_results(report_dir: str) -> pd.DataFrame:
-    """The results of a report directory (parquet, else csv); ReportError with a one-line reason."""
+REQUIRED = ("candidate", "case", "dtype", "device", "check", "verdict")
+
+
+def _read_table(path: str, allow_empty: bool = False) -> pd.DataFrame:
+    """One results file; ReportError naming the file and the problem."""
+    name = os.path.basename(path)
+    try:
+        if path.endswith(".parquet"):
+            df = pd.read_parquet(path)
+        else:
+            # A truncated csv ends inside a row: pandas reads it as a row of missing fields, or
+            # stops at a broken quote; on_bad_lines="error" turns extra fields into an error.
+            df = pd.read_csv(path, dtype={c: "Int64" for c in INT_COLUMNS}, on_bad_lines="error")
+    except Exception as exc:  # pyarrow and pandas raise a zoo of types for a damaged file
+        first = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else ""
+        raise ReportError(f"{os.path.dirname(path)!r}: {name} is unreadable "
+                          f"({type(exc).__name__}{': ' + first if first else ''})") from None
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise ReportError(f"{os.path.dirname(path)!r}: {name} has no column(s) {', '.join(missing)} "
+                          f"(not a harness results table)")
+    if not len(df) and not allow_empty:
+        raise ReportError(f"{os.path.dirname(path)!r}: {name} holds no rows")
+    broken = df[list(REQUIRED)].isna().any(axis=1)
+    if broken.any():  # a row cut in the middle (a truncated file) or a damaged one
+        raise ReportError(f"{os.path.dirname(path)!r}: {name}: {int(broken.sum())} row(s) lack "
+                          f"{'/'.join(REQUIRED)} (the file is truncated or damaged)")
+    return df
+
+
+def _identity(df: pd.DataFrame) -> list:
+    return sorted(zip(*(df[c].astype(str) for c in SORT_KEYS + ["verdict"])))
+
+
+def read_results(report_dir: str, allow_empty: bool = False) -> pd.DataFrame:
+    """The results of a report directory; ReportError with a one-line reason.
+
+    No silent fallback: results.parquet and results.csv are each read when present and must
+    agree row for row (an artifact whose upload broke one of them is not read from the other);
+    a directory holding neither but the row log of a run that did not finish (`ROW_LOG`) gives
+    those rows, with ``df.attrs["partial"]`` saying so. A table without rows is an error unless
+    `allow_empty` (a grid shard with nothing to run writes one)."""
     if not os.path.isdir(report_dir):
         raise ReportError(f"{report_dir!r} is not a directory")
-    pq = os.path.join(report_dir, "results.parquet")
-    csv = os.path.join(report_dir, "results.csv")
-    df = None
-    problems = []
-    if os.path.exists(pq):
-        try:
-            df = pd.read_parquet(pq)
-        except Exception as exc:  # pyarrow raises a zoo of types for a damaged file
-            problems.append(f"results.parquet unreadable ({type(exc).__name__})")
-    if df is None and os.path.exists(csv):
-        try:
-            df = pd.read_csv(csv, dtype={c: "Int64" for c in INT_COLUMNS})
-        except Exception as exc:
-            problems.append(f"results.csv unreadable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
-    if df is None:
-        reason = "; ".join(problems) if problems else "no results.parquet or results.csv"
-        raise ReportError(f"{report_dir!r}: {reason}")
-    missing = [c for c in ("candidate", "case", "dtype", "device", "check", "verdict") if c not in df.columns]
-    if missing:
-        raise ReportError(f"{report_dir!r}: results lack column(s) {', '.join(missing)}")
+    tables = {}
+    for name in ("results.parquet", "results.csv"):
+        path = os.path.join(report_dir, name)
+        if os.path.exists(path):
+            tables[name] = _read_table(path, allow_empty)
+    if len(tables) == 2:
+        pq, csv = tables["results.parquet"], tables["results.csv"]
+        if len(pq) != len(csv) or _identity(pq) != _identity(csv):
+            raise ReportError(f"{report_dir!r}: results.parquet ({len(pq)} rows) and results.csv "
+                              f"({len(csv)} rows) disagree: one of them is truncated or stale")
+    if tables:
+        df = next(iter(tables.values()))
+        partial = None
+    else:
+        rows, torn = read_row_log(report_dir)
+        if not rows:
+            raise ReportError(f"{report_dir!r}: no results.parquet, results.csv or {ROW_LOG} "
+                              f"with rows" + (" (its only line is torn)" if torn else ""))
+        df = results_frame(rows)
+        missing = [c for c in REQUIRED if c not in df.columns or df[c].isna().any()]
+        if missing:
+            raise ReportError(f"{report_dir!r}: {ROW_LOG} rows lack {', '.join(missing)}")
+        partial = (f"the run did not finish: {len(rows)} row(s) from {ROW_LOG}, no results table"
+                   + (f" ({torn} torn line(s) dropped)" if torn else ""))
     df = normalize(df)
     # Text columns back to object with None for missing: the views test `isinstance(x, str)`.
     for c in TEXT_COLUMNS:
         if c in df.columns:
             df[c] = df[c].astype(object).where(df[c].notna(), None)
+    df.attrs["partial"] = partial
     return df
+
+
+# ------------------------------------------------------------------------------------------------
+# The row log: rows persisted as groups finish, so a run killed half way leaves them readable
+
+#: One JSON object per line, appended and flushed row by row by the process that collects the
+#: rows (the xdist controller, or the only process); a run that ends writes the tables beside it.
+ROW_LOG = "rows.jsonl"
+
+
+class RowLog:
+    """Append-only log of a run's rows in a report directory (opened at start-up, so a directory
+    that cannot be written fails before anything is drawn)."""
+
+    def __init__(self, report_dir: str):
+        self.path = os.path.join(report_dir, ROW_LOG)
+        self._fh = open(self.path, "w", encoding="utf-8")  # a new run: the old log goes
+        self.count = 0
+
+    def append(self, rows) -> None:
+        for row in rows:
+            self._fh.write(json.dumps(row, default=str) + "\n")
+            self.count += 1
+        self._fh.flush()  # in the OS's hands: survives the death of this process
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+
+def read_row_log(report_dir: str) -> tuple[list[dict], int]:
+    """(rows, torn lines) of a report directory's row log (([], 0) when it has none). A line cut
+    by the death of its writer is dropped and counted."""
+    path = os.path.join(report_dir, ROW_LOG)
+    if not os.path.exists(path):
+        return [], 0
+    rows, torn = [], 0
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    torn += 1
+                    continue
+                if isinstance(row, dict):
+                    rows.append(row)
+                else:
+                    torn += 1
+    except OSError as exc:
+        raise ReportError(f"{report_dir!r}: {ROW_LOG} is unreadable ({type(exc).__name__})") from None
+    return rows, torn
+
+
+def file_digest(path: str) -> str:
+    """sha256 of a file (the manifest records those of the results, so a truncated or altered
+    artifact is found)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def read_environment(report_dir: str) -> dict:

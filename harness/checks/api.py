@@ -11,7 +11,8 @@ import warnings
 
 import torch
 
-from ..engine import INT_VIEW, CallTimeout, call_deadline, dtype_bits, poison_, poison_value
+from ..engine import (INT_VIEW, CallTimeout, CandidateRaised, candidate_call, dtype_bits, poison_,
+                      poison_value, raised_text)
 from ..result import Result
 
 
@@ -25,14 +26,18 @@ class _Probe:
         self.seconds = 0.0
 
     def __call__(self, tensor, mean, std, a, b, generator=None):
-        """-> ("ok", returned) | ("raised", exc) | ("hang", None)"""
+        """-> ("ok", returned) | ("raised", exc) | ("fatal", exc) | ("hang", None). "fatal": the
+        candidate raised SystemExit, GeneratorExit or a KeyboardInterrupt of its own, which would
+        end the user's program: never a proper way to refuse an argument."""
         t0 = time.perf_counter()
         try:
-            with call_deadline(self.timeout), warnings.catch_warnings():
+            with candidate_call(self.timeout), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 return "ok", self.candidate(tensor, mean, std, a, b, generator)
         except CallTimeout:
             return "hang", None
+        except CandidateRaised as exc:
+            return "fatal", exc
         except Exception as exc:
             return "raised", exc
         finally:
@@ -76,7 +81,7 @@ def check_contract(candidate, case, dtype, device, seed: int, timeout: float) ->
             return None
         status, out = probe(t, m, s, a, b, _gen(device, seed))
         if status != "ok":
-            what = "did not return" if status == "hang" else f"raised {type(out).__name__}: {out}"
+            what = "did not return" if status == "hang" else f"raised {raised_text(out)}"
             problems.append(f"{label}: {what}"[:200])
             return None
         return out
@@ -168,7 +173,7 @@ def check_generator(candidate, case, dtype, device, seed: int, timeout: float,
     st3, o3, t3 = draw(seed + 1)
     for st, o in ((st1, o1), (st2, o2), (st3, o3)):
         if st != "ok":
-            what = "did not return" if st == "hang" else f"raised {type(o).__name__}: {o}"
+            what = "did not return" if st == "hang" else f"raised {raised_text(o)}"
             return probe.charge(Result("generator", "fail", f"call {what}"[:300], p_value=0.0))
     if not torch.equal(t1.view(bits), t2.view(bits)):
         diff = int((t1.view(bits) != t2.view(bits)).sum())
@@ -226,6 +231,8 @@ def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Resu
         status, out = probe(t, args["mean"], args["std"], args["a"], args["b"], _gen(device, seed))
         if status == "hang":
             problems.append(f"{label}: hung (no return within {timeout:g} s)")
+        elif status == "fatal":
+            problems.append(f"{label}: raised {raised_text(out)} (ends the caller's program)")
         elif status == "ok":
             x = t.to(torch.float64)
             what = ("NaN" if bool(torch.isnan(x).all()) and not _unwritten(t)
@@ -242,13 +249,15 @@ def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Resu
                                      details={"a_equals_b": "not expressible"}))
     t = poison_(torch.empty((4, 8), dtype=dtype, device=device))
     status, out = probe(t, 0.0, 1.0, 0.5, 0.5, _gen(device, seed))
-    a_eq_b = {"ok": "fills", "raised": "raises", "hang": "hangs"}[status]
+    a_eq_b = {"ok": "fills", "raised": "raises", "hang": "hangs", "fatal": "exits"}[status]
     if status == "ok":
         expected = torch.tensor(0.5, dtype=dtype)
         if not bool((t.cpu() == expected).all()):
             problems.append("a == b: returned, but did not fill with a")
     elif status == "hang":
         problems.append(f"a == b: hung (no return within {timeout:g} s)")
+    elif status == "fatal":
+        problems.append(f"a == b: raised {raised_text(out)} (ends the caller's program)")
     return probe.charge(_verdict("arguments", problems,
                                  f"every invalid argument raised; a == b {a_eq_b}",
                                  [f"not expressible: {', '.join(not_expressible)}"]

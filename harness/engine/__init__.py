@@ -4,18 +4,19 @@
 * `harness.engine.folder` — `Folder`, the device-side fold of chunks into a Summary, and
   `summarize_samples` for samples already in memory;
 * `harness.engine.bits` — the integer views and the poison written before each call;
-* `harness.engine.deadline` — the per-call deadline (`call_deadline`, `CallTimeout`);
+* `harness.engine.deadline` — calling a candidate: the per-call deadline, and what it raises
+  that is not an Exception (`candidate_call`, `CallTimeout`, `CandidateRaised`);
 * `harness.engine.throughput` — torch's ``normal_`` on the same tensor, the speed yardstick.
 """
 
 from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_, poison_value
-from .deadline import CallTimeout, call_deadline
+from .deadline import CallTimeout, CandidateRaised, call_deadline, candidate_call, raised_text
 from .draw import PREPARE_TIMEOUT_S, CandidateFailure, is_budget_stop, prepare_candidate, run_engine
 from .folder import (Folder, fixed_sum, fixed_sum_squares, lag_sums, new_summary,
                      row_hash_coefficients, summarize_samples)
 from .throughput import normal_throughput
 
 __all__ = ["INT_VIEW", "dtype_bits", "hist_bits_for", "poison_", "poison_value", "CallTimeout",
-           "call_deadline", "PREPARE_TIMEOUT_S", "CandidateFailure", "is_budget_stop",
+           "CandidateRaised", "call_deadline", "candidate_call", "raised_text", "PREPARE_TIMEOUT_S", "CandidateFailure", "is_budget_stop",
            "prepare_candidate", "run_engine", "Folder", "fixed_sum", "fixed_sum_squares", "lag_sums",
            "new_summary", "row_hash_coefficients", "summarize_samples", "normal_throughput"]

@@ -15,7 +15,7 @@ import torch
 
 from ..summary import Summary
 from .bits import poison_
-from .deadline import CallTimeout, call_deadline
+from .deadline import CallTimeout, candidate_call, raised_text
 from .folder import Folder, new_summary
 
 
@@ -54,15 +54,14 @@ def prepare_candidate(candidate, call_timeout: float | None, folder: "Folder") -
         return
     seconds = max(call_timeout or 0.0, PREPARE_TIMEOUT_S)
     try:
-        with call_deadline(seconds):
+        with candidate_call(seconds):
             prepare()
     except CallTimeout:
         raise CandidateFailure("hang", f"preparing the candidate did not finish within {seconds:g} s",
                                folder.finish()) from None
     except Exception as exc:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise CandidateFailure("raised", f"preparing the candidate raised {type(exc).__name__}: "
-                               f"{text[:300]}", folder.finish()) from exc
+        raise CandidateFailure("raised", f"preparing the candidate raised {raised_text(exc)}",
+                               folder.finish()) from exc
 
 
 def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: int, *,
@@ -102,7 +101,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
         poison_(target)
         t0 = time.perf_counter()
         try:
-            with call_deadline(call_timeout):
+            with candidate_call(call_timeout):
                 candidate(target, case.mean, case.std, case.a, case.b, generator)
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
@@ -111,12 +110,10 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
             raise CandidateFailure(
                 "hang", f"call {done + 1} did not return within {call_timeout:g} s", folder.finish()
             ) from None
-        except Exception as exc:  # the candidate's own error, reported as a fail row
+        except Exception as exc:  # the candidate's own error (SystemExit too), a fail row
             summary.candidate_s = t_candidate + (time.perf_counter() - t0)
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise CandidateFailure(
-                "raised", f"call {done + 1} raised {type(exc).__name__}: {text[:300]}", folder.finish()
-            ) from exc
+            raise CandidateFailure("raised", f"call {done + 1} raised {raised_text(exc)}",
+                                   folder.finish()) from exc
         t_candidate += time.perf_counter() - t0
         buffer[filled].copy_(target)
         filled += 1

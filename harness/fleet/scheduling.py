@@ -130,6 +130,18 @@ class DeviceGroupScheduling(LoadScopeScheduling):
                                 for nodeid, completed in work_unit.items() if not completed])
         return True
 
+    def drop_queued(self, keep) -> list[str]:
+        """Take every queued group for which ``keep(group)`` is false off the queue (a candidate
+        that crashes its workers, `harness.plugin.crashes`); their node ids. Groups already
+        handed to a worker are not taken back."""
+        dropped = []
+        for group in list(self.workqueue):
+            if not keep(group):
+                dropped += list(self.workqueue.pop(group))
+        for node in list(self.assigned_work):  # nothing left to hand out: idle workers stop
+            self._reschedule(node)
+        return dropped
+
     def _reschedule(self, node) -> None:
         if node.shutting_down or node not in self.registered_collections:
             # (A replacement for a crashed worker gets work once its collection is in.)

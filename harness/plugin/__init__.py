@@ -9,7 +9,6 @@ reports, `harness.plugin.rows`) and the report written once, there, at the end (
 from __future__ import annotations
 
 import os
-import shutil
 from collections import Counter, defaultdict
 
 import pytest
@@ -17,17 +16,16 @@ import torch
 
 from reference.dtypes import DTYPES, dtype_name
 from reports.figures import save_case_data
-from reports.manifest import write_manifest
-from reports.render import write_run
-from reports.store import case_data_path, command_line, prepare_report_dir
+from reports.store import case_data_path, command_line
 
 from ..fleet.groups import group_of_nodeid
 from ..fleet.scheduling import DeviceGroupScheduling, owned_cuda_device, visible_cuda_devices
 from ..seeds import DEFAULT_RUN_SEED
 from ..sharded import ranks
+from . import crashes
 from .options import OptionError, add_options, parse_options
-from .rows import ROW_KEY, latest_rows, row_skeleton, throughput
-from .session import CHECK_ORDER, INFLIGHT_DIR, ApiCombo, Combo, HarnessSession
+from .rows import ROW_KEY, latest_rows, row_key, row_skeleton, throughput
+from .session import CHECK_ORDER, ApiCombo, Combo, HarnessSession
 from .xfails import stale_lines
 
 #: xdist modes whose scheduling the harness takes over (plain -n gives "load"); any other mode
@@ -70,6 +68,13 @@ def pytest_configure(config):
             raise pytest.UsageError(
                 f"--dist {dist}: the harness keeps each case's checks on one worker itself; use "
                 f"-n N with the default --dist load (or loadgroup)")
+        s = _session(config)
+        crashes.allow_restarts(config, len(s.candidates))
+        if not (config.option.collectonly or config.option.help or config.option.version):
+            try:  # what could fail at the end fails now, before a worker starts
+                s.open_report()
+            except OptionError as exc:
+                raise pytest.UsageError(str(exc)) from None
         return
     if workerinput.get("harness_cuda_device") is not None:
         # Pin the worker to the CUDA device the controller gave it (worker index modulo device
@@ -113,6 +118,9 @@ def pytest_report_header(config):
     n = str(cfg.n(1))
     if any(d.startswith("cuda") for d in s.devices) and cfg.n(1, "cuda") != cfg.n(1):
         n += f" on CPU, {cfg.n(1, 'cuda')} on CUDA"
+    slow = [c for c in s.cases if cfg.n(1, "cpu", c) != cfg.n(1)]
+    if slow:
+        n += f"; {', '.join(c.id for c in slow)}: {cfg.n(1, 'cpu', slow[0])}"
     sharded = ""
     if s.layouts:
         sharded = (f"; sharded: world sizes {','.join(str(w) for w in s.world_sizes if w > 1)}, "
@@ -218,20 +226,17 @@ def deselect_other_shards(partition, config, items) -> None:
         items[:] = keep
 
 
-def _count_collected(s: "HarnessSession", nodeids) -> None:
-    counts = Counter(group_of_nodeid(n) for n in nodeids)
-    s.collected = dict(counts)
-
-
 def pytest_collection_finish(session):
     if not hasattr(session.config, "workerinput"):
-        _count_collected(_session(session.config), [i.nodeid for i in session.items])
+        _session(session.config).mark_collected([i.nodeid for i in session.items])
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node, ids):
     """xdist controller: what the workers collected (they all collect the same)."""
-    _count_collected(_session(node.config), ids)
+    s = _session(node.config)
+    if not s.nodeids:
+        s.mark_collected(ids)
 
 
 def warn_stale_xfails(config, s: "HarnessSession") -> None:
@@ -295,31 +300,62 @@ def verify(request) -> Verifier:
 # Rows to the controller, reports at the end
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem, report, sched):
+    """xdist controller: a worker died while running `crashitem`. Its row says what killed it;
+    a candidate that has crashed MAX_CRASHES_PER_CANDIDATE workers is not drawn any more
+    (`harness.plugin.crashes`): its queued groups are taken off the queue."""
+    config = _CONFIG.get("config")
+    if config is None:
+        return
+    s = _session(config)
+    skeleton = s.node_params.get(crashitem) or s.skeleton_from_nodeid(crashitem)
+    if skeleton is None:
+        return
+    report.longrepr = s.crashes.crashed(report.node, crashitem, skeleton)
+    spec = skeleton.get("candidate_spec")
+    if not s.crashes.should_stop(spec) or not hasattr(sched, "drop_queued"):
+        return
+    s.crashes.stopped.add(spec)
+    note = s.crashes.not_run_message(spec)
+
+    def keep(group: str) -> bool:
+        param = s.param_of_group(group)
+        return param is None or param.candidate.spec != spec
+
+    dropped = sched.drop_queued(keep)
+    for nodeid in dropped:
+        s.not_run.setdefault(nodeid, note)
+    _say(config, f"harness: candidate {spec} crashed {s.crashes.crashes[spec]} workers: "
+                 f"{len(dropped)} queued test(s) of it are not run")
+
+
 def pytest_runtest_logreport(report):
     config = _CONFIG.get("config")
     if config is None or hasattr(config, "workerinput"):
         return
     s = _session(config)
     rows = [v for k, v in report.user_properties if k == ROW_KEY]
-    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+    crash = report.failed and report.when not in ("setup", "call", "teardown")  # xdist's report
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed") or crash:
         node = getattr(report, "node", None)  # the xdist worker that ran it (None without -n)
-        if node is not None:
+        if node is not None and not crash:
             s.ledger.record(group_of_nodeid(report.nodeid), node.gateway.id)
         if rows:
-            s.rows.extend(rows)
+            s.record(rows)
             return
         skeleton = s.node_params.get(report.nodeid) or s.skeleton_from_nodeid(report.nodeid)
         if skeleton is None:
             return
         if report.skipped:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-            s.rows.append(skeleton | {"verdict": "skip",
-                                      "message": str(reason).removeprefix("Skipped: ")[:300]})
+            s.record([skeleton | {"verdict": "skip",
+                                  "message": str(reason).removeprefix("Skipped: ")[:300]}])
         elif report.failed:
             # No row rode on the report: the worker crashed or the test body blew up.
             text = str(report.longrepr).strip().splitlines()
-            s.rows.append(skeleton | {"verdict": "error",
-                                      "message": (text[-1] if text else "no result")[:300]})
+            s.record([skeleton | {"verdict": "error",
+                                  "message": (text[-1] if text else "no result")[:300]}])
 
 
 _CONFIG: dict = {}
@@ -333,13 +369,11 @@ def _close_rank_pools() -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session):
     _CONFIG["config"] = session.config
-    config = session.config
-    s = _session(config)
-    if not hasattr(config, "workerinput") and s.report_dir:
-        # Files of an earlier run in the same directory must not mix into this one.
-        prepare_report_dir(s.report_dir)
-        shutil.rmtree(os.path.join(s.report_dir, INFLIGHT_DIR), ignore_errors=True)
-        shutil.rmtree(os.path.join(s.report_dir, ".stores"), ignore_errors=True)  # rank rendezvous files
+    if hasattr(session.config, "workerinput"):
+        # After every pytest_configure (pytest's own faulthandler plugin enables it on stderr
+        # there): a fatal signal's stack goes to the log the controller reads.
+        crashes.record_fatal_errors(_session(session.config).report_dir,
+                                    os.environ.get("PYTEST_XDIST_WORKER", "main"))
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -348,6 +382,12 @@ def pytest_sessionfinish(session, exitstatus):
     if hasattr(config, "workerinput"):
         return
     s = _session(config)
+    have = {row_key(r) for r in s.rows}
+    not_run = [skeleton | {"verdict": "error", "message": why}
+               for nodeid, why in s.not_run.items()
+               for skeleton in [s.skeleton_from_nodeid(nodeid)] if skeleton is not None
+               and row_key(skeleton) not in have]
+    s.record(not_run)
     s.rows = latest_rows(s.rows)
     if s.ledger.splits:
         # Each check of a split group read its own draw: the verdicts are not the harness's.
@@ -361,10 +401,19 @@ def pytest_sessionfinish(session, exitstatus):
     empty_share = s.partition is not None and not s.partition.groups
     if empty_share and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK  # N > groups: this shard has nothing to run
-    if not s.report_dir or not (s.rows or empty_share):
+    if not s.report_dir or s.row_log is None:
         return
-    s.written = write_run(s.rows, s.report_dir, s.run_facts(_invocation(config), _workers(config)))
-    write_run_manifest(s, config, session.exitstatus)
+    if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        _say(config, f"harness: interrupted: a partial report of {len(s.rows)} row(s) is written "
+                     f"(its manifest says partial)")
+    s.finish_report(int(session.exitstatus), command_line(_invocation(config)),
+                    s.run_facts(_invocation(config), _workers(config)))
+
+
+def _say(config, text: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(text, yellow=True)
 
 
 def _invocation(config):
@@ -376,11 +425,6 @@ def _invocation(config):
 def _workers(config) -> int:
     workers = getattr(config.option, "numprocesses", None)
     return workers if workers is not None else 0
-
-
-def write_run_manifest(s: "HarnessSession", config, exitstatus) -> None:
-    """manifest.json beside the results (`HarnessSession.manifest`)."""
-    write_manifest(s.report_dir, s.manifest(int(exitstatus), command_line(_invocation(config))))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -57,8 +57,8 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
                      f"(default {DEFAULT_CASE_TIMEOUT:g})")
     g.addoption("--case-budget", default=None, metavar="SECONDS",
                 help="seconds of the candidate's own time one case's stage-1 draw may take; the n "
-                     "drawn is recorded and the case marked budget-limited (default: the "
-                     "profile's, none with --samples; 0: no budget)")
+                     "drawn then depends on the machine's speed, is recorded, and the case marked "
+                     "budget-limited (default: none; 0: none)")
     g.addoption("--budget-seconds", default=None, metavar="SECONDS",
                 help="a wall-clock budget for the whole run's sampling, shared out as equal "
                      "per-case budgets (replaces --case-budget)")
@@ -198,11 +198,9 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
         raise OptionError("--devices: empty list")
 
     case_timeout = _positive_seconds("--case-timeout", opt.case_timeout)
-    case_budget = None
+    case_budget = None  # the n never depends on the machine's speed unless asked for
     if opt.case_budget is not None:
         case_budget = _positive_seconds("--case-budget", opt.case_budget, zero_means_none=True)
-    elif samples is None:
-        case_budget = PROFILES[profile].case_budget_s
     budget_seconds = None
     if opt.budget_seconds is not None:
         budget_seconds = _positive_seconds("--budget-seconds", opt.budget_seconds)

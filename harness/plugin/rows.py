@@ -27,12 +27,15 @@ def row_skeleton(param, check: str) -> dict:
     return row
 
 
+def row_key(row: dict) -> tuple:
+    """What makes a row one test: (candidate spec, case, dtype, device, check)."""
+    return (row.get("candidate_spec"), row["case"], row["dtype"], row["device"], row["check"])
+
+
 def latest_rows(rows: list[dict]) -> list[dict]:
     """One row per (candidate, case, dtype, device, check): the last reported wins (a worker
     crash is reported for the test it was running, which may run again on a new worker)."""
-    keyed = {(r.get("candidate_spec"), r["case"], r["dtype"], r["device"], r["check"]): r
-             for r in rows}
-    return list(keyed.values())
+    return list({row_key(r): r for r in rows}.values())
 
 
 def throughput(rows: list[dict]) -> dict:

@@ -12,14 +12,17 @@ import dataclasses
 import os
 import re
 import shlex
+import shutil
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
 
 from candidates import CandidateNotFound, resolve
-from reports.manifest import build_manifest
-from reports.store import command_line
+from reports.manifest import build_manifest, write_manifest
+from reports.render import write_run
+from reports.store import RowLog, command_line, file_digest, prepare_report_dir
 from reference.dtypes import DTYPES, dtype_name
 
 from ..checks import CANDIDATE_API_CHECKS, CASE_API_CHECKS
@@ -29,6 +32,7 @@ from ..fleet.partition import plan
 from ..runner import RunConfig, RunnerCache, all_check_names, run_candidate_check
 from ..sharded.layout import Layout
 from ..sharded.runner import ShardedRunnerCache, sharded_skip_reason
+from .crashes import CrashLedger
 from .devices import check_device_name, default_devices, device_skip_reason
 from .options import DEFAULT_ALPHA, DEFAULT_CASE_TIMEOUT, OptionError, Options
 from .rows import row_skeleton
@@ -129,7 +133,11 @@ class HarnessSession:
         if opt.shard is not None:
             self.partition = plan(opt.shard, self.grid_groups(), opt.durations, opt.durations_from)
         self.collected: dict = {}  # group -> tests collected (for the manifest)
+        self.nodeids: list = []  # the tests collected, by node id
         self.written: str | None = None  # where the report went
+        self.row_log: RowLog | None = None
+        self.crashes = CrashLedger(opt.report_dir)  # controller: workers the candidates killed
+        self.not_run: dict = {}  # nodeid -> why it was never drawn (a candidate that crashes)
 
     def apply_budget(self, n_combos: int, workers: int) -> None:
         """--budget-seconds: give each (candidate, case, dtype, device) an equal share of the
@@ -217,10 +225,14 @@ class HarnessSession:
         match = re.search(r"::test_(\w+)\[", nodeid)
         if match is None:
             return None
+        param = self.param_of_group(group_of_nodeid(nodeid))
+        return row_skeleton(param, match.group(1)) if param is not None else None
+
+    def param_of_group(self, group: str):
+        """The Combo or ApiCombo whose id is `group` (None for a group not of this run)."""
         if not hasattr(self, "_params_by_id"):
             self._params_by_id = {p.id: p for p in (*self.combos(), *self.api_combos())}
-        param = self._params_by_id.get(group_of_nodeid(nodeid))
-        return row_skeleton(param, match.group(1)) if param is not None else None
+        return self._params_by_id.get(group)
 
     def xfail_for(self, test_name: str) -> XfailPattern | None:
         for p in self.xfails:
@@ -271,7 +283,60 @@ class HarnessSession:
                 "devices": list(self.devices), "cases": [c.id for c in self.cases],
                 "n_stage1": cfg.n(1), "n_stage2": cfg.n(2)}
 
-    def manifest(self, exitstatus: int, command: str) -> dict:
+    # -- the report directory: opened at start-up, rows as they come, finished at the end -----
+    def open_report(self) -> None:
+        """Make the report directory ready before anything is drawn: create it, clear what an
+        earlier run left there, write the manifest ("running") and open the row log. Whatever
+        could fail at the end fails here instead: OptionError (one line) when it cannot be
+        written."""
+        self.row_log = None
+        if not self.report_dir:
+            return
+        try:
+            os.makedirs(self.report_dir, exist_ok=True)
+            prepare_report_dir(self.report_dir)
+            for stale in (INFLIGHT_DIR, ".stores", ".crashes"):  # leases, rendezvous files, logs
+                shutil.rmtree(os.path.join(self.report_dir, stale), ignore_errors=True)
+            write_manifest(self.report_dir, self.manifest(None, "", status="running"))
+            self.row_log = RowLog(self.report_dir)
+        except OSError as exc:
+            raise OptionError(f"--report-dir: {self.report_dir!r} cannot be written: "
+                              f"{exc.strerror or exc}") from None
+
+    def record(self, rows: list) -> None:
+        """Rows of finished tests: kept for the table and appended to the row log at once, so
+        a run killed later still leaves them."""
+        self.rows.extend(rows)
+        if self.row_log is not None and rows:
+            self.row_log.append(rows)
+
+    def mark_collected(self, nodeids) -> None:
+        """The tests this process will run (per group, for the manifest) once collection is in."""
+        self.nodeids = list(nodeids)
+        self.collected = dict(Counter(group_of_nodeid(n) for n in self.nodeids))
+        if self.report_dir and self.row_log is not None:
+            write_manifest(self.report_dir, self.manifest(None, "", status="running"))
+
+    def finish_report(self, exitstatus: int, command: str, run: dict) -> str | None:
+        """Write the tables and views, then the final manifest (status, rows, the files'
+        sha256); the directory, or None where nothing is written."""
+        if not self.report_dir:
+            return None
+        if self.row_log is not None:
+            self.row_log.close()
+        self.written = write_run(self.rows, self.report_dir, run)
+        have = Counter(r.get("group") for r in self.rows)
+        whole = all(have.get(g, 0) >= n for g, n in self.collected.items())
+        files = {name: file_digest(os.path.join(self.report_dir, name))
+                 for name in ("results.parquet", "results.csv")
+                 if os.path.exists(os.path.join(self.report_dir, name))}
+        write_manifest(self.report_dir, self.manifest(exitstatus, command,
+                                                      status="complete" if whole else "partial",
+                                                      files=files))
+        return self.written
+
+    def manifest(self, exitstatus: int | None, command: str, status: str = "complete",
+                 files: dict | None = None) -> dict:
         """manifest.json: the shard, the grid's assignment, the groups run and the tests collected
         per group, the options every shard shares, the machine (`reports.manifest`): what
         `reports merge` checks a partitioned run's coverage with."""
@@ -289,7 +354,9 @@ class HarnessSession:
         return build_manifest(shard=shard, partition=partition, assignment=assignment,
                               groups={r["group"] for r in self.rows if r.get("group")},
                               tests=self.collected, config=config_key, started=self.started,
-                              finished=time.time(), exitstatus=int(exitstatus), command=command)
+                              finished=None if status == "running" else time.time(),
+                              exitstatus=exitstatus, command=command, status=status,
+                              rows=None if status == "running" else len(self.rows), files=files)
 
     # -- one check on one group ------------------------------------------------------------
     def run_check(self, check: str, param, worker: str = "main",
@@ -305,7 +372,7 @@ class HarnessSession:
             case_id = param.case.id
             case_columns = runner.case_columns()
             if self.run_config.case_budget_s is not None:
-                repro_samples = runner.samples_for_repro or self.run_config.n(1, param.device)
+                repro_samples = runner.samples_for_repro or self.run_config.n(1, param.device, param.case)
             if result.verdict == "fail" and on_failure is not None:
                 on_failure(param, runner)
         else:

@@ -51,9 +51,10 @@ class RunConfig:
     case_budget_s: float | None = None
     inflight_dir: str | None = None  # where a draw holds its lease while it runs (harness.leases)
 
-    def n(self, stage: int, device: str = "cpu") -> int:
-        """The n asked for (a budget may stop stage 1 earlier; see CaseRunner.n_requested)."""
-        base = self.samples if self.samples else PROFILES[self.profile].samples(device)
+    def n(self, stage: int, device: str = "cpu", case=None) -> int:
+        """The n asked for (an explicit budget may stop stage 1 earlier; see
+        CaseRunner.n_requested): the profile's for `case` and `device`, or --samples."""
+        base = self.samples if self.samples else PROFILES[self.profile].samples(device, case)
         return base * (STAGE2_FACTOR if stage == 2 else 1)
 
 
@@ -93,7 +94,7 @@ class CaseRunner:
         s1 = self._summaries.get(1)
         if stage == 2 and self.budget_limited:
             return STAGE2_FACTOR * s1.n
-        return self.config.n(stage, self.device)
+        return self.config.n(stage, self.device, self.case)
 
     @property
     def budget_limited(self) -> bool:
@@ -105,7 +106,8 @@ class CaseRunner:
         """What every row of the case carries besides its check's result: the n asked for,
         whether the budget cut stage 1 short of it, and the candidate's stage-1 throughput next to
         torch's ``normal_`` on the same tensor and device (`speed_vs_normal`: their ratio)."""
-        cols = {"n_target": self.config.n(1, self.device), "budget_limited": self.budget_limited}
+        cols = {"n_target": self.config.n(1, self.device, self.case),
+                "budget_limited": self.budget_limited}
         s1 = self.cached_summary(1)
         if s1 is not None and s1.n and s1.candidate_s > 0:
             rate = s1.n / s1.candidate_s

@@ -18,7 +18,7 @@ import torch
 
 from reference import TruncatedNormal, rounded_law
 
-from ..engine import CallTimeout, call_deadline, is_budget_stop, poison_
+from ..engine import CallTimeout, candidate_call, is_budget_stop, poison_, raised_text
 from ..summary import Summary
 from .fold import (PairStats, PartFolder, ShardingStats, box_slices, compare_pair, count_differing,
                    part_summary, record_replicas)
@@ -172,14 +172,14 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
         nonlocal t_cand
         t0 = time.perf_counter()
         try:
-            with call_deadline(task.call_timeout):
+            with candidate_call(task.call_timeout):
                 cand(tensor, mean, std, a, b, generator if accepts else None)
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
         except CallTimeout:
             raise RankFailure("hang", f"{what} did not return within {task.call_timeout:g} s") from None
         except Exception as exc:
-            raise RankFailure("raised", f"{what} raised {type(exc).__name__}: {first_line(exc)}") from exc
+            raise RankFailure("raised", f"{what} raised {raised_text(exc)}") from exc
         finally:
             t_cand += time.perf_counter() - t0
             beat(force=True)  # the worker learns which rank came back last

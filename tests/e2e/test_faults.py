@@ -1,0 +1,232 @@
+"""Faults a user's CI throws at the harness, injected the way they happen: candidates that
+segfault (every call; the third call of every process), raise SystemExit / KeyboardInterrupt /
+GeneratorExit, a report directory that cannot be written, a Ctrl-C, a run killed half way, and a
+candidate made three times slower. Each ends with rows, a written (or partial) report, and a gate
+that is not fooled; none hangs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pandas as pd
+import pytest
+
+from reports.__main__ import main as cli
+from reports.store import VOLATILE
+
+FAULTS = textwrap.dedent('''\
+    """Samplers that fail the way native kernels and careless code do."""
+    import ctypes
+    import os
+    import time
+
+    from candidates.builtin import exact_trunc_normal_
+
+    _calls = [0]
+
+
+    def segv_every(tensor, mean, std, a, b, generator=None):
+        ctypes.string_at(0)  # SIGSEGV
+
+
+    def segv_third(tensor, mean, std, a, b, generator=None):
+        _calls[0] += 1
+        if _calls[0] == 3:
+            ctypes.string_at(0)
+        return exact_trunc_normal_(tensor, mean, std, a, b, generator=generator)
+
+
+    def system_exit(tensor, mean, std, a, b, generator=None):
+        raise SystemExit(3)
+
+
+    def own_interrupt(tensor, mean, std, a, b, generator=None):
+        raise KeyboardInterrupt
+
+
+    def generator_exit(tensor, mean, std, a, b, generator=None):
+        raise GeneratorExit
+
+
+    def slowed(tensor, mean, std, a, b, generator=None):
+        """exact, plus a sleep: HARNESS_TEST_SLOWDOWN times 10 ms per call."""
+        time.sleep(0.01 * float(os.environ.get("HARNESS_TEST_SLOWDOWN", "1")))
+        return exact_trunc_normal_(tensor, mean, std, a, b, generator=generator)
+    ''')
+SMOKE = ("--profile", "smoke", "--samples", "4096")
+
+
+@pytest.fixture
+def faults(tmp_path):
+    path = tmp_path / "faults.py"
+    path.write_text(FAULTS)
+    return str(path)
+
+
+def _env(repo_root, **extra) -> dict:
+    from harness.fleet.partition import SHARD_VARIABLES
+
+    env = {k: v for k, v in os.environ.items() if k not in SHARD_VARIABLES}
+    return env | {"PYTHONPATH": str(repo_root)} | extra
+
+
+def _pytest(repo_root, report, *args, **popen):
+    cmd = [sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider", "-q",
+           "--report-dir", str(report), *args]
+    # SIGINT at its default even where the test runner's shell started us in the background
+    return subprocess.Popen(cmd, cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                            **popen)
+
+
+def _run(repo_root, report, *args, env=None, timeout=600):
+    p = _pytest(repo_root, report, *args, env=env or _env(repo_root))
+    out, _ = p.communicate(timeout=timeout)
+    return p.returncode, out
+
+
+def test_segfaulting_candidates_end_the_run_cleanly_with_rows_and_a_report(repo_root, tmp_path, faults):
+    """-n 2, a candidate that segfaults on every call and one on the third call of every
+    process, beside exact: the run ends, exact is judged in full, each crashing candidate costs
+    at most MAX_CRASHES_PER_CANDIDATE (+ in-flight) workers and every one of its tests has a row."""
+    from harness.plugin.crashes import MAX_CRASHES_PER_CANDIDATE
+
+    report = tmp_path / "report"
+    rc, out = _run(repo_root, report, "--candidate", f"{faults}:segv_every", "--candidate",
+                   f"{faults}:segv_third", "--candidate", "exact", *SMOKE, "--cases",
+                   "normal-2sigma,abs-bounds-trap,tail-5,half-normal,untruncated",
+                   "--dtypes", "float32,bfloat16", "-n", "2")
+    assert rc == 1, out[-3000:]
+    df = pd.read_csv(report / "results.csv")
+    manifest = json.loads((report / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["rows"] == len(df)
+    assert sum(manifest["tests"].values()) == len(df)
+    per = df.groupby("candidate").size()
+    assert per.nunique() == 1, per  # every candidate has a row for every test
+    exact = df[df.candidate == "exact"]
+    assert set(exact.verdict) <= {"pass", "skip"} and (exact.verdict == "pass").sum() >= 140
+    for name in ("segv_every", "segv_third"):
+        rows = df[df.candidate == f"{faults}:{name}"]
+        crashed = rows[rows.message.str.contains("died \\(SIGSEGV in ", na=False)]
+        assert 1 <= len(crashed) <= MAX_CRASHES_PER_CANDIDATE + 4, crashed.message.tolist()
+        assert crashed.message.str.contains(f"{name} \\(faults.py:").all()
+        not_run = rows[rows.message.str.startswith("not run: candidate crashed", na=False)]
+        assert len(not_run) > 0 and (not_run.verdict == "error").all()
+        assert "(last: SIGSEGV in " in not_run.message.iloc[0]
+        assert set(rows.verdict) <= {"error", "pass", "fail", "skip"}
+    assert "Traceback" not in out
+
+
+def test_an_unwritable_report_dir_exits_4_before_anything_is_drawn(repo_root, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for where in ("/proc/harness-report", str(blocker / "report")):
+        t0 = time.monotonic()
+        rc, out = _run(repo_root, where, "--candidate", "exact", *SMOKE, timeout=120)
+        assert rc == 4, out[-2000:]
+        errors = [line for line in out.splitlines() if line.startswith("ERROR:")]
+        assert len(errors) == 1 and "--report-dir" in errors[0] and where in errors[0]
+        assert "Traceback" not in out and "passed" not in out
+        assert time.monotonic() - t0 < 120
+
+
+def test_what_a_candidate_raises_is_a_fail_row(repo_root, tmp_path, faults):
+    report = tmp_path / "report"
+    names = {"system_exit": "SystemExit(3)", "own_interrupt": "KeyboardInterrupt()",
+             "generator_exit": "GeneratorExit()"}
+    args = [a for name in names for a in ("--candidate", f"{faults}:{name}")]
+    rc, out = _run(repo_root, report, *args, *SMOKE, "--cases", "normal-2sigma",
+                   "--dtypes", "float32", "-n", "0")
+    assert rc == 1, out[-3000:]
+    df = pd.read_csv(report / "results.csv")
+    for name, raised in names.items():
+        rows = df[df.candidate == f"{faults}:{name}"].set_index("check")
+        assert rows.loc["finite", "verdict"] == "fail"
+        assert f"call 1 raised {raised}" in rows.loc["finite", "message"]
+        assert rows.loc["arguments", "verdict"] == "fail"  # exiting is no way to refuse arguments
+        assert f"raised {raised} (ends the caller's program)" in rows.loc["arguments", "message"]
+        assert (rows.verdict != "error").all()
+
+
+def _wait_for_rows(report, at_least: int, proc, timeout: float = 300) -> None:
+    log = report / "rows.jsonl"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if log.exists() and sum(1 for _ in open(log, encoding="utf-8")) >= at_least:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no {at_least} rows in {timeout} s (exit {proc.poll()})")
+
+
+SLOW_RUN = ("--candidate", "selftest-slow", "--profile", "smoke", "--samples", "1048576",
+            "--cases", "normal-2sigma,tail-5,half-normal", "--dtypes", "float32,bfloat16", "-n", "0")
+
+
+@pytest.fixture(scope="module")
+def base_report(tmp_path_factory, repo_root):
+    """A whole run of the cases the interrupted runs below start (the gate's BASE)."""
+    report = tmp_path_factory.mktemp("base") / "report"
+    rc, out = _run(repo_root, report, "--candidate", "exact", "--profile", "smoke", "--cases",
+                   "normal-2sigma,tail-5,half-normal", "--dtypes", "float32,bfloat16", "-n", "2")
+    assert rc == 0, out[-2000:]
+    return str(report)
+
+
+def test_ctrl_c_stops_the_run_and_writes_a_partial_report(repo_root, tmp_path, base_report):
+    report = tmp_path / "report"
+    proc = _pytest(repo_root, report, *SLOW_RUN, env=_env(repo_root))
+    _wait_for_rows(report, 3, proc)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out[-3000:]  # pytest's "interrupted"
+    assert "harness: interrupted: a partial report" in out
+    manifest = json.loads((report / "manifest.json").read_text())
+    assert manifest["status"] == "partial" and manifest["rows"] < sum(manifest["tests"].values())
+    df = pd.read_csv(report / "results.csv")
+    assert len(df) == manifest["rows"] >= 3
+    assert cli(["compare", base_report, str(report)]) == 1  # a run that did not finish: no pass
+
+
+def test_a_killed_run_leaves_a_partial_report_the_gate_and_merge_refuse(repo_root, tmp_path,
+                                                                          base_report, capsys):
+    report = tmp_path / "report"
+    proc = _pytest(repo_root, report, *SLOW_RUN, env=_env(repo_root))
+    _wait_for_rows(report, 3, proc)
+    proc.kill()  # SIGKILL: the OOM killer, a CI timeout without grace
+    proc.communicate(timeout=60)
+    assert not (report / "results.csv").exists()
+    assert json.loads((report / "manifest.json").read_text())["status"] == "running"
+    capsys.readouterr()
+    assert cli(["compare", base_report, str(report)]) == 1
+    text = capsys.readouterr().out
+    assert "NEW is partial" in text and "rows.jsonl" in text and "Lost coverage" in text
+    assert cli(["show", str(report)]) == 0
+    assert cli(["merge", str(report), "--out", str(tmp_path / "merged")]) == 1
+    assert "is partial" in capsys.readouterr().err
+    assert cli(["merge", str(report), "--out", str(tmp_path / "merged2"), "--allow-partial"]) == 0
+
+
+def test_the_rows_do_not_depend_on_the_candidates_speed(repo_root, tmp_path, faults):
+    """The same seed gives the same rows when the candidate is three times slower: the n of every
+    group is fixed by the profile and the case, never by a clock."""
+    args = ("--candidate", f"{faults}:slowed", "--profile", "smoke", "--cases",
+            "normal-2sigma,deep-window-10-1000", "--dtypes", "float32,bfloat16",
+            "-n", "2")
+    frames = []
+    for factor in ("1", "3"):
+        report = tmp_path / f"x{factor}"
+        rc, out = _run(repo_root, report, *args, env=_env(repo_root, HARNESS_TEST_SLOWDOWN=factor))
+        assert rc == 0, out[-3000:]
+        frames.append(pd.read_csv(report / "results.csv"))
+    idle, slow = (f[[c for c in f.columns if c not in VOLATILE]]
+                  .sort_values(["case", "dtype", "check"]).reset_index(drop=True) for f in frames)
+    pd.testing.assert_frame_equal(idle, slow)
+    assert not idle.budget_limited.any()
+    drawn = idle[idle.check == "hang"]  # whole calls, at least two: n_target or a little more
+    assert (drawn.n_stage1 >= drawn.n_target).all() and (drawn.n_target > 0).all()
