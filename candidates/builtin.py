@@ -26,8 +26,10 @@ sharding-invariant: u from a counter-based stream indexed by global position) an
 
 Known-bad by construction (issues 4 and 14), each the exact sampler with one defect, named for it:
 ``scale-2pct-wide``, ``shift-0.02sigma``, ``no-tail-beyond-3.5sigma``, ``antithetic-neighbours``,
-``round-toward-zero``, ``point-mass-1e-4-at-a``, ``fallback-mean-1e-5``, ``hole-2e-5``. Never "fix"
-them: they exist to be caught.
+``round-toward-zero``, ``point-mass-1e-4-at-a``, ``fallback-mean-1e-5``, ``hole-2e-5``; and
+(issue 20) exact except on one class of tensors: ``remainder-loop``, ``small-tensor-path``,
+``big-tensor-path``, ``counter-wrap``, ``compile-only-shift``. Never "fix" them: they exist to be
+caught.
 
 Every built-in follows torch.nn.init's semantics: fills in place and returns the tensor, works on
 non-contiguous views, runs under ``torch.no_grad`` (an ``nn.Parameter`` records no history), and is a
@@ -45,8 +47,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from candidates.kernels import (CHUNK, exact_based, harness_version, rn_scalar,
-                                truncated_normal, validate_args)
+from candidates.kernels import (CHUNK, counter_uniform, exact_based, harness_version, inverse_cdf,
+                                rn_scalar, truncated_normal, validate_args)
 from candidates.protocol import Candidate
 from candidates.rounding import rn_cast, rz_cast
 
@@ -66,6 +68,11 @@ __all__ = [
     "point_mass_at_a_",
     "fallback_at_mean_",
     "hole_",
+    "remainder_loop_",
+    "small_tensor_path_",
+    "big_tensor_path_",
+    "counter_wrap_",
+    "compile_only_shift_",
 ]
 
 # --------------------------------------------------------------------------------------------- good
@@ -325,6 +332,112 @@ def hole_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     return exact_based(tensor, mean, std, a, b, generator, u_map=_skip_quantiles)
 
 
+# ------------------------------------------------------------------------------ known-bad (issue 20)
+# Each is exact except on one class of tensors real kernels dispatch on: the grid's 256x256 tensors
+# never meet the defect, the shape axis (and the paths) do.
+
+#: remainder-loop: the vector width whose scalar remainder loop is wrong
+REMAINDER_WIDTH = 8
+#: small-tensor-path: tensors of at most this many elements take the broken fast path
+SMALL_TENSOR = 16
+#: big-tensor-path: tensors of at least this many elements take the broken path
+BIG_TENSOR = 1 << 24
+#: counter-wrap: the element counter wraps after this many elements
+COUNTER_WRAP = 1 << 22
+
+
+def _flat_assign(tensor: torch.Tensor, start: int, values: torch.Tensor) -> None:
+    """tensor's elements start.. (row-major, any layout) = values."""
+    idx = np.arange(start, tensor.numel())
+    if tensor.is_contiguous():
+        tensor.view(-1)[start:] = values
+        return
+    multi = tuple(torch.as_tensor(i, device=tensor.device) for i in np.unravel_index(idx, tensor.shape))
+    tensor[multi] = values
+
+
+def remainder_loop_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact sampler, but the last (numel mod 8) elements, a vector loop's scalar remainder,
+    get a uniform draw on [max(a, mean - 3 std), min(b, mean + 3 std)] instead of the law.
+
+    Exact on every tensor whose size 8 divides (the grid's); wrong on 4087 = 61 x 67 in 7 of 4087
+    elements. Caught by: position (the tail-8 class), on the shape axis."""
+    exact_based(tensor, mean, std, a, b, generator)
+    n = tensor.numel()
+    r = n % REMAINDER_WIDTH
+    if tensor.is_meta or r == 0 or a == b:
+        return tensor
+    lo, hi = max(a, mean - 3 * std), min(b, mean + 3 * std)
+    with torch.no_grad():
+        u = torch.rand(r, dtype=torch.float64, device=tensor.device, generator=generator)
+        _flat_assign(tensor, n - r, rn_cast(lo + u * (hi - lo), tensor.dtype))
+    return tensor
+
+
+def small_tensor_path_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact sampler, but a tensor of at most 16 elements takes a fast path that forgets to
+    truncate: ``normal_(mean, std)``. Caught by: bounds (and the marginal checks) on the shape
+    axis's tiny tensors."""
+    if tensor.is_meta or tensor.numel() > SMALL_TENSOR:
+        return exact_based(tensor, mean, std, a, b, generator)
+    validate_args(mean, std, a, b)
+    with torch.no_grad():
+        return tensor.normal_(mean, std, generator=generator)
+
+
+def big_tensor_path_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact sampler, but a tensor of at least 2^24 elements takes a path whose std is 3%
+    too large. Caught by: moments, ks, gof on the shape axis's big tensor."""
+    if tensor.numel() < BIG_TENSOR:
+        return exact_based(tensor, mean, std, a, b, generator)
+    return exact_based(tensor, mean, std, a, b, generator,
+                       make_dist=lambda m, s, lo, hi: truncated_normal(m, s * 1.03, lo, hi))
+
+
+def counter_wrap_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """A counter-based sampler (exact inverse CDF of a SplitMix64 stream indexed by position,
+    like exact-counter) whose counter wraps after 2^22 elements: a bigger tensor repeats itself
+    every 2^22 elements. Exact in law everywhere; exact outright below 2^22 elements. Caught by:
+    repetition, on the shape axis's big tensor."""
+    mean, std, a, b = validate_args(mean, std, a, b)
+    if tensor.is_meta or tensor.numel() == 0:
+        return tensor
+    with torch.no_grad():
+        if a == b:
+            tensor.copy_(rn_scalar(a, tensor).expand(tensor.shape))
+            return tensor
+        dev = generator.device if generator is not None else tensor.device
+        key = int(torch.randint(0, 2**62, (1,), generator=generator, device=dev).item())
+        dist = truncated_normal(mean, std, a, b)
+        n = tensor.numel()
+        out = tensor.view(-1) if tensor.is_contiguous() else torch.empty(n, dtype=tensor.dtype,
+                                                                         device=tensor.device)
+        for start in range(0, n, CHUNK):
+            k = min(CHUNK, n - start)
+            u = counter_uniform(key, np.arange(start, start + k, dtype=np.int64) % COUNTER_WRAP)
+            x = inverse_cdf(dist, torch.from_numpy(u))
+            out[start:start + k].copy_(rn_cast(x, tensor.dtype).to(tensor.device))
+        if not tensor.is_contiguous():
+            tensor.copy_(out.view(tensor.shape))
+        return tensor
+
+
+def _is_compiling() -> bool:
+    check = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(check()) if check is not None else False
+
+
+def compile_only_shift_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact sampler, but under ``torch.compile`` the traced code adds 0.1 std (clamped back
+    into [a, b]): a defect only the compiled path has. Caught by: moments, ks, gof, atoms on the
+    compile path."""
+    exact_based(tensor, mean, std, a, b, generator)
+    if _is_compiling() and not tensor.is_meta:
+        with torch.no_grad():
+            tensor.add_(0.1 * std).clamp_(a, b)
+    return tensor
+
+
 # ---------------------------------------------------------------------------------------- registry
 
 
@@ -385,6 +498,21 @@ BUILTINS: dict[str, Callable[[], Candidate]] = {
     "fallback-mean-1e-5": _make("fallback-mean-1e-5", fallback_at_mean_, known_bad=True,
                                 defect="each element replaced by RN(mean) with probability 1e-5",
                                 caught_by=("spikes", "scan")),
+    "remainder-loop": _make("remainder-loop", remainder_loop_, known_bad=True,
+                            defect="the last numel mod 8 elements (a scalar remainder loop) are uniform",
+                            caught_by=("position",)),
+    "small-tensor-path": _make("small-tensor-path", small_tensor_path_, known_bad=True,
+                               defect="tensors of <= 16 elements are not truncated",
+                               caught_by=("bounds", "gof")),
+    "big-tensor-path": _make("big-tensor-path", big_tensor_path_, known_bad=True,
+                             defect="tensors of >= 2^24 elements get a std 3% too large",
+                             caught_by=("moments", "ks", "gof")),
+    "counter-wrap": _make("counter-wrap", counter_wrap_, known_bad=True,
+                          defect="the element counter wraps after 2^22 elements: big tensors repeat",
+                          caught_by=("repetition",)),
+    "compile-only-shift": _make("compile-only-shift", compile_only_shift_, known_bad=True,
+                                defect="under torch.compile the output is shifted by 0.1 std",
+                                caught_by=("moments", "ks", "gof")),
     "hole-2e-5": _make("hole-2e-5", hole_, known_bad=True,
                        defect="the quantiles [0.3, 0.3 + 2e-5) are never produced (a narrow hole)",
                        caught_by=("scan",)),

@@ -57,7 +57,9 @@ A file or module given to ``--candidate`` can declare its properties with the de
 or, without importing this package, with plain attributes on the function (the decorator sets exactly
 these): ``fn.harness_dtypes``, ``fn.harness_devices``, ``fn.harness_convention``,
 ``fn.harness_torch_init_semantics``, ``fn.harness_name``, ``fn.harness_version``,
-``fn.harness_accepts_generator``, ``fn.harness_expresses``, ``fn.harness_sharding_invariant`` (on a
+``fn.harness_accepts_generator``, ``fn.harness_expresses``, ``fn.harness_thread_invariant`` (the
+same bits whatever the torch thread count: the `threads` check holds it to that),
+``fn.harness_sharding_invariant`` (on a
 DTensor the whole tensor does not depend on the world size or placement: the `sharding` check
 holds it to that). Dtypes may be torch dtypes or names ("float32", "bf16", "half", ...).
 A module attribute that already is a `Candidate` is used as is.
@@ -161,6 +163,7 @@ def candidate(
     accepts_generator: bool | None = None,
     expresses: Callable | None = None,
     sharding_invariant: bool | None = None,
+    thread_invariant: bool | None = None,
 ):
     """Decorator declaring a user function's properties (see the module docstring).
 
@@ -181,6 +184,7 @@ def candidate(
             ("harness_accepts_generator", accepts_generator),
             ("harness_expresses", expresses),
             ("harness_sharding_invariant", sharding_invariant),
+            ("harness_thread_invariant", thread_invariant),
         ):
             if value is not None:
                 setattr(f, attr, value)
@@ -306,6 +310,7 @@ class Candidate:
         unavailable: str | None = None,
         prepare: Callable[[], Any] | None = None,
         sharding_invariant: bool | None = None,
+        thread_invariant: bool | None = None,
     ):
         if not callable(fn):
             raise TypeError(f"candidate function must be callable, got {type(fn).__name__}")
@@ -325,6 +330,8 @@ class Candidate:
         # On a DTensor the whole tensor does not depend on the world size or placement (the
         # `sharding` check holds such a candidate to it, bit for bit).
         self.sharding_invariant = bool(decl("sharding_invariant", sharding_invariant) or False)
+        # The same bits whatever torch's thread count (the `threads` check holds it to that).
+        self.thread_invariant = bool(decl("thread_invariant", thread_invariant) or False)
         self.defect = defect
         self.caught_by = tuple(caught_by)
         self.expresses = decl("expresses", expresses)

@@ -37,7 +37,7 @@ OPTIONS = {"samples": None, "bounds": "rounded", "case_timeout": DEFAULT_CASE_TI
            "case_budget": None, "budget_seconds": None, "alpha_suspect": DEFAULT_ALPHA,
            "alpha_fail": DEFAULT_ALPHA, "xfails_file": None, "world_sizes": None,
            "placements": "shard0,shard1,replicate", "rank_seeds": "same", "shard_id": None,
-           "num_shards": None, "durations_from": None}
+           "num_shards": None, "durations_from": None, "shapes": None, "paths": None}
 
 
 def _csv(value) -> str | None:
@@ -75,7 +75,8 @@ def _namespace(candidate, cases, dtypes, devices, profile, seed, report_dir, opt
                         f"{', '.join(OPTIONS)}")
     values = {k: options.get(k, default) for k, default in OPTIONS.items()}
     for name in ("samples", "case_timeout", "case_budget", "budget_seconds", "alpha_suspect",
-                 "alpha_fail", "world_sizes", "placements", "rank_seeds", "shard_id", "num_shards"):
+                 "alpha_fail", "world_sizes", "placements", "rank_seeds", "shard_id", "num_shards",
+                 "shapes", "paths"):
         if values[name] is not None and not isinstance(values[name], str):
             values[name] = _csv(values[name]) if isinstance(values[name], (list, tuple)) else str(values[name])
     return argparse.Namespace(candidate=_candidates(candidate), profile=profile, seed=str(seed),

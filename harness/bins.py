@@ -123,3 +123,64 @@ def pattern_values(fmt):
     if fmt.name not in _VALUES_CACHE:
         _VALUES_CACHE[fmt.name] = fmt.values_from_keys(np.arange(1 << fmt.bits, dtype=np.uint64))
     return _VALUES_CACHE[fmt.name]
+
+
+# ------------------------------------------------------------------------------------------------
+# Position in a tensor: which elements a vectorized kernel treats apart, and the coarse bins the
+# engine counts them in (the `position` check)
+
+#: Groups of consecutive values of about equal mass the position classes are counted in.
+POSITION_GROUPS = 16
+#: Vector widths whose remainder loop writes the last (numel mod width) elements.
+TAIL_WIDTHS = (2, 4, 8, 16, 32)
+#: Row-remainder widths: the last (row length mod width) elements of every row.
+ROW_TAIL_WIDTHS = (8, 32)
+
+
+def position_classes(shape: tuple) -> list[tuple[str, np.ndarray]]:
+    """The position classes of a tensor of `shape`, by flat row-major index: the first and last
+    element, the remainder of numel modulo 2, 4, 8, 16 and 32 (vector-loop tails), the first and
+    the last element of every row, and the row remainders modulo 8 and 32. Empty classes, a class
+    holding the whole tensor (the marginal checks see that one) and duplicates are dropped."""
+    numel = int(np.prod(shape)) if len(shape) else 1
+    if numel < 2:
+        return []
+    row = int(shape[-1]) if len(shape) else 1
+    flat = np.arange(numel, dtype=np.int64)
+    col = flat % max(1, row)
+    candidates = [("first", flat[:1]), ("last", flat[-1:])]
+    candidates += [(f"tail-{w}", flat[numel - numel % w:]) for w in TAIL_WIDTHS]
+    if numel > row > 1:
+        candidates += [("row-first", flat[col == 0]), ("row-last", flat[col == row - 1])]
+        candidates += [(f"row-tail-{w}", flat[col >= row - row % w]) for w in ROW_TAIL_WIDTHS]
+    out, seen = [], set()
+    for name, idx in candidates:
+        key = (idx.size, int(idx[0]) if idx.size else -1, int(idx[-1]) if idx.size else -1)
+        if 0 < idx.size < numel and key not in seen:
+            seen.add(key)
+            out.append((name, idx))
+    return out
+
+
+def position_bins(law, groups: int = POSITION_GROUPS) -> tuple[np.ndarray, np.ndarray]:
+    """(upper edges, masses): the rounded law cut into about `groups` runs of consecutive values
+    of about equal mass, at histogram-bin boundaries (the fine bins of a narrow law), so every
+    mass is exact. A value v is in group ``searchsorted(edges, v, side="left")``: the first group
+    whose upper edge is >= v (the last group holds everything above). One group: nothing to
+    compare positions by."""
+    if law.fine_bins is not None:
+        _, hi = law.fine_bin_bounds()
+        probs = np.asarray(law.fine_bin_probs(), dtype=np.float64)
+    else:
+        _, hi = law.fmt.hist_bin_bounds()
+        probs = np.asarray(law.hist_bin_probs(), dtype=np.float64)
+    keep = (probs > 0) & np.isfinite(hi)
+    hi, probs = np.asarray(hi, dtype=np.float64)[keep], probs[keep]
+    if probs.size < 2:
+        return np.zeros(0), np.ones(1)
+    cum = np.cumsum(probs)
+    cuts = np.unique(np.searchsorted(cum, cum[-1] * np.arange(1, groups) / groups, side="left"))
+    cuts = cuts[cuts < probs.size - 1]  # the last bin closes the last group
+    edges = hi[cuts]
+    masses = np.maximum(np.diff(np.concatenate([[0.0], cum[cuts], [cum[-1]]])), 0.0)
+    return edges, masses / masses.sum()

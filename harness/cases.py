@@ -14,6 +14,7 @@ as an explicit option (``--case-budget``, ``--budget-seconds``), and its rows sa
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass
 
 INF = math.inf
@@ -32,14 +33,25 @@ class Case:
     shape: tuple
     tags: tuple = ()
     why: str = ""
+    # How the tensor the candidate fills is made (`harness.engine.bits.make_target`): "" (a new
+    # contiguous tensor), "channels_last", or a view of a bigger base tensor ("transposed",
+    # "stepped", "column-block"); `shape_class` names the shape axis entry ("" for the grid's).
+    view: str = ""
+    shape_class: str = ""
+    # The execution path (`PATHS`, harness.runner.paths): "eager", or how else it is called.
+    path: str = "eager"
 
     @property
     def numel(self) -> int:
         return math.prod(self.shape)
 
+    @property
+    def shape_text(self) -> str:
+        return "x".join(map(str, self.shape)) or "scalar"
+
     def as_dict(self) -> dict:
         return {"case": self.id, "mean": self.mean, "std": self.std, "a": self.a, "b": self.b,
-                "shape": "x".join(map(str, self.shape)) or "scalar"}
+                "shape": self.shape_text}
 
 
 GRID: tuple[Case, ...] = (
@@ -84,6 +96,90 @@ def case_by_id(case_id: str) -> Case:
         raise KeyError(f"unknown case {case_id!r}; known: {', '.join(_BY_ID)}") from None
 
 
+# ------------------------------------------------------------------------------------------------
+# The shape axis: the tensors real models initialize. Kernels dispatch on size, layout and path
+# (vector width and its remainder loop, a small-tensor fast path, int32 indexing past 2^31, a
+# counter offset per call): a case drawn at one shape never meets them. The law does not depend on
+# the shape, so each shape's output is judged against the case's rounded law.
+
+
+@dataclass(frozen=True)
+class ShapeClass:
+    """One entry of the shape axis: a name (part of the case label, ``case:name``), the shape the
+    candidate sees, how the tensor is made (`Case.view`), and a kind that says why it is there."""
+
+    name: str
+    shape: tuple
+    kind: str  # "tiny", "model", "conv", "view", "big"
+    view: str = ""
+    why: str = ""
+    cuda_only: bool = False
+    dtypes: tuple = ()  # only these dtypes ("": all)
+
+
+SHAPES: tuple[ShapeClass, ...] = (
+    ShapeClass("1", (1,), "tiny", why="one element: a bias of one, the smallest call"),
+    ShapeClass("7", (7,), "tiny", why="7 elements: below every vector width"),
+    ShapeClass("3x5x5", (3, 5, 5), "tiny", why="75 elements, odd in every dim"),
+    ShapeClass("61x67", (61, 67), "tiny", why="prime by prime: 4087 elements, no vector width divides it"),
+    ShapeClass("768", (768,), "model", why="a bias or LayerNorm weight of a 768-wide model"),
+    ShapeClass("4096", (4096,), "model", why="a bias of a 4096-wide model"),
+    ShapeClass("1x1x768", (1, 1, 768), "model", why="ViT's cls_token"),
+    ShapeClass("1x197x768", (1, 197, 768), "model", why="ViT-B/16's pos_embed"),
+    ShapeClass("64x3x7x7", (64, 3, 7, 7), "conv", why="a ResNet stem conv kernel"),
+    ShapeClass("64x3x7x7-cl", (64, 3, 7, 7), "conv", view="channels_last",
+               why="the same kernel in channels_last"),
+    ShapeClass("transposed", (384, 256), "view", view="transposed",
+               why="the transpose of a 256x384 weight (a non-contiguous view)"),
+    ShapeClass("stepped", (256, 256), "view", view="stepped",
+               why="every other column of a 256x512 tensor, [:, ::2]"),
+    ShapeClass("column-block", (256, 256), "view", view="column-block",
+               why="columns 256..511 of a 256x1024 weight (a tensor-parallel block)"),
+    ShapeClass("2^24", (4096, 4096), "big", why="one tensor of 2^24 elements per call"),
+    ShapeClass("2^28", (16384, 16384), "big", why="2^28 elements per call (nightly)"),
+    ShapeClass("2^31+1", (2**31 + 1,), "big", cuda_only=True,
+               why="past the int32 index boundary (CUDA, nightly, where memory allows)"),
+    ShapeClass("151936x4096", (151936, 4096), "big", cuda_only=True, dtypes=("bfloat16",),
+               why="the bf16 embedding of the bug report's model (CUDA, nightly)"),
+)
+
+#: Shape classes by name.
+SHAPE_CLASSES = {s.name: s for s in SHAPES}
+assert len(SHAPE_CLASSES) == len(SHAPES), "shape class names must be unique"
+
+
+def shaped(case: Case, shape: ShapeClass) -> Case:
+    """`case` drawn at `shape`: the same law, its own label (``case:shape``) and streams."""
+    return dataclasses.replace(case, id=f"{case.id}:{shape.name}", shape=tuple(shape.shape),
+                               view=shape.view, shape_class=shape.name,
+                               tags=tuple(case.tags) + ("shape",))
+
+
+#: Execution paths (harness.runner.paths): how the candidate is called.
+PATHS = ("eager", "compile", "deterministic")
+
+
+def on_path(case: Case, path: str) -> Case:
+    """`case` with the candidate called on `path`: its own label (``case+path``) and streams."""
+    if path not in PATHS:
+        raise KeyError(f"unknown path {path!r}; known: {', '.join(PATHS)}")
+    return case if path == "eager" else dataclasses.replace(case, id=f"{case.id}+{path}", path=path)
+
+
+def case_by_label(label: str, cases: dict | None = None) -> Case:
+    """The case a report's case label names: ``id``, ``id:shape`` (the shape axis), ``id+path``,
+    ``id:shape+path``; `cases` (id -> Case) besides the grid. KeyError naming what is unknown."""
+    base, _, path = label.partition("+")
+    case_id, _, shape = base.partition(":")
+    case = (cases or {}).get(case_id) or case_by_id(case_id)
+    if shape:
+        if shape not in SHAPE_CLASSES:
+            raise KeyError(f"unknown shape class {shape!r} in {label!r}; known: "
+                           f"{', '.join(SHAPE_CLASSES)}")
+        case = shaped(case, SHAPE_CLASSES[shape])
+    return on_path(case, path) if path else case
+
+
 #: The `sharded` selection: the cases and dtypes a sharded run (world size > 1) draws unless
 #: --cases / --dtypes say otherwise: the initializers of large models (std 0.02 in bf16, the
 #: absolute-bounds trap, a ViT embedding whose one row leaves ranks empty) and the textbook case.
@@ -101,26 +197,49 @@ class Profile:
     # Stage-1 samples of a SLOW_DRAW case (None: the profile's n); fixed, like n.
     slow_draw_n: int | None = None
     # World sizes run by default (--world-sizes): 1 is the unsharded grid; W > 1 runs the sharded
-    # selection (SHARDED_CASES x SHARDED_DTYPES) on W ranks (harness.distributed).
+    # selection (SHARDED_CASES x SHARDED_DTYPES) on W ranks (harness.sharded).
     world_sizes: tuple = (1,)
+    # The shape axis: which cases carry it (None: every case), at which shape classes, and the
+    # most calls one shape's stage 1 makes (tiny tensors reach n = calls x numel).
+    shape_cases: tuple | None = ()
+    shape_classes: tuple = ()
+    shape_calls: int = 4096
+    # Execution paths run by default (--paths).
+    paths: tuple = ("eager",)
 
     def samples(self, device: str = "cpu", case: "Case | None" = None) -> int:
-        """Stage-1 samples for `case` on `device` (a function of the profile and the case only)."""
+        """Stage-1 samples for `case` on `device` (a function of the profile and the case only):
+        a shape-axis case draws at most `shape_calls` calls (tiny tensors), a SLOW_DRAW case
+        `slow_draw_n`, a CUDA device `n_cuda`."""
         if case is not None and SLOW_DRAW in case.tags and self.slow_draw_n is not None:
             return self.slow_draw_n
-        if self.n_cuda is not None and str(device).startswith("cuda"):
-            return self.n_cuda
-        return self.n
+        n = self.n_cuda if self.n_cuda is not None and str(device).startswith("cuda") else self.n
+        if case is not None and case.shape_class:
+            n = min(n, self.shape_calls * max(1, case.numel))
+        return n
 
+
+#: The shape classes of every profile but the big ones.
+EVERYDAY_SHAPES = tuple(s.name for s in SHAPES if s.kind != "big")
+#: The cases that carry the shape axis at pr: the +-2 sigma init cases and the absolute-bounds trap.
+PR_SHAPE_CASES = ("normal-2sigma", "vit-pos-embed", "abs-bounds-trap")
 
 PROFILES = {
-    "smoke": Profile("smoke", 1 << 16, "self-tests: seconds for the whole grid"),
+    "smoke": Profile("smoke", 1 << 16, "self-tests: seconds for the whole grid",
+                     shape_cases=("normal-2sigma",), shape_classes=EVERYDAY_SHAPES, shape_calls=64),
     "pr": Profile("pr", 1 << 22, "the default: the whole grid for one candidate in minutes on 2 cores",
-                  slow_draw_n=1 << 18),
+                  slow_draw_n=1 << 18, shape_cases=PR_SHAPE_CASES,
+                  shape_classes=EVERYDAY_SHAPES + ("2^24",), shape_calls=4096),
     "nightly": Profile("nightly", 1 << 27, "long CPU runs and GPUs (2^30 there); rates down to "
-                       "~1e-8 per element; no budget; the sharded selection on 2 and 4 ranks",
-                       n_cuda=1 << 30, world_sizes=(1, 2, 4)),
+                       "~1e-8 per element; the sharded selection on 2 and 4 ranks; every case at "
+                       "every shape; every execution path",
+                       n_cuda=1 << 30, world_sizes=(1, 2, 4), shape_cases=None,
+                       shape_classes=EVERYDAY_SHAPES + ("2^28", "2^31+1", "151936x4096"),
+                       shape_calls=1 << 16, paths=("eager", "compile", "deterministic")),
 }
+
+#: Where the big shapes are drawn at pr: one case (the trap, the model-init call), every dtype.
+BIG_SHAPE_CASES = {"pr": ("abs-bounds-trap",)}
 
 STAGE2_FACTOR = 4
 MAX_CHUNK_ELEMENTS = 1 << 24

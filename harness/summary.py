@@ -135,6 +135,20 @@ class Summary:
     n_duplicate_rows: int = 0  # rows equal to another row of the same call (counted beyond the first)
     n_rows_compared: int = 0  # rows that took part in the duplicate-row search
 
+    # Position in the tensor (harness.bins.position_classes): counts of each class's elements over
+    # the law's coarse groups of equal mass (`position_bins`), int64[classes, groups].
+    position_classes: tuple = ()
+    position_groups: int = 0
+    position_counts: np.ndarray | None = None
+    # Repetition: windows hashed at content-defined anchors, pairs of windows compared, equal pairs.
+    rep_windows: int = 0
+    rep_pairs: float = 0.0
+    rep_equal: int = 0
+    # The shape axis: elements of a view's base written outside the view, and calls that returned
+    # something other than the tensor they were given (both zero for a sampler working in place).
+    n_written_outside: int = 0
+    n_returned_other: int = 0
+
     # Timing (seconds): inside the candidate vs in the engine's folding.
     candidate_s: float = 0.0
     engine_s: float = 0.0
@@ -203,7 +217,8 @@ class Summary:
         out.n_calls = first.n_calls
         for name in ("n", "n_nan", "n_posinf", "n_neginf", "n_unwritten", "n_outside_rounded",
                      "n_outside_strict", "n_at_rn_a", "n_at_rn_b", "n_equal_successive",
-                     "n_pairs_successive"):
+                     "n_pairs_successive", "rep_windows", "rep_equal", "n_written_outside",
+                     "n_returned_other"):
             setattr(out, name, sum(int(getattr(p, name)) for p in parts))
         out.hist = np.sum([np.asarray(p.hist, dtype=np.int64) for p in parts], axis=0)
         if first.fine_hist is not None:
@@ -211,6 +226,11 @@ class Summary:
         if all(p.mass_hist is not None for p in parts):
             out.mass_hist = np.sum([np.asarray(p.mass_hist, dtype=np.int64) for p in parts], axis=0)
         _merge_watch(out, parts)
+        out.rep_pairs = sum(float(p.rep_pairs) for p in parts)
+        if all(p.position_counts is not None for p in parts) and len(
+                {(tuple(p.position_classes), p.position_groups) for p in parts}) == 1:
+            out.position_classes, out.position_groups = first.position_classes, first.position_groups
+            out.position_counts = np.sum([np.asarray(p.position_counts) for p in parts], axis=0)
         out.power_sums = np.sum([np.asarray(p.power_sums, dtype=np.float64) for p in parts], axis=0)
         out.min = min(float(p.min) for p in parts)
         out.max = max(float(p.max) for p in parts)

@@ -58,6 +58,16 @@ def _grid_table(df: pd.DataFrame, cand: str, figs: dict, order=()) -> str:
     return "\n".join(rows)
 
 
+def _axis_table(axis: pd.DataFrame) -> str:
+    rows = ["<table class='grid'><tr><th>case</th>" + "".join(f"<th>{e(c)}</th>" for c in axis.columns) + "</tr>"]
+    for case in axis.index:
+        cells = "".join(f"<td class='{e(axis.loc[case, c] or 'none')}'>{e(S.SYMBOL.get(axis.loc[case, c], '?'))}</td>"
+                        for c in axis.columns)
+        rows.append(f"<tr><td class='case'>{e(case)}</td>{cells}</tr>")
+    rows.append("</table>")
+    return "\n".join(rows)
+
+
 def _anchor(key) -> str:
     return "fig-" + "-".join(str(k).replace(":", "_") for k in key)
 
@@ -114,6 +124,11 @@ def index_html(df: pd.DataFrame, env: dict | None, figs: dict | None = None) -> 
         sub = df[df["candidate"] == cand]
         parts.append(f"<h2>{e(S.candidate_label(df, cand))}</h2>")
         parts.append(_grid_table(df, cand, figs, order))
+        for column, title in (("shape_class", "Shape axis"), ("path", "Execution paths")):
+            axis = S.axis_grid(df, cand, column, order)
+            if len(axis):
+                parts.append(f"<h3>{title}</h3>")
+                parts.append(_axis_table(axis))
         limited = S.budget_limited(df, cand, order)
         if len(limited):
             parts.append(f"<h3>Budget-limited ({len(limited)})</h3>")

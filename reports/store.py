@@ -34,7 +34,7 @@ COLUMNS = ("run_id", "started", "candidate", "candidate_version", "case", "dtype
            "harness_s", "n_stage1", "n_stage2", "p_value_stage1", "p_value_stage2", "seed_stage2",
            "alpha_suspect", "alpha_fail", "effect", "effect_unit", "mde", "n_target",
            "budget_limited", "samples_per_s", "normal_samples_per_s", "speed_vs_normal", "mean",
-           "std", "a", "b", "shape", "torch_version", "device_name", "profile", "worker", "repro",
+           "std", "a", "b", "shape", "shape_class", "path", "torch_version", "device_name", "profile", "worker", "repro",
            "xfail_cause", "candidate_spec", "group", "details")
 
 
@@ -47,7 +47,8 @@ VOLATILE = ("run_id", "started", "candidate_s", "harness_s", "worker", "device_n
 
 
 #: Text columns: forced to strings so parquet does not guess a type from the first row.
-TEXT_COLUMNS = ("message", "details", "repro", "xfail_cause", "shape", "effect_unit",
+TEXT_COLUMNS = ("message", "details", "repro", "xfail_cause", "shape", "shape_class", "path",
+                "effect_unit",
                 "candidate_version", "candidate", "case", "dtype", "device", "check", "verdict",
                 "profile", "worker", "candidate_spec", "torch_version", "device_name", "run_id",
                 "started", "group")

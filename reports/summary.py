@@ -54,9 +54,44 @@ def dtype_order(df: pd.DataFrame) -> list:
     return _ordered(df["dtype"], tuple(DTYPES))
 
 
+def main_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the grid's own groups: not the shape axis, not another execution path."""
+    keep = pd.Series(True, index=df.index)
+    if "shape_class" in df.columns:
+        keep &= df["shape_class"].isin(["grid"]) | df["shape_class"].isna()
+    if "path" in df.columns:
+        keep &= df["path"].isin(["eager"]) | df["path"].isna()
+    return df[keep]
+
+
+def base_case(label) -> str:
+    """The grid case of a case label: ``normal-2sigma:61x67+compile`` -> ``normal-2sigma``."""
+    return str(label).split("@")[0].split("+")[0].split(":")[0]
+
+
+def axis_grid(df: pd.DataFrame, candidate: str, column: str, preferred=()) -> pd.DataFrame:
+    """Base cases x the values of `column` (shape_class or path) of worst verdicts over the
+    dtypes, devices and checks: the shape axis (or the paths) in one screen."""
+    if column not in df.columns:
+        return pd.DataFrame()
+    sub = df[(df["candidate"] == candidate) & df[column].notna()]
+    skip = {"shape_class": "grid", "path": "eager"}[column]
+    sub = sub[sub[column] != skip]
+    if not len(sub):
+        return pd.DataFrame()
+    sub = sub.assign(_base=sub["case"].map(base_case))
+    order = [c for c in preferred if c in set(sub["_base"])] + sorted(set(sub["_base"]) - set(preferred))
+    values = list(dict.fromkeys(sub[column]))
+    out = pd.DataFrame(index=order, columns=values, dtype=object)
+    for (case, value), v in sub.groupby(["_base", column])["verdict"].agg(worst).items():
+        out.loc[case, value] = v
+    return out.astype(object).where(out.notna(), None)
+
+
 def grid(df: pd.DataFrame, candidate: str, preferred=()) -> pd.DataFrame:
-    """cases x dtypes of worst verdicts (None where nothing ran) for one candidate."""
-    sub = df[df["candidate"] == candidate]
+    """cases x dtypes of worst verdicts (None where nothing ran) for one candidate, over the
+    grid's own groups (`main_rows`; `axis_grid` shows the shape axis and the paths)."""
+    sub = main_rows(df[df["candidate"] == candidate])
     cells = sub.groupby(["case", "dtype"])["verdict"].agg(worst)
     out = pd.DataFrame(index=case_order(sub, preferred), columns=dtype_order(sub), dtype=object)
     for (case, dtype), v in cells.items():
@@ -233,6 +268,18 @@ def summary_markdown(df: pd.DataFrame, env: dict | None = None) -> str:
                      for d in g.columns]
             out.append(f"| {case} | " + " | ".join(cells) + " |")
         out.append("")
+        for column, title in (("shape_class", "Shape axis (worst over dtypes and checks)"),
+                              ("path", "Execution paths")):
+            axis = axis_grid(df, cand, column, order)
+            if len(axis):
+                out.append(f"{title}:")
+                out.append("")
+                out.append("| case | " + " | ".join(axis.columns) + " |")
+                out.append("|---|" + "---|" * len(axis.columns))
+                for case in axis.index:
+                    out.append(f"| {case} | " + " | ".join(SYMBOL.get(axis.loc[case, v], "?")
+                                                          for v in axis.columns) + " |")
+                out.append("")
         if len(limited):
             out.append(f"Budget-limited ({len(limited)}): fewer samples than the profile asks, "
                        f"so smaller effects than these can pass; rerun with `--case-budget 0` "

@@ -1,6 +1,7 @@
-"""One test per check; each runs on every (candidate, case, dtype, device) of the run, and on
-every sharded group (candidate, case, dtype, device, world size, placement) of a run with
---world-sizes (replicas, shards, sharding run only there; contract and generator only unsharded).
+"""One test per check; each runs on every (candidate, case, dtype, device) of the run, its shape-
+axis and path groups, and every sharded group (candidate, case, dtype, device, world size,
+placement) of a run with --world-sizes (replicas, shards, sharding run only there; contract,
+generator and threads on the grid's unsharded groups; inplace on the shape axis).
 
 The statistics live in `harness/`; these tests only name the check. Run with
 `pytest suites --candidate SPEC` (see README.md for the options).
@@ -35,6 +36,12 @@ def test_hang(verify, conformance_case):
     verify("hang", conformance_case)
 
 
+@check("inplace")
+def test_inplace(verify, conformance_case):
+    """The shape axis: the tensor given is written in place, and nothing outside a view."""
+    verify("inplace", conformance_case)
+
+
 @check("contract")
 def test_contract(verify, conformance_case):
     """In place, same tensor back, views written exactly, edge shapes, nn.Parameter, meta."""
@@ -45,6 +52,12 @@ def test_contract(verify, conformance_case):
 def test_generator(verify, conformance_case):
     """Same seed, same bits; other seed, other bits; an explicit generator leaves the global RNG alone."""
     verify("generator", conformance_case)
+
+
+@check("threads")
+def test_threads(verify, conformance_case):
+    """The same generator state with 1 and with all torch threads (recorded; held if declared)."""
+    verify("threads", conformance_case)
 
 
 @check("gof")
@@ -99,6 +112,18 @@ def test_spikes(verify, conformance_case):
 def test_scan(verify, conformance_case):
     """No bump or hole at any scale: every interval of a multiscale family, exact binomial tests."""
     verify("scan", conformance_case)
+
+
+@check("position")
+def test_position(verify, conformance_case):
+    """The law of elements by position: first, last, vector-loop remainders, row ends."""
+    verify("position", conformance_case)
+
+
+@check("repetition")
+def test_repetition(verify, conformance_case):
+    """No stretch of the output appears twice, in the same tensor or the next call."""
+    verify("repetition", conformance_case)
 
 
 @check("replicas")

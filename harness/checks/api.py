@@ -1,11 +1,13 @@
-"""Checks of the candidate's API: `contract`, `generator` and `arguments` call the candidate on small
-tensors of their own (they test the API, not the law) under a deadline, so a candidate that hangs
-on bad arguments fails instead of stalling the run. No statistics: a violation fails at once.
+"""Checks of the candidate's API: `contract`, `generator`, `threads` and `arguments` call the
+candidate on tensors of their own (they test the API, not the law) under a deadline, so a candidate
+that hangs on bad arguments fails instead of stalling the run. No statistics: a violation fails at
+once.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 import warnings
 
@@ -196,6 +198,48 @@ def check_generator(candidate, case, dtype, device, seed: int, timeout: float,
 
     return probe.charge(_verdict("generator", problems,
                                  "reproducible, seed-sensitive, global RNG untouched", notes))
+
+
+#: The tensor the thread-count check fills: big enough that torch's CPU kernels split it across
+#: threads (their grain is 32768 elements).
+THREADS_SHAPE = (512, 512)
+
+
+def check_threads(candidate, case, dtype, device, seed: int, timeout: float) -> Result:
+    """The same generator state with one torch thread and with all of them: whether the bits
+    match is recorded; it fails only a candidate that declares ``thread_invariant``."""
+    if torch.device(device).type != "cpu":
+        return Result("threads", "skip", "the torch thread count applies to CPU kernels")
+    probe = _Probe(candidate, timeout)
+    bits = INT_VIEW[dtype_bits(dtype)]
+    before = torch.get_num_threads()
+    counts = (1, max(2, os.cpu_count() or 1))
+    outs = []
+    try:
+        for threads in counts:
+            torch.set_num_threads(threads)
+            t = poison_(torch.empty(THREADS_SHAPE, dtype=dtype, device=device))
+            status, out = probe(t, case.mean, case.std, case.a, case.b, _gen(device, seed))
+            if status != "ok":
+                what = "did not return" if status == "hang" else f"raised {raised_text(out)}"
+                return probe.charge(Result("threads", "fail", f"with {threads} thread(s): call {what}"
+                                           [:300], p_value=0.0))
+            outs.append(t.view(bits))
+    finally:
+        torch.set_num_threads(before)
+    diff = int((outs[0] != outs[1]).sum())
+    declared = bool(getattr(candidate, "thread_invariant", False))
+    details = {"threads": list(counts), "bits_match": diff == 0}
+    if diff == 0:
+        return probe.charge(Result("threads", "pass", f"the same bits with {counts[0]} and "
+                                   f"{counts[1]} threads", statistic=0, p_value=1.0, details=details))
+    text = (f"{diff} of {outs[0].numel()} elements differ between {counts[0]} and {counts[1]} "
+            f"threads from the same generator state")
+    if declared:
+        return probe.charge(Result("threads", "fail", text + " (the candidate declares "
+                                   "thread_invariant)", statistic=diff, p_value=0.0, details=details))
+    return probe.charge(Result("threads", "pass", text + " (recorded: the candidate does not "
+                               "declare thread_invariant)", statistic=diff, details=details))
 
 
 BAD_ARGUMENTS = (

@@ -1,5 +1,5 @@
 """Checks of a Summary that need no statistics: any violation is impossible under the law and fails
-at once (`finite`, `written`, `bounds`)."""
+at once (`finite`, `written`, `bounds`; `inplace` on the shape axis)."""
 
 from __future__ import annotations
 
@@ -49,3 +49,21 @@ def check_bounds(summary: Summary, mean: float, std: float, strict: bool = False
                       effect_unit="sigma")
     return Result("bounds", "pass", f"all values inside {which}; min {summary.min:.10g}, "
                   f"max {summary.max:.10g}", statistic=0, p_value=1.0, n=summary.n)
+
+
+def check_inplace(summary: Summary) -> Result:
+    """The shape axis: every call wrote the tensor it was given, in place (it returned that very
+    tensor) and nothing else (the rest of a view's base kept its poison)."""
+    problems = []
+    if summary.n_returned_other:
+        problems.append(f"{summary.n_returned_other} of {summary.n_calls} calls returned something "
+                        f"other than the tensor they were given")
+    if summary.n_written_outside:
+        problems.append(f"{summary.n_written_outside} elements written outside the view "
+                        f"({summary.n_written_outside / max(summary.n_calls, 1):.4g} per call)")
+    if problems:
+        return Result("inplace", "fail", "; ".join(problems),
+                      statistic=summary.n_returned_other + summary.n_written_outside, p_value=0.0,
+                      n=summary.n)
+    return Result("inplace", "pass", f"{summary.n_calls} calls wrote the tensor given, in place, "
+                  f"and nothing else", statistic=0, p_value=1.0, n=summary.n)

@@ -75,10 +75,10 @@ def gof_mde(law, n: int, alpha: float = 1e-3) -> float:
     if n <= 0:
         return math.nan
     _, starts = gof_groups(LawBins.of(law).probs, n)
-    return _w_mde(int(starts.size) - 1, n, alpha)
+    return w_mde(int(starts.size) - 1, n, alpha)
 
 
-def _w_mde(df: int, n: int, alpha: float) -> float:
+def w_mde(df: int, n: int, alpha: float) -> float:
     if df < 1 or n <= 0:
         return math.nan
     crit = float(stats.chi2.isf(alpha, df))
@@ -133,7 +133,7 @@ def check_gof(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
            f"observed {int(obs[j])} vs expected {exp[j]:.6g} (residual {resid[j]:+.3g})")
     details.update(max_residual=float(resid[j]), worst_bins=(k0, k1))
     return Outcome(statistic=x2, p_value=p, effect=w, effect_unit=unit,
-                   mde=_w_mde(df, n_total, alpha), message=msg, details=details)
+                   mde=w_mde(df, n_total, alpha), message=msg, details=details)
 
 
 def ks_mde(law, n: int, alpha: float = 1e-3) -> float:

@@ -23,6 +23,7 @@ from .stat_fit import check_gof, check_ks, gof_mde, ks_mde
 from .stat_independence import check_independence, independence_mde
 from .stat_local import SPIKES_UNIT, check_scan, check_spikes, scan_mde, spikes_mde
 from .stat_moments import check_moments, moments_mde
+from .stat_position import check_position, check_repetition, position_mde
 
 STATISTICAL_CHECKS = {
     "gof": check_gof,
@@ -34,6 +35,8 @@ STATISTICAL_CHECKS = {
     "independence": check_independence,
     "spikes": check_spikes,
     "scan": check_scan,
+    "position": check_position,
+    "repetition": check_repetition,
 }
 
 CHECK_DOCS = {
@@ -150,6 +153,34 @@ CHECK_DOCS = {
         "hole) that, at the median alignment with typical bins, contains a whole scan interval "
         "whose empty count is significant (power >= 0.5)."
     ),
+    "position": (
+        "The law of elements by their flat position in the tensor: the first and the last element, "
+        "the remainders of numel modulo 2, 4, 8, 16 and 32 (what a vectorized loop's remainder "
+        "writes), the first and last element of every row and the row remainders modulo 8 and 32 "
+        "(`harness.bins.position_classes`; empty, whole-tensor and duplicate classes dropped). Each "
+        "class's elements, pooled over the calls, are counted in the law's 16 coarse groups of "
+        "about equal exact mass (runs of histogram bins; `harness.bins.position_bins`), groups "
+        "merged to expect >= 10 elements; Pearson chi-square per class, Bonferroni over the classes "
+        "tested (a class needs two merged groups). Null: every position has the law's marginal. "
+        "Catches a remainder loop, a boundary block or a row end written by another code path, "
+        "however small a share of the tensor it is. False-alarm rate <= alpha up to the chi-square "
+        "approximation. Effect: Cohen's w of the worst class. MDE: the w detectable with power 0.5 "
+        "in the smallest class tested, at level alpha / classes."
+    ),
+    "repetition": (
+        "A stretch of the output that appears again: at another offset of the same tensor (a "
+        "counter that wraps inside a big tensor) or in the next call (an offset reused). The engine "
+        "hashes 32-element windows at content-defined anchors (the elements whose bit pattern "
+        "hashes to 0 modulo 128: a repeated stretch has its anchors at the same places of its "
+        "content; a stretch of 1024 elements holds ~8) and counts equal hashes inside each chunk of "
+        "calls and against the previous call, over the first 2^24 elements of a draw (and always "
+        "its first two calls); memory is one chunk's hashes and one call's. Null: iid draws; two "
+        "windows (overlapping or not) are equal with probability <= q^32, q the law's collision "
+        "probability, so the equal pairs are at most Poisson(pairs x q^32): exact upper tail; "
+        "decisive where that expectation is below 1e-12. Not applicable where it exceeds 0.01 (a "
+        "law of a few values). False-alarm rate <= alpha. Effect: equal pairs. MDE: one equal pair "
+        "(a repeated stretch of >= 1024 elements gives ~8)."
+    ),
 }
 
 
@@ -171,6 +202,8 @@ def check_mdes(law, n: int, shape: tuple, alpha: float = 1e-3) -> dict:
     out["independence"] = (independence_mde(law, n, tuple(shape), alpha), "abs(r), lag-1 last dim")
     out["spikes"] = (spikes_mde(law, n, alpha), SPIKES_UNIT)
     out["scan"] = (scan_mde(law, n, alpha), "hole mass (share of samples)")
+    out["position"] = (position_mde(law, n, tuple(shape), alpha), "Cohen's w (smallest position class)")
+    out["repetition"] = (1.0, "equal window pairs (a repeated stretch of >= 1024 elements gives ~8)")
     return {k: (float(v) if v is not None else math.nan, u) for k, (v, u) in out.items()}
 
 

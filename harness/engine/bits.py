@@ -1,5 +1,7 @@
-"""Bit-level views of a tensor: the integer view of each float width, and the poison written before
-every call so that elements a candidate never wrote show (`harness.bins.POISON_PATTERNS`)."""
+"""The tensor a candidate fills and its bits: how the tensor of a case is made (contiguous,
+channels_last, or a view of a bigger base), the integer view of each float width, and the poison
+written before every call so that elements a candidate never wrote show
+(`harness.bins.POISON_PATTERNS`)."""
 
 from __future__ import annotations
 
@@ -31,3 +33,44 @@ def poison_(tensor: torch.Tensor) -> torch.Tensor:
     bits = dtype_bits(tensor.dtype)
     tensor.view(INT_VIEW[bits]).fill_(poison_value(tensor.dtype))
     return tensor
+
+
+#: How the base of a view is made from the view's shape (rows, cols): the view's place in it.
+VIEWS = ("", "channels_last", "transposed", "stepped", "column-block")
+
+
+def make_target(case, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the tensor the candidate fills, the base it is part of) for `case` (`Case.view`): a new
+    contiguous tensor (its own base), a channels_last one, or a view of a bigger base: the
+    transpose of a (cols, rows) tensor, every other column of a (rows, 2 cols) tensor, or the
+    second block of columns of a (rows, 4 cols) tensor. Poisoning the base before each call
+    shows both what the candidate did not write and what it wrote outside the view."""
+    shape, view = tuple(case.shape), getattr(case, "view", "")
+    if view not in VIEWS:
+        raise ValueError(f"unknown view {view!r}; known: {', '.join(v or 'plain' for v in VIEWS)}")
+    if view == "":
+        t = torch.empty(shape, dtype=dtype, device=device)
+        return t, t
+    if view == "channels_last":
+        t = torch.empty(shape, dtype=dtype, device=device, memory_format=torch.channels_last)
+        return t, t
+    rows, cols = shape
+    if view == "transposed":
+        base = torch.empty((cols, rows), dtype=dtype, device=device)
+        return base.t(), base
+    if view == "stepped":
+        base = torch.empty((rows, 2 * cols), dtype=dtype, device=device)
+        return base[:, ::2], base
+    base = torch.empty((rows, 4 * cols), dtype=dtype, device=device)
+    return base[:, cols:2 * cols], base
+
+
+def outside_mask(target: torch.Tensor, base: torch.Tensor) -> torch.Tensor | None:
+    """The elements of `base` that are not `target` (None when the target is the base)."""
+    if target is base:
+        return None
+    mask = torch.ones(base.shape, dtype=torch.bool, device=base.device)
+    inside = mask.as_strided(target.shape, target.stride(),
+                             target.storage_offset() - base.storage_offset())
+    inside.fill_(False)
+    return mask

@@ -14,7 +14,7 @@ import time
 import torch
 
 from ..summary import Summary
-from .bits import poison_
+from .bits import INT_VIEW, dtype_bits, make_target, outside_mask, poison_, poison_value
 from .deadline import CallTimeout, candidate_call, raised_text
 from .folder import Folder, new_summary
 
@@ -64,6 +64,26 @@ def prepare_candidate(candidate, call_timeout: float | None, folder: "Folder") -
                                folder.finish()) from exc
 
 
+def warm_up(candidate, case, dtype, device, call_timeout: float | None, folder: "Folder") -> None:
+    """One untimed call on a scratch tensor of the case, with a generator of its own (the draw's
+    stream is untouched), for a candidate that asks for it (``candidate.warm_up``: a compiled
+    path, whose first call compiles): compiling is neither candidate time nor part of the draw."""
+    if not getattr(candidate, "needs_warm_up", False):
+        return
+    scratch, _ = make_target(case, dtype, device)
+    seconds = max(call_timeout or 0.0, PREPARE_TIMEOUT_S)
+    generator = torch.Generator(device=device).manual_seed(0x5EED)
+    try:
+        with candidate_call(seconds):
+            candidate(scratch, case.mean, case.std, case.a, case.b, generator)
+    except CallTimeout:
+        raise CandidateFailure("hang", f"warming the candidate up (compiling) did not finish within "
+                               f"{seconds:g} s", folder.finish()) from None
+    except Exception as exc:
+        raise CandidateFailure("raised", f"warming the candidate up (compiling) raised "
+                               f"{raised_text(exc)}", folder.finish()) from exc
+
+
 def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: int, *,
                call_timeout: float | None = 60.0, chunk_elements: int = 1 << 22,
                min_calls: int = 2, time_budget: float | None = None,
@@ -90,19 +110,21 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     summary.notes["seed"] = seed
     folder = Folder(summary, dtype, device, law, watch)
     generator = torch.Generator(device=device).manual_seed(seed)
-    target = torch.empty(shape, dtype=dtype, device=device)
+    target, base = make_target(case, dtype, device)
+    outside = outside_mask(target, base)
     buffer = torch.empty((per_chunk, *shape), dtype=dtype, device=device)
     prepare_candidate(candidate, call_timeout, folder)
+    warm_up(candidate, case, dtype, device, call_timeout, folder)
     filled = 0
     done = 0
     t_candidate = 0.0
     t_start = time.perf_counter()
     while done < calls_total:
-        poison_(target)
+        poison_(base)
         t0 = time.perf_counter()
         try:
             with candidate_call(call_timeout):
-                candidate(target, case.mean, case.std, case.a, case.b, generator)
+                returned = candidate(target, case.mean, case.std, case.a, case.b, generator)
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
         except CallTimeout:
@@ -115,6 +137,11 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
             raise CandidateFailure("raised", f"call {done + 1} raised {raised_text(exc)}",
                                    folder.finish()) from exc
         t_candidate += time.perf_counter() - t0
+        if returned is not target:
+            summary.n_returned_other += 1
+        if outside is not None:
+            summary.n_written_outside += int(
+                (base.view(INT_VIEW[dtype_bits(dtype)])[outside] != poison_value(dtype)).sum())
         buffer[filled].copy_(target)
         filled += 1
         done += 1

@@ -19,12 +19,25 @@ import torch
 from reference import float_format
 from reference.dtypes import dtype_name
 
-from ..bins import counts_from_exact_histogram, farthest_outside, raw_nonfinite_bins, raw_to_ordered, signed
+from ..bins import (counts_from_exact_histogram, farthest_outside, position_bins, position_classes,
+                    raw_nonfinite_bins, raw_to_ordered, signed)
 from ..summary import ROW_EXTREMES_CAP, LagSums, Summary
 from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_value
 
 #: Mass-bin counters of this many chunks are counted by one bincount (see `Folder._flush_mass`).
 PENDING_CHUNKS = 4
+#: Elements of a repetition window, and the mean spacing of its content-defined anchors: a
+#: repeated stretch of 1024 elements holds no anchor with probability (1 - 1/128)^992 = 4e-4
+#: (so it is missed only if all of its ~8 anchors are, i.e. never in practice), and two windows
+#: of iid draws agree with probability at most q^32.
+REPEAT_WINDOW = 32
+REPEAT_SPACING_BITS = 7
+REPEAT_SPACING = 1 << REPEAT_SPACING_BITS
+#: Elements of one draw the repetition fold scans at most (and always its first two calls).
+REPEAT_SCAN = 1 << 24
+_ANCHOR_MULT32 = 0x9E3779B1 - (1 << 32)  # Knuth's multiplicative hash, as a signed int32
+_ANCHOR_MULT64 = 0x9E3779B97F4A7C15 - (1 << 64)
+_MIX = 0x5851F42D4C957F2D
 
 
 def new_summary(law, shape: tuple, dtype: torch.dtype) -> Summary:
@@ -97,6 +110,94 @@ class Folder:
         self.rows_kept: list = []
         self.n_rows_kept = 0
         self._buffers: dict = {}
+        self._init_position(law)
+        self.prev_hashes: torch.Tensor | None = None  # repetition: the last call's window hashes
+        self.rep_left, self.rep_calls = REPEAT_SCAN, 0
+
+    # -- position in the tensor ------------------------------------------------------------
+    def _init_position(self, law) -> None:
+        """Counts of each position class (`harness.bins.position_classes`) over the law's coarse
+        groups of equal mass (`position_bins`): a kernel whose remainder loop or boundary block
+        is wrong shows in its class however small it is."""
+        self.pos_index = None
+        classes = position_classes(tuple(self.s.shape)) if law is not None and self.positional else []
+        if not classes:
+            return
+        edges, masses = position_bins(law)
+        if masses.size < 2:
+            return
+        groups = masses.size
+        self.pos_edges = torch.as_tensor(edges, dtype=self.edge_dtype, device=self.device)
+        self.pos_index = torch.as_tensor(np.concatenate([idx for _, idx in classes]), device=self.device)
+        self.pos_base = torch.as_tensor(np.concatenate([np.full(idx.size, c * groups) for c, (_, idx)
+                                                        in enumerate(classes)]), device=self.device)
+        self.pos_counts = torch.zeros(len(classes) * groups, dtype=torch.int64, device=self.device)
+        self.s.position_classes = tuple(name for name, _ in classes)
+        self.s.position_groups = groups
+
+    @property
+    def edge_dtype(self) -> torch.dtype:
+        """Values compared with the coarse edges exactly: float64 for float64, else float32."""
+        return torch.float64 if self.dtype == torch.float64 else torch.float32
+
+    @property
+    def positional(self) -> bool:
+        """Whether the folded elements are the whole tensor in row-major order (a sharded part
+        folds a box of it: no position classes, no repetition windows)."""
+        return True
+
+    def _fold_position(self, batch: torch.Tensor) -> None:
+        calls = batch.shape[0]
+        values = batch.reshape(calls, -1).index_select(1, self.pos_index).to(self.edge_dtype)
+        groups = torch.searchsorted(self.pos_edges, values.reshape(-1))
+        codes = self.pos_base.repeat(calls).add_(groups)
+        self.pos_counts += torch.bincount(codes, minlength=self.pos_counts.numel())
+
+    # -- repetition of stretches inside and across calls -------------------------------------
+    def _fold_repetition(self, ints: torch.Tensor) -> None:
+        """Hashes of REPEAT_WINDOW-element windows at content-defined anchors (the elements whose
+        bit pattern hashes to 0 modulo REPEAT_SPACING): a stretch that appears twice, at any
+        offset of the same tensor or of the next call, has its anchors at the same places of its
+        content, so its windows hash alike. Equal hashes are counted inside the chunk and
+        against the previous call; under the law two windows are equal with probability at most
+        q^W (q: the law's collision probability), what the `repetition` check prices. At most
+        REPEAT_SCAN elements of a draw are scanned (but always its first two calls): a defect
+        that repeats a stretch does so in every call."""
+        numel = ints[0].numel()
+        # the calls of this chunk to scan: the first two of the draw, then while REPEAT_SCAN lasts
+        calls = min(ints.shape[0], max(2 - self.rep_calls, -(-self.rep_left // max(numel, 1)), 0))
+        if numel < REPEAT_WINDOW or calls <= 0:
+            return
+        self.rep_left -= calls * numel
+        self.rep_calls += calls
+        x = ints[:calls].reshape(calls, numel)
+        if self.bits < 32:
+            x = x.to(torch.int32)
+        shift = (64 if self.bits == 64 else 32) - REPEAT_SPACING_BITS
+        mult = _ANCHOR_MULT64 if self.bits == 64 else _ANCHOR_MULT32
+        key = torch.bitwise_right_shift(x[:, : numel - REPEAT_WINDOW + 1] * mult, shift)
+        call, pos = ((key & (REPEAT_SPACING - 1)) == 0).nonzero(as_tuple=True)
+        if call.numel():
+            start = call * numel + pos
+            windows = x.reshape(-1)[start[:, None] + self._window_offsets()].to(torch.int64)
+            h = (windows * row_hash_coefficients(REPEAT_WINDOW, self.device)).sum(dim=1)
+            h = (h ^ (h >> 31)) * _MIX
+        else:
+            h = torch.zeros(0, dtype=torch.int64, device=self.device)
+        s = self.s
+        s.rep_windows += int(h.numel())
+        s.rep_pairs += h.numel() * (h.numel() - 1) / 2.0
+        s.rep_equal += _equal_pairs(h)
+        first, last = (h[call == 0], h[call == calls - 1]) if call.numel() else (h, h)
+        if self.prev_hashes is not None and first.numel() and self.prev_hashes.numel():
+            s.rep_pairs += float(first.numel()) * float(self.prev_hashes.numel())
+            s.rep_equal += int(torch.isin(first, self.prev_hashes).sum())
+        self.prev_hashes = last if calls == ints.shape[0] else None
+
+    def _window_offsets(self) -> torch.Tensor:
+        if "window" not in self._buffers:
+            self._buffers["window"] = torch.arange(REPEAT_WINDOW, device=self.device)
+        return self._buffers["window"]
 
     def _init_mass_bins(self, law, watch) -> None:
         """Mass bins (`reference.rounded.MassBins`) of a 32/64-bit law, and the optional watch list:
@@ -246,6 +347,10 @@ class Folder:
         self._fold_lags(zb, z2.view(calls, *shape), total, total_sq)
         self._fold_successive(zb, ints.view(calls, *shape), total, total_sq)
         self._fold_rows(batch, ints.view(calls, *shape))
+        if self.pos_index is not None:
+            self._fold_position(batch)
+        if self.positional:
+            self._fold_repetition(ints.view(calls, -1))
 
     def _fold_fine(self, ints: torch.Tensor) -> None:
         """Fine bins of a narrow law: bin (key - key_lo) >> shift, plus one bin below and one above.
@@ -423,6 +528,8 @@ class Folder:
         if self.rows_kept:
             s.row_min = np.concatenate([lo for lo, _ in self.rows_kept])
             s.row_max = np.concatenate([hi for _, hi in self.rows_kept])
+        if self.pos_index is not None:
+            s.position_counts = self.pos_counts.cpu().numpy().reshape(len(s.position_classes), -1)
         return s
 
 
@@ -470,6 +577,15 @@ def row_hash_coefficients(m: int, device: torch.device) -> torch.Tensor:
         coef = torch.randint(1, 2**62, (m,), generator=g, dtype=torch.int64) | 1
         _COEF_CACHE[key] = coef.to(device)
     return _COEF_CACHE[key]
+
+
+def _equal_pairs(h: torch.Tensor) -> int:
+    """Pairs of equal values among `h`."""
+    if h.numel() < 2:
+        return 0
+    _, counts = torch.unique(h, return_counts=True)
+    counts = counts[counts > 1].to(torch.int64)
+    return int((counts * (counts - 1) // 2).sum())
 
 
 def lag_sums(u: torch.Tensor, v: torch.Tensor) -> LagSums:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from reference.dtypes import DEFAULT_DTYPE_NAMES
 
-from ..cases import GRID, PROFILES, SHARDED_CASES, SHARDED_DTYPES, case_by_id
+from ..cases import (GRID, PATHS, PROFILES, SHAPE_CLASSES, SHARDED_CASES, SHARDED_DTYPES,
+                     case_by_id, case_by_label)
 from ..fleet.partition import PartitionError, ShardSpec, load_durations, resolve_shard
 from ..sharded.layout import PLACEMENTS, RANK_SEEDS
 
@@ -49,11 +50,20 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
                      f"{', '.join(d for d in known_dtypes if d not in DEFAULT_DTYPES)})")
     g.addoption("--devices", default=None, metavar="LIST",
                 help="comma-separated devices (default: cpu and every cuda device present)")
-    g.addoption("--cases", default=None, metavar="IDS", help="comma-separated case ids (default: all)")
+    g.addoption("--cases", default=None, metavar="IDS",
+                help="comma-separated case ids (default: all); id:SHAPE names one shape-axis "
+                     "group, id+PATH one path group")
+    g.addoption("--shapes", default=None, metavar="LIST",
+                help="the shape axis: shape classes each case is also drawn at, 'none', or 'all' "
+                     f"(default: the profile's; known: {', '.join(SHAPE_CLASSES)})")
+    g.addoption("--paths", default=None, metavar="LIST",
+                help=f"execution paths: {', '.join(PATHS)} (default: the profile's: eager; "
+                     "nightly: all)")
     g.addoption("--bounds", default="rounded", metavar="POLICY",
                 help="rounded: accept values in [RN(a), RN(b)] (default); strict: demand [a, b]")
     g.addoption("--case-timeout", default=str(DEFAULT_CASE_TIMEOUT), metavar="SECONDS",
-                help=f"seconds one candidate call may take before it counts as a hang "
+                help=f"seconds one candidate call on a tensor of up to 2^22 elements may take "
+                     f"before it counts as a hang; a bigger tensor gets proportionally more "
                      f"(default {DEFAULT_CASE_TIMEOUT:g})")
     g.addoption("--case-budget", default=None, metavar="SECONDS",
                 help="seconds of the candidate's own time one case's stage-1 draw may take; the n "
@@ -119,6 +129,8 @@ class Options:
     rank_seeds: tuple = ("same",)
     sharded_cases: tuple = ()  # Cases drawn on W > 1 ranks
     sharded_dtypes: tuple = ()
+    shapes: tuple | None = None  # shape classes (None: the profile's)
+    paths: tuple | None = None  # execution paths (None: the profile's)
 
 
 def csv_list(value: str) -> list[str]:
@@ -188,7 +200,7 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
     if not dtypes:
         raise OptionError("--dtypes: empty list")
     try:
-        cases = tuple(case_by_id(c) for c in csv_list(opt.cases)) if opt.cases else GRID
+        cases = tuple(case_by_label(c) for c in csv_list(opt.cases)) if opt.cases else GRID
     except KeyError as exc:
         raise OptionError(f"--cases: {exc.args[0]}") from None
     if not cases:
@@ -216,6 +228,9 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
             raise OptionError(f"--xfails-file: {xfails_file!r} is not readable")
     shard, durations_from, durations = _partition(opt, environ)
     world_sizes, placements, rank_seeds = _sharding_options(opt, profile)
+    shapes = _shapes(getattr(opt, "shapes", None))
+    paths = (_choices("--paths", opt.paths, PATHS) if getattr(opt, "paths", None) is not None
+             else None)
     sharded_cases = tuple(cases) if opt.cases else tuple(case_by_id(c) for c in SHARDED_CASES)
     sharded_dtypes = dtypes if opt.dtypes is not None else tuple(
         d for d in SHARDED_DTYPES if d in known_dtypes)
@@ -228,7 +243,19 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
                    xfails_file=xfails_file, shard=shard, durations_from=durations_from,
                    durations=durations, world_sizes=world_sizes, placements=placements,
                    rank_seeds=rank_seeds, sharded_cases=sharded_cases,
-                   sharded_dtypes=sharded_dtypes)
+                   sharded_dtypes=sharded_dtypes, shapes=shapes, paths=paths)
+
+
+def _shapes(text) -> tuple | None:
+    """--shapes: shape class names, 'none' (no axis) or 'all' (every class); None: the profile's."""
+    if text is None:
+        return None
+    names = tuple(dict.fromkeys(csv_list(text)))
+    if names == ("none",):
+        return ()
+    if names == ("all",):
+        return tuple(SHAPE_CLASSES)
+    return _choices("--shapes", text, tuple(SHAPE_CLASSES))
 
 
 def _partition(opt, environ) -> tuple:

@@ -25,11 +25,14 @@ from reports.render import write_run
 from reports.store import RowLog, command_line, file_digest, prepare_report_dir
 from reference.dtypes import DTYPES, dtype_name
 
-from ..checks import CANDIDATE_API_CHECKS, CASE_API_CHECKS
+from ..checks import CANDIDATE_API_CHECKS
 from ..checks.sharded import SHARDED_CHECK_NAMES
 from ..fleet.groups import GroupLedger, group_of_nodeid
 from ..fleet.partition import plan
-from ..runner import RunConfig, RunnerCache, all_check_names, run_candidate_check
+from ..cases import BIG_SHAPE_CASES, PROFILES, SHAPE_CLASSES, shaped
+from ..cases import on_path as case_on_path
+from ..runner import (RunConfig, RunnerCache, all_check_names, checks_for, on_path,
+                      run_candidate_check)
 from ..sharded.layout import Layout
 from ..sharded.runner import ShardedRunnerCache, sharded_skip_reason
 from .crashes import CrashLedger
@@ -46,14 +49,20 @@ CHECK_ORDER = all_check_names() + SHARDED_CHECK_NAMES + CANDIDATE_API_CHECKS
 
 @dataclass(frozen=True)
 class Combo:
-    """One (candidate, case, dtype, device[, layout]): the parameter of every conformance test.
-    A layout (harness.layout) makes it a sharded parameter on W ranks: a group of its own."""
+    """One (candidate, case, dtype, device[, layout][, path]): the parameter of every
+    conformance test. A layout (harness.sharded.layout) makes it a sharded parameter on W ranks,
+    a path (harness.runner.paths) the candidate called another way: a group of its own each. A
+    case on the shape axis is its own case (`harness.cases.shaped`: ``case:shape``)."""
 
     candidate: object
     case: object
     dtype: torch.dtype
     device: str
     layout: Layout | None = None
+
+    @property
+    def path(self) -> str:
+        return self.case.path
 
     @property
     def id(self) -> str:
@@ -116,6 +125,7 @@ class HarnessSession:
         except (OSError, UnicodeDecodeError) as exc:
             raise OptionError(f"--xfails-file: {opt.xfails_file!r}: {exc}") from None
         self.runners = RunnerCache()
+        self.paths = tuple(opt.paths) if opt.paths is not None else PROFILES[opt.profile].paths
         self.world_sizes = tuple(opt.world_sizes)
         self.layouts = [Layout(w, p, r) for w in self.world_sizes if w > 1
                         for p in opt.placements for r in opt.rank_seeds]
@@ -148,13 +158,52 @@ class HarnessSession:
         self.run_config = dataclasses.replace(self.run_config, case_budget_s=share)
 
     def combos(self):
+        """Every case group: per (candidate, case, dtype, device) the grid's group, its shape-axis
+        groups and its path groups; then the sharded groups."""
         if 1 in self.world_sizes:
             for cand in self.candidates:
                 for case in self.cases:
                     for dtype in self.dtypes:
                         for device in self.devices:
                             yield Combo(cand, case, dtype, device)
+                            for shape in self.shapes_for(case, dtype, device):
+                                yield Combo(cand, shaped(case, shape), dtype, device)
+                            for path in self.paths_for(case):
+                                yield Combo(cand, case_on_path(case, path), dtype, device)
         yield from self.sharded_combos()
+
+    def paths_for(self, case) -> tuple:
+        """The paths a grid case also runs on (--paths, or the profile's), beyond its own."""
+        if case.shape_class or case.path != "eager":
+            return ()
+        return tuple(p for p in self.paths if p != "eager")
+
+    def shapes_for(self, case, dtype, device) -> list:
+        """The shape classes `case` is drawn at in this run (`harness.cases.SHAPES`): --shapes, or
+        the profile's selection; the big CUDA-only ones only on CUDA, a dtype-bound one in its
+        dtype, the big ones at pr only on `BIG_SHAPE_CASES`."""
+        opt, profile = self.options, PROFILES[self.options.profile]
+        if case.shape_class or case.path != "eager":
+            return []  # a case named on the command line as one shape or path is just that
+        if opt.shapes is not None:
+            names = opt.shapes
+        elif profile.shape_cases is None or case.id in profile.shape_cases:
+            names = profile.shape_classes
+        else:
+            return []
+        big_cases = BIG_SHAPE_CASES.get(profile.name) if opt.shapes is None else None
+        on_cuda = torch.device(device).type == "cuda"
+        out = []
+        for name in names:
+            shape = SHAPE_CLASSES[name]
+            if shape.cuda_only and not on_cuda:
+                continue
+            if shape.dtypes and dtype_name(dtype) not in shape.dtypes:
+                continue
+            if shape.kind == "big" and big_cases is not None and case.id not in big_cases:
+                continue
+            out.append(shape)
+        return out
 
     def sharded_combos(self):
         """The sharded groups: candidates x the sharded selection x devices x layouts."""
@@ -174,8 +223,8 @@ class HarnessSession:
 
     def runner_for(self, combo: "Combo"):
         if combo.layout is None:
-            return self.runners.get(combo.candidate, combo.case, combo.dtype, combo.device,
-                                    self.run_config)
+            return self.runners.get(on_path(combo.candidate, combo.path), combo.case, combo.dtype,
+                                    combo.device, self.run_config)
         return self.sharded_runners.get(combo.candidate, combo.case, combo.dtype, combo.device,
                                         self.run_config, combo.layout)
 
@@ -187,9 +236,7 @@ class HarnessSession:
         combos = list(self.combos())
         if check in SHARDED_CHECK_NAMES:
             return [c for c in combos if c.layout is not None]
-        if check in CASE_API_CHECKS:
-            return [c for c in combos if c.layout is None]
-        return combos
+        return [c for c in combos if c.layout is not None or check in checks_for(c.case, c.path)]
 
     def planned_tests(self) -> list[tuple[str, object]]:
         """Every (check, group) this process runs, in the order pytest runs them: group by group
@@ -249,6 +296,8 @@ class HarnessSession:
         parts = ["pytest", "suites", "--candidate", candidate.spec]
         if case_id != "api":
             parts += ["--cases", case_id]
+            if ":" not in case_id and "+" not in case_id and layout is None:
+                parts += ["--shapes", "none", "--paths", "eager"]  # this group only
         parts += ["--dtypes", dtype_name(dtype), "--devices", device, "--seed", str(cfg.run_seed),
                   "--profile", cfg.profile]
         if layout is not None:

@@ -4,14 +4,17 @@ leases that tell a crashed neighbour from a busy one.
 * `harness.runner.case_runner` — `RunConfig`, `CaseRunner` (one (candidate, case, dtype, device):
   its Summaries, drawn once and shared, and the two-stage error control), `RunnerCache`,
   `run_candidate_check` (the candidate-level `arguments` check);
-* `harness.runner.leases` — the in-flight markers a draw holds while it calls the candidate.
+* `harness.runner.leases` — the in-flight markers a draw holds while it calls the candidate;
+* `harness.runner.paths` — execution paths (eager, compile, deterministic): wrappers around the
+  candidate.
 """
 
 from .case_runner import (CASE_CHECKS, CaseRunner, RunConfig, RunnerCache, all_check_names,
-                          crash_guarded, failure_from_lease, inflight_marker, on_device,
+                          checks_for, crash_guarded, failure_from_lease, inflight_marker, on_device,
                           run_candidate_check)
 from .leases import LeaseHeld, lease
+from .paths import PATHS, on_path
 
 __all__ = ["CASE_CHECKS", "CaseRunner", "RunConfig", "RunnerCache", "all_check_names",
-           "crash_guarded", "failure_from_lease", "inflight_marker", "on_device",
-           "run_candidate_check", "LeaseHeld", "lease"]
+           "checks_for", "crash_guarded", "failure_from_lease", "inflight_marker", "on_device",
+           "run_candidate_check", "LeaseHeld", "lease", "PATHS", "on_path"]

@@ -25,15 +25,20 @@ from reference import TruncatedNormal, rounded_law
 from reference.dtypes import dtype_name
 
 from ..cases import PROFILES, STAGE2_FACTOR
-from ..checks import (CASE_API_CHECKS, STATISTICAL_CHECKS, SUMMARY_CHECKS, check_arguments,
-                      check_bounds, check_contract, check_finite, check_generator, check_written)
+from ..checks import (CASE_API_CHECKS, SHAPE_CHECKS, STATISTICAL_CHECKS, SUMMARY_CHECKS,
+                      check_arguments, check_bounds, check_contract, check_finite, check_generator,
+                      check_inplace, check_threads, check_written)
 from ..checks.stat_local import spike_watch
 from ..engine import CandidateFailure, normal_throughput, run_engine
 from ..result import Result
 from ..seeds import DEFAULT_RUN_SEED, derive_seed
 from .leases import LeaseHeld, lease
 
-CASE_CHECKS = SUMMARY_CHECKS + ("hang",) + CASE_API_CHECKS
+#: --case-timeout is the limit of one call on a tensor of up to this many elements; a bigger one
+#: gets proportionally more (a sampler's time grows with the tensor; a hang does not end).
+TIMEOUT_ELEMENTS = 1 << 22
+
+CASE_CHECKS = SUMMARY_CHECKS + ("hang",) + SHAPE_CHECKS + CASE_API_CHECKS
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,7 @@ class RunConfig:
     samples: int | None = None  # overrides the profile's n
     run_seed: int = DEFAULT_RUN_SEED
     bounds: str = "rounded"  # or "strict"
-    case_timeout: float = 20.0  # seconds one candidate call may take
+    case_timeout: float = 20.0  # seconds one call of up to TIMEOUT_ELEMENTS elements may take
     alpha_suspect: float = 1e-3
     alpha_fail: float = 1e-3
     chunk_elements: int = 1 << 22
@@ -50,6 +55,11 @@ class RunConfig:
     # draw stopped by it records its n, and stage 2 draws STAGE2_FACTOR times that n.
     case_budget_s: float | None = None
     inflight_dir: str | None = None  # where a draw holds its lease while it runs (harness.leases)
+
+    def call_timeout(self, case) -> float:
+        """Seconds one call on `case`'s tensor may take: `case_timeout` per TIMEOUT_ELEMENTS
+        elements (a 2^24-element tensor of the shape axis gets four times as long)."""
+        return self.case_timeout * max(1.0, math.prod(case.shape) / TIMEOUT_ELEMENTS)
 
     def n(self, stage: int, device: str = "cpu", case=None) -> int:
         """The n asked for (an explicit budget may stop stage 1 earlier; see
@@ -59,7 +69,18 @@ class RunConfig:
 
 
 def all_check_names() -> tuple:
+    """Every check a case group may run, in the order a group runs them."""
     return CASE_CHECKS + tuple(STATISTICAL_CHECKS)
+
+
+def checks_for(case, path: str = "eager") -> tuple:
+    """The checks of one unsharded group: a grid group runs the API checks on tensors of their
+    own, a shape-axis group `inplace` instead; a compiled group no API checks (each new tensor
+    shape of theirs would compile anew)."""
+    shaped = bool(getattr(case, "shape_class", ""))
+    skip = set(CASE_API_CHECKS) if shaped or path == "compile" else set()
+    skip |= set() if shaped else set(SHAPE_CHECKS)
+    return tuple(c for c in all_check_names() if c not in skip)
 
 
 class CaseRunner:
@@ -158,7 +179,7 @@ class CaseRunner:
         try:
             s = run_engine(self.candidate, self.case, self.dtype, self.device, self.law,
                            self.n_requested(stage), self.seed(stage),
-                           call_timeout=self.config.case_timeout,
+                           call_timeout=self.config.call_timeout(self.case),
                            chunk_elements=self.config.chunk_elements,
                            min_calls=PROFILES[self.config.profile].min_calls,
                            time_budget=self.config.case_budget_s if stage == 1 else None,
@@ -190,7 +211,7 @@ class CaseRunner:
 
     # -- checks ------------------------------------------------------------------------------
     def check_names(self) -> tuple:
-        return all_check_names()
+        return checks_for(self.case, getattr(self.candidate, "path", "eager"))
 
     def run(self, check: str) -> Result:
         t0 = time.perf_counter()
@@ -222,6 +243,10 @@ class CaseRunner:
                 def call():
                     return check_contract(self.candidate, case, self.dtype, self.device,
                                           self.seed("contract"), timeout)
+            elif check == "threads":
+                def call():
+                    return check_threads(self.candidate, case, self.dtype, self.device,
+                                         self.seed("threads"), timeout)
             else:
                 collision = float(self.law.collision_prob)
 
@@ -237,13 +262,15 @@ class CaseRunner:
             if isinstance(s1, CandidateFailure):
                 return Result("hang", "pass", "returned (with an error; see the other checks)"), (1,)
             return Result("hang", "pass", f"{s1.n_calls} calls, slowest within "
-                          f"{cfg.case_timeout:g} s", n=s1.n, n_stage1=s1.n), (1,)
+                          f"{cfg.call_timeout(case):g} s", n=s1.n, n_stage1=s1.n), (1,)
         if isinstance(s1, CandidateFailure):
             return self._failed_run(check, s1, 1), (1,)
 
-        if check in SUMMARY_CHECKS:
+        if check in SUMMARY_CHECKS + SHAPE_CHECKS:
             if check == "finite":
                 r = check_finite(s1)
+            elif check == "inplace":
+                r = check_inplace(s1)
             elif check == "written":
                 r = check_written(s1)
             else:

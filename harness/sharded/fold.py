@@ -40,6 +40,10 @@ from .layout import Layout, boxes, comparison_pairs, global_row_ids, is_sharded
 class PartFolder(Folder):
     """Folds one rank's box of every call into a part Summary (see `Summary.merge`)."""
 
+    @property
+    def positional(self) -> bool:
+        return False  # a box is not the tensor in row-major order: no position, no repetition
+
     def __init__(self, summary: Summary, dtype: torch.dtype, device, offsets: tuple,
                  local_shape: tuple, shard_dim: int | None, law=None, watch: tuple | None = None):
         # With the law, a 32/64-bit part counts its mass bins (and tallies the watched ones'

@@ -39,7 +39,7 @@ import torch
 from reference.dtypes import dtype_name
 
 from ..cases import PROFILES
-from ..checks import CASE_API_CHECKS
+from ..checks import CASE_API_CHECKS, SHAPE_CHECKS
 from ..checks.sharded import SHARDED_CHECKS
 from ..engine import CandidateFailure
 from ..runner import CASE_CHECKS, CaseRunner, RunConfig, RunnerCache, inflight_marker
@@ -183,7 +183,7 @@ class ShardedCaseRunner(CaseRunner):
         return {**super().statistical_checks(), **SHARDED_CHECKS}
 
     def check_names(self) -> tuple:
-        return tuple(c for c in CASE_CHECKS if c not in CASE_API_CHECKS) + \
+        return tuple(c for c in CASE_CHECKS if c not in CASE_API_CHECKS + SHAPE_CHECKS) + \
             tuple(self.statistical_checks())
 
     def _inflight_marker(self, stage):

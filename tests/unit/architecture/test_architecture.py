@@ -81,7 +81,7 @@ def test_every_module_opens_with_a_docstring():
     assert not missing, missing
 
 
-@pytest.mark.parametrize("literal", [("contract", "generator"),
+@pytest.mark.parametrize("literal", [("contract", "generator", "threads"),
                                      ("float64", "float32", "float16", "bfloat16")])
 def test_each_list_of_names_is_written_once(literal):
     """The API-check names and the dtype names have one source (harness.checks, reference.dtypes)."""
