@@ -28,8 +28,9 @@ Known-bad by construction (issues 4 and 14), each the exact sampler with one def
 ``scale-2pct-wide``, ``shift-0.02sigma``, ``no-tail-beyond-3.5sigma``, ``antithetic-neighbours``,
 ``round-toward-zero``, ``point-mass-1e-4-at-a``, ``fallback-mean-1e-5``, ``hole-2e-5``; and
 (issue 20) exact except on one class of tensors: ``remainder-loop``, ``small-tensor-path``,
-``big-tensor-path``, ``counter-wrap``, ``compile-only-shift``. Never "fix" them: they exist to be
-caught.
+``big-tensor-path``, ``counter-wrap``, ``compile-only-shift``; and (issue 21) exact except in one
+region of the parameter space off the grid: ``below-mean-window``, ``narrow-window-midpoint``.
+Never "fix" them: they exist to be caught.
 
 Every built-in follows torch.nn.init's semantics: fills in place and returns the tensor, works on
 non-contiguous views, runs under ``torch.no_grad`` (an ``nn.Parameter`` records no history), and is a
@@ -73,6 +74,8 @@ __all__ = [
     "big_tensor_path_",
     "counter_wrap_",
     "compile_only_shift_",
+    "below_mean_window_",
+    "narrow_window_midpoint_",
 ]
 
 # --------------------------------------------------------------------------------------------- good
@@ -438,6 +441,42 @@ def compile_only_shift_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None
     return tensor
 
 
+# ------------------------------------------------------------------------------ known-bad (issue 21)
+# Each is exact except in one region of the parameter space that no grid case visits: only an
+# exploration (`--explore`) meets them, and its shrinking finds where the region ends.
+
+#: below-mean-window: a window whose upper bound lies more than this many std below the mean
+BELOW_MEAN_BETA = -3.0
+#: narrow-window-midpoint: a window narrower than this many std
+NARROW_WIDTH = 3e-6
+
+
+def _fill_value(tensor: torch.Tensor, value: float) -> torch.Tensor:
+    with torch.no_grad():
+        tensor.copy_(rn_scalar(value, tensor).expand(tensor.shape))
+    return tensor
+
+
+def below_mean_window_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact sampler, but a window entirely more than 3 std below the mean ((b - mean) / std
+    < -3: no grid case has one) takes a branch that writes RN(b) everywhere. Caught by: atoms,
+    spikes, gof, ... on an explored case; shrinking finds beta = -3."""
+    mean, std, a, b = validate_args(mean, std, a, b)
+    if tensor.is_meta or tensor.numel() == 0 or (b - mean) / std >= BELOW_MEAN_BETA:
+        return exact_based(tensor, mean, std, a, b, generator)
+    return _fill_value(tensor, b)
+
+
+def narrow_window_midpoint_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact sampler, but a window narrower than 3e-6 std (the grid's narrowest is 1e-5 std)
+    takes a branch that writes RN((a + b) / 2) everywhere. Caught by: spikes, gof, ... where the
+    dtype resolves the window (float64, float32); shrinking finds the width 3e-6 std."""
+    mean, std, a, b = validate_args(mean, std, a, b)
+    if tensor.is_meta or tensor.numel() == 0 or not (a < b and b - a < NARROW_WIDTH * std):
+        return exact_based(tensor, mean, std, a, b, generator)
+    return _fill_value(tensor, a / 2 + b / 2)
+
+
 # ---------------------------------------------------------------------------------------- registry
 
 
@@ -513,6 +552,12 @@ BUILTINS: dict[str, Callable[[], Candidate]] = {
     "compile-only-shift": _make("compile-only-shift", compile_only_shift_, known_bad=True,
                                 defect="under torch.compile the output is shifted by 0.1 std",
                                 caught_by=("moments", "ks", "gof")),
+    "below-mean-window": _make("below-mean-window", below_mean_window_, known_bad=True,
+                               defect="a window more than 3 std below the mean gets b everywhere",
+                               caught_by=("atoms", "spikes", "gof")),
+    "narrow-window-midpoint": _make("narrow-window-midpoint", narrow_window_midpoint_, known_bad=True,
+                                    defect="a window narrower than 3e-6 std gets its midpoint everywhere",
+                                    caught_by=("spikes", "gof")),
     "hole-2e-5": _make("hole-2e-5", hole_, known_bad=True,
                        defect="the quantiles [0.3, 0.3 + 2e-5) are never produced (a narrow hole)",
                        caught_by=("scan",)),

@@ -40,7 +40,7 @@ from candidates.libraries import make as make_library_candidate
 from candidates.protocol import Candidate
 from candidates.registry import REGISTRY, SELFTEST_REGISTRY, registered_names
 
-__all__ = ["CandidateNotFound", "resolve", "restore", "registered_names"]
+__all__ = ["CandidateNotFound", "resolve", "restore", "registered_names", "load_attribute"]
 
 
 class CandidateNotFound(Exception):
@@ -73,7 +73,27 @@ def resolve(spec: str | Candidate) -> Candidate:
         raise CandidateNotFound(
             spec, f"no registered candidate named {spec!r} (registered: {', '.join(registered_names())}{hint}); "
                   "or give pkg.mod:fn or path/to/file.py:fn")
-    if not where or not attr_path:
+    obj, label, version = load_attribute(spec)
+    if isinstance(obj, Candidate):
+        cand = obj
+        cand.spec = spec
+    elif not callable(obj):
+        raise CandidateNotFound(spec, f"{label}:{attr_path} is not callable (it is a {type(obj).__name__})")
+    else:
+        try:
+            cand = Candidate(obj, spec=spec, version=getattr(obj, "harness_version", None) or version)
+        except (TypeError, ValueError) as e:  # bad harness_* declarations
+            raise CandidateNotFound(spec, f"bad candidate declaration on {label}:{attr_path}: {e}") from None
+    if _looks_like_path(where):
+        cand.resolve_spec = f"{Path(where).expanduser().resolve()}:{attr_path}"
+    return _pickled_by_spec(cand)
+
+
+def load_attribute(spec: str):
+    """(object, label, version) named by ``pkg.mod:attr.path`` or ``path/file.py:attr.path``:
+    what `resolve` and ``--cases-from`` load; CandidateNotFound (one line) when it does not."""
+    where, sep, attr_path = spec.rpartition(":")
+    if not sep or not where or not attr_path:
         raise CandidateNotFound(spec, "expected pkg.mod:fn or path/to/file.py:fn")
     if _looks_like_path(where):
         module, label, version = _import_path(spec, where)
@@ -88,19 +108,7 @@ def resolve(spec: str | Candidate) -> Candidate:
             kind = "module" if i == 0 else type(obj).__name__
             raise CandidateNotFound(spec, f"{kind} {owner!r} has no attribute {part!r}")
         obj = getattr(obj, part)
-    if isinstance(obj, Candidate):
-        cand = obj
-        cand.spec = spec
-    elif not callable(obj):
-        raise CandidateNotFound(spec, f"{label}:{attr_path} is not callable (it is a {type(obj).__name__})")
-    else:
-        try:
-            cand = Candidate(obj, spec=spec, version=getattr(obj, "harness_version", None) or version)
-        except (TypeError, ValueError) as e:  # bad harness_* declarations
-            raise CandidateNotFound(spec, f"bad candidate declaration on {label}:{attr_path}: {e}") from None
-    if _looks_like_path(where):
-        cand.resolve_spec = f"{Path(where).expanduser().resolve()}:{attr_path}"
-    return _pickled_by_spec(cand)
+    return obj, label, version
 
 
 def _pickled_by_spec(cand: Candidate) -> Candidate:

@@ -37,7 +37,8 @@ OPTIONS = {"samples": None, "bounds": "rounded", "case_timeout": DEFAULT_CASE_TI
            "case_budget": None, "budget_seconds": None, "alpha_suspect": DEFAULT_ALPHA,
            "alpha_fail": DEFAULT_ALPHA, "xfails_file": None, "world_sizes": None,
            "placements": "shard0,shard1,replicate", "rank_seeds": "same", "shard_id": None,
-           "num_shards": None, "durations_from": None, "shapes": None, "paths": None}
+           "num_shards": None, "durations_from": None, "shapes": None, "paths": None,
+           "case": (), "cases_from": (), "explore": None, "explore_seed": None}
 
 
 def _csv(value) -> str | None:
@@ -74,9 +75,11 @@ def _namespace(candidate, cases, dtypes, devices, profile, seed, report_dir, opt
         raise TypeError(f"check() got unknown option(s) {', '.join(unknown)}; known: "
                         f"{', '.join(OPTIONS)}")
     values = {k: options.get(k, default) for k, default in OPTIONS.items()}
+    for name in ("case", "cases_from"):  # repeatable: one spec or several
+        values[name] = [values[name]] if isinstance(values[name], str) else list(values[name])
     for name in ("samples", "case_timeout", "case_budget", "budget_seconds", "alpha_suspect",
                  "alpha_fail", "world_sizes", "placements", "rank_seeds", "shard_id", "num_shards",
-                 "shapes", "paths"):
+                 "shapes", "paths", "explore", "explore_seed"):
         if values[name] is not None and not isinstance(values[name], str):
             values[name] = _csv(values[name]) if isinstance(values[name], (list, tuple)) else str(values[name])
     return argparse.Namespace(candidate=_candidates(candidate), profile=profile, seed=str(seed),
@@ -124,6 +127,8 @@ def check(candidate="torch", *, cases=None, dtypes=None, devices=None, profile: 
             session.record([session.run_check(check_name, param).row])
     finally:
         bar.close()
+    if session.options.explore:
+        session.shrink_failures()
     run = session.run_facts()
     run["command"] = f"harness.check({', '.join(c.spec or c.name for c in session.candidates)})"
     session.finish_report(0, run["command"], run)

@@ -13,8 +13,9 @@ as an explicit option (``--case-budget``, ``--budget-seconds``), and its rows sa
 
 from __future__ import annotations
 
-import math
 import dataclasses
+import hashlib
+import math
 from dataclasses import dataclass
 
 INF = math.inf
@@ -40,6 +41,14 @@ class Case:
     shape_class: str = ""
     # The execution path (`PATHS`, harness.runner.paths): "eager", or how else it is called.
     path: str = "eager"
+    # A case given as data (`--case`, a model's recorded call, the explorer): the spec that
+    # rebuilds it (its reproduce lines carry it), the dtypes it is judged in (empty: the run's),
+    # whether its shape is its own (no shape axis), and a stricter alpha_fail where a family of
+    # cases holds a stated family-wise false-alarm rate (the explorer).
+    spec: str = ""
+    dtypes: tuple = ()
+    own_shape: bool = False
+    alpha_fail: float | None = None
 
     @property
     def numel(self) -> int:
@@ -48,6 +57,16 @@ class Case:
     @property
     def shape_text(self) -> str:
         return "x".join(map(str, self.shape)) or "scalar"
+
+    @property
+    def alpha(self) -> float:
+        """The standardized lower bound (a - mean) / std."""
+        return (self.a - self.mean) / self.std
+
+    @property
+    def beta(self) -> float:
+        """The standardized upper bound (b - mean) / std."""
+        return (self.b - self.mean) / self.std
 
     def as_dict(self) -> dict:
         return {"case": self.id, "mean": self.mean, "std": self.std, "a": self.a, "b": self.b,
@@ -87,6 +106,96 @@ GRID: tuple[Case, ...] = (
 
 _BY_ID = {c.id: c for c in GRID}
 assert len(_BY_ID) == len(GRID), "case ids must be unique"
+
+# ------------------------------------------------------------------------------------------------
+# Cases as data: `--case "mean=0,std=0.02,a=-0.04,b=0.04,shape=151936x4096,id=embed"`
+
+#: The keys a case spec takes.
+SPEC_KEYS = ("mean", "std", "a", "b", "shape", "id")
+#: The shape of a case given without one (the grid's), which also gets the shape axis.
+DEFAULT_SHAPE = (256, 256)
+_ID_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+class CaseSpecError(ValueError):
+    """A case spec that defines no case; str() is one line naming the spec and the problem."""
+
+
+def _spec_number(spec: str, key: str, text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise CaseSpecError(f"{spec!r}: {key}={text!r} is not a number") from None
+    if math.isnan(value):
+        raise CaseSpecError(f"{spec!r}: {key} is NaN")
+    return value
+
+
+def format_number(x: float) -> str:
+    """A float as a spec writes it: shortest round trip, inf as inf."""
+    return "inf" if x == math.inf else "-inf" if x == -math.inf else repr(float(x))
+
+
+def case_spec(mean: float, std: float, a: float, b: float, shape: tuple | None = None,
+              case_id: str | None = None) -> str:
+    """The spec text of a case (numbers that round-trip exactly)."""
+    parts = [f"mean={format_number(mean)}", f"std={format_number(std)}", f"a={format_number(a)}",
+             f"b={format_number(b)}"]
+    if shape is not None:
+        parts.append("shape=" + ("x".join(map(str, shape)) or "scalar"))
+    if case_id:
+        parts.append(f"id={case_id}")
+    return ",".join(parts)
+
+
+def parse_case_spec(spec: str, tags: tuple = ("custom",)) -> Case:
+    """The Case of a spec ``mean=M,std=S,a=A,b=B[,shape=RxC][,id=NAME]`` (bounds may be ±inf;
+    mean defaults to 0). Without a shape it takes the grid's (256x256) and the shape axis; its
+    id defaults to one derived from the parameters, so the same spec gets the same seeds.
+    CaseSpecError (one line) for a spec that defines no truncated normal."""
+    fields: dict = {}
+    for part in str(spec).split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep:
+            raise CaseSpecError(f"{spec!r}: {part.strip()!r} is not key=value")
+        if key not in SPEC_KEYS:
+            raise CaseSpecError(f"{spec!r}: unknown key {key!r}; known: {', '.join(SPEC_KEYS)}")
+        if key in fields:
+            raise CaseSpecError(f"{spec!r}: {key} given twice")
+        fields[key] = value.strip()
+    for key in ("std", "a", "b"):
+        if key not in fields:
+            raise CaseSpecError(f"{spec!r}: {key}= is missing")
+    mean = _spec_number(spec, "mean", fields.get("mean", "0"))
+    std, a, b = (_spec_number(spec, k, fields[k]) for k in ("std", "a", "b"))
+    if not math.isfinite(mean):
+        raise CaseSpecError(f"{spec!r}: mean must be finite, got {mean}")
+    if not (math.isfinite(std) and std > 0):
+        raise CaseSpecError(f"{spec!r}: std must be finite and > 0, got {std}")
+    if a > b:
+        raise CaseSpecError(f"{spec!r}: a > b ({a} > {b})")
+    if a == b and math.isinf(a):
+        raise CaseSpecError(f"{spec!r}: a == b == {a} is not a point")
+    shape, own = DEFAULT_SHAPE, "shape" in fields
+    if own:
+        text = fields["shape"].lower()
+        try:
+            shape = () if text == "scalar" else tuple(int(d) for d in text.split("x"))
+        except ValueError:
+            raise CaseSpecError(f"{spec!r}: shape={fields['shape']!r} is not like 151936x4096") from None
+        if any(d <= 0 for d in shape):
+            raise CaseSpecError(f"{spec!r}: shape={fields['shape']!r} has a dimension < 1")
+    case_id = fields.get("id") or "case-" + hashlib.blake2b(
+        case_spec(mean, std, a, b, shape if own else None).encode(), digest_size=4).hexdigest()
+    if not case_id or set(case_id) - _ID_CHARS:
+        raise CaseSpecError(f"{spec!r}: id {case_id!r} may hold letters, digits, '_', '.', '-' only")
+    if case_id in _BY_ID:
+        raise CaseSpecError(f"{spec!r}: id {case_id!r} is a grid case's")
+    return Case(case_id, mean, std, a, b, tuple(shape), tuple(tags), f"--case {spec}",
+                spec=case_spec(mean, std, a, b, shape if own else None, case_id), own_shape=own)
 
 
 def case_by_id(case_id: str) -> Case:
@@ -204,6 +313,7 @@ class Profile:
     shape_cases: tuple | None = ()
     shape_classes: tuple = ()
     shape_calls: int = 4096
+    shape_n: int | None = None  # stage-1 samples of a shape-axis case (None: the profile's n)
     # Execution paths run by default (--paths).
     paths: tuple = ("eager",)
 
@@ -215,7 +325,7 @@ class Profile:
             return self.slow_draw_n
         n = self.n_cuda if self.n_cuda is not None and str(device).startswith("cuda") else self.n
         if case is not None and case.shape_class:
-            n = min(n, self.shape_calls * max(1, case.numel))
+            n = min(self.shape_n or n, self.shape_calls * max(1, case.numel))
         return n
 
 
@@ -229,7 +339,7 @@ PROFILES = {
                      shape_cases=("normal-2sigma",), shape_classes=EVERYDAY_SHAPES, shape_calls=64),
     "pr": Profile("pr", 1 << 22, "the default: the whole grid for one candidate in minutes on 2 cores",
                   slow_draw_n=1 << 18, shape_cases=PR_SHAPE_CASES,
-                  shape_classes=EVERYDAY_SHAPES + ("2^24",), shape_calls=4096),
+                  shape_classes=EVERYDAY_SHAPES + ("2^24",), shape_calls=4096, shape_n=1 << 20),
     "nightly": Profile("nightly", 1 << 27, "long CPU runs and GPUs (2^30 there); rates down to "
                        "~1e-8 per element; the sharded selection on 2 and 4 ranks; every case at "
                        "every shape; every execution path",

@@ -1,10 +1,12 @@
-"""Command line: `python -m reports show DIR | compare BASE NEW | merge DIR... --out DIR`.
+"""Command line: `python -m reports show DIR | compare BASE NEW | merge DIR... --out DIR | map DIR`.
 
 show     print summary.md of a report directory (rebuilt from the results when it is missing)
 compare  markdown diff of two runs; exit 1 when NEW fails what BASE passed, lost coverage that
          BASE had (unless --allow-missing GLOB), or did not finish (the PR gate)
 merge    one report from the shards of a run; exit 1 when a shard or group is missing (unless
          --allow-partial) or two shards ran one group
+map      draw the explored and grid cases on the (α, β) plane, one panel per dtype, as a PNG
+         (default DIR/map.png) and print its path
 
 Exit 2 with a one-line reason on stderr when an input cannot be read (or, for merge, when the
 inputs are not the shards of one run).
@@ -76,6 +78,13 @@ def _merge(args) -> int:
     return 0
 
 
+def _map(args) -> int:
+    from .map import render_map_dir
+
+    print(render_map_dir(args.dir, args.out))
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m reports", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -97,6 +106,10 @@ def main(argv=None) -> int:
     m.add_argument("--allow-partial", action="store_true",
                    help="exit 0 when shards or groups are missing (the report says what is missing)")
     m.set_defaults(fn=_merge)
+    fm = sub.add_parser("map", help="draw the failure map of a report directory (a PNG)")
+    fm.add_argument("dir")
+    fm.add_argument("--out", metavar="PATH", help="where to write the PNG (default DIR/map.png)")
+    fm.set_defaults(fn=_map)
     args = p.parse_args(argv)  # argparse itself exits 2 on bad usage
     try:
         return args.fn(args)

@@ -105,7 +105,32 @@ def _budget_table(limited: pd.DataFrame, with_device: bool) -> str:
     return "\n".join(out)
 
 
-def index_html(df: pd.DataFrame, env: dict | None, figs: dict | None = None) -> str:
+def _map_section(image: str, env: dict, boundaries) -> str:
+    """The failure map (reports.map's PNG) and the explorer's shrunk boundaries, all of them."""
+    facts = S.explore_text(env)
+    parts = ["<h2 id='failure-map'>Failure map</h2>",
+             "<p class='muted'>" + (f"{e(facts)}. " if facts else "")
+             + "Every explored and grid case on the plane of its standardized bounds "
+               "α = (a − μ)/σ, β = (b − μ)/σ, one panel per dtype; colour: the worst verdict over "
+               "its checks; size: −log10 p of its worst failing check; diamonds: grid cases; "
+               "±∞ at the panel edges. Black segments: the boundary of a failing region found by "
+               "shrinking (α vertical, β horizontal); notes: log σ and μ boundaries.</p>",
+             f"<figure><img src='{e(image)}' alt='failure map over the standardized bounds'>"
+             "</figure>"]
+    regions = [b for b in boundaries or () if isinstance(b, dict)]
+    if regions:
+        parts.append(f"<h3>Failure regions ({len(regions)})</h3><ul>")
+        parts += [f"<li>{e(S.region_text(b))}"
+                  + (f"<br><code>{e(b['repro'])}</code>" if b.get("repro") else "") + "</li>"
+                  for b in regions]
+        parts.append("</ul>")
+    return "\n".join(parts)
+
+
+def index_html(df: pd.DataFrame, env: dict | None, figs: dict | None = None,
+               map_image: str | None = None, boundaries=None) -> str:
+    """The page. `map_image`: the failure map's file name (reports.map), shown with the
+    explorer's `boundaries` (boundaries.json's items) in a "Failure map" section."""
     env = env or {}
     figs = figs or {}
     with_device = S.multi_device(df)
@@ -119,6 +144,8 @@ def index_html(df: pd.DataFrame, env: dict | None, figs: dict | None = None) -> 
         parts.append("<div class='coverage'><p><b>Coverage</b></p><ul>"
                      + "".join(f"<li>{e(line)}</li>" for line in env["coverage_problems"])
                      + "</ul></div>")
+    if map_image:
+        parts.append(_map_section(map_image, env, boundaries))
     order = env.get("cases") or ()
     for cand in S.candidates(df):
         sub = df[df["candidate"] == cand]
@@ -169,8 +196,9 @@ def index_html(df: pd.DataFrame, env: dict | None, figs: dict | None = None) -> 
     return "\n".join(parts)
 
 
-def write_index(df: pd.DataFrame, env: dict, report_dir: str, figs: dict | None = None) -> str:
+def write_index(df: pd.DataFrame, env: dict, report_dir: str, figs: dict | None = None,
+                map_image: str | None = None, boundaries=None) -> str:
     path = os.path.join(report_dir, "index.html")
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write(index_html(df, env, figs))
+        fh.write(index_html(df, env, figs, map_image, boundaries))
     return path

@@ -12,16 +12,26 @@ import warnings
 
 from .figures import render_figures
 from .html import write_index
+from .map import MAP_NAME, has_explored, read_boundaries, render_map
 from .store import device_name, environment, results_frame, write_tables
 from .summary import summary_markdown
 
 
 def write_views(df, env: dict, report_dir: str, figures: bool = True) -> None:
-    """summary.md, index.html and (for the case data present) the figures."""
+    """summary.md, index.html and (for the case data present) the figures; for a run that
+    explored the parameter space, the failure map (map.png) and the shrunk boundaries."""
     figs = render_figures(df, report_dir) if figures else {}
+    boundaries = read_boundaries(report_dir)
+    map_image = None
+    if figures and has_explored(df):
+        try:
+            render_map(df, os.path.join(report_dir, MAP_NAME), env, boundaries)
+            map_image = MAP_NAME
+        except Exception as exc:  # a broken map must not cost the report
+            warnings.warn(f"reports: no failure map: {type(exc).__name__}: {exc}", stacklevel=2)
     with open(os.path.join(report_dir, "summary.md"), "w", encoding="utf-8") as fh:
-        fh.write(summary_markdown(df, env))
-    write_index(df, env, report_dir, figs)
+        fh.write(summary_markdown(df, env, boundaries))
+    write_index(df, env, report_dir, figs, map_image, boundaries)
 
 
 def write_run(rows: list[dict], report_dir: str, run: dict | None = None) -> str:

@@ -239,7 +239,45 @@ def env_lines(env: dict, df: pd.DataFrame | None = None) -> list[str]:
     return [" · ".join(run), soft or "versions unknown", " · ".join(machine)]
 
 
-def summary_markdown(df: pd.DataFrame, env: dict | None = None) -> str:
+#: Boundary lines of the explorer's failure regions shown before "... N more" (boundaries.json
+#: and index.html list them all).
+MAX_REGION_LINES = 10
+
+
+def explore_text(env: dict) -> str:
+    """The exploration of a run in a few words (environment.json's ``explore``: n, seed, fwer);
+    "" when the run explored nothing."""
+    ex = env.get("explore") if isinstance(env, dict) else None
+    if not isinstance(ex, dict):
+        return ""
+    parts = [f"{ex['n']} explored case(s) (Sobol)" if ex.get("n") is not None else "explored cases"]
+    if ex.get("seed") is not None:
+        parts.append(f"seed {ex['seed']}")
+    if ex.get("fwer") is not None:
+        parts.append(f"family-wise false-alarm rate ≤ {fmt_num(ex['fwer'], 2) or ex['fwer']}")
+    return " · ".join(parts)
+
+
+def region_text(item: dict) -> str:
+    """One shrunk boundary in words: the harness's own ("line"), else built from its fields."""
+    text = item.get("line")
+    if not text:
+        d = {">=": "≥", "<=": "≤"}.get(item.get("direction"), item.get("direction") or "at")
+        name = {"alpha": "α", "beta": "β", "log_std": "log σ", "mean": "μ"}.get(
+            item.get("parameter"), item.get("parameter"))
+        text = (f"fails for {name} {d} {fmt_num(item.get('boundary'))} "
+                f"({item.get('case')}, {item.get('dtype')})")
+    return one_line(text)
+
+
+def region_line(item: dict) -> str:
+    """One shrunk boundary as a summary.md line, with the command that reproduces it."""
+    return "- " + region_text(item) + (f" · `{item['repro']}`" if item.get("repro") else "")
+
+
+def summary_markdown(df: pd.DataFrame, env: dict | None = None, boundaries=None) -> str:
+    """summary.md; `boundaries`: the explorer's shrunk boundaries (boundaries.json's items),
+    listed as "Failure regions" when there are any."""
     env = env or {}
     out = ["# Truncated-normal conformance", ""]
     c = counts(df)
@@ -300,6 +338,18 @@ def summary_markdown(df: pd.DataFrame, env: dict | None = None) -> str:
         if nx:
             out.append(f"{nx} known failure(s) (xfail) not listed; see index.html.")
             out.append("")
+    regions = [b for b in boundaries or () if isinstance(b, dict)]
+    if regions:
+        head = explore_text(env)
+        out.append(f"## Failure regions ({len(regions)})")
+        out.append("")
+        out.append("Where the failures of explored cases stop (bisection in α, β, log σ, μ)"
+                   + (f"; {head}" if head else "") + "; drawn on the failure map in index.html:")
+        out.append("")
+        out.extend(region_line(b) for b in regions[:MAX_REGION_LINES])
+        if len(regions) > MAX_REGION_LINES:
+            out.append(f"- … {len(regions) - MAX_REGION_LINES} more in index.html / boundaries.json")
+        out.append("")
     out.append(legend)
     out.append("")
     out.append("Environment:")

@@ -201,8 +201,8 @@ def check_generator(candidate, case, dtype, device, seed: int, timeout: float,
 
 
 #: The tensor the thread-count check fills: big enough that torch's CPU kernels split it across
-#: threads (their grain is 32768 elements).
-THREADS_SHAPE = (512, 512)
+#: threads (their grain is 32768 elements: two chunks or more).
+THREADS_SHAPE = (256, 256)
 
 
 def check_threads(candidate, case, dtype, device, seed: int, timeout: float) -> Result:

@@ -40,9 +40,14 @@ _ANCHOR_MULT64 = 0x9E3779B97F4A7C15 - (1 << 64)
 _MIX = 0x5851F42D4C957F2D
 
 
+#: Below this share of the continuous law's std, the rounded law's std (a law that is one atom
+#: up to masses like 1e-127) would make z astronomically large: z is scaled by the continuous std.
+MIN_SCALE_SHARE = 1e-6
+
+
 def new_summary(law, shape: tuple, dtype: torch.dtype) -> Summary:
     scale = float(law.std)
-    if not (scale > 0 and math.isfinite(scale)):
+    if not (math.isfinite(scale) and scale >= MIN_SCALE_SHARE * float(law.dist.std)):
         scale = float(law.dist.std)
     dist = law.dist
     return Summary(

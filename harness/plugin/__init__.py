@@ -401,6 +401,9 @@ def pytest_sessionfinish(session, exitstatus):
     empty_share = s.partition is not None and not s.partition.groups
     if empty_share and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK  # N > groups: this shard has nothing to run
+    if s.options.explore and session.exitstatus != pytest.ExitCode.INTERRUPTED:
+        for b in s.shrink_failures(lambda text: _say(config, text)):
+            _say(config, f"harness: {b.line}\n  reproduce: {b.repro}")
     if not s.report_dir or s.row_log is None:
         return
     if session.exitstatus == pytest.ExitCode.INTERRUPTED:

@@ -18,7 +18,10 @@ from dataclasses import dataclass
 from reference.dtypes import DEFAULT_DTYPE_NAMES
 
 from ..cases import (GRID, PATHS, PROFILES, SHAPE_CLASSES, SHARDED_CASES, SHARDED_DTYPES,
-                     case_by_id, case_by_label)
+                     CaseSpecError, case_by_id, case_by_label, parse_case_spec)
+from ..checks import STATISTICAL_CHECKS
+from ..explore import explore_alpha_fail, explored_cases
+from ..recorded import RecordingError, cases_from
 from ..fleet.partition import PartitionError, ShardSpec, load_durations, resolve_shard
 from ..sharded.layout import PLACEMENTS, RANK_SEEDS
 
@@ -53,6 +56,18 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
     g.addoption("--cases", default=None, metavar="IDS",
                 help="comma-separated case ids (default: all); id:SHAPE names one shape-axis "
                      "group, id+PATH one path group")
+    g.addoption("--case", action="append", default=[], metavar="SPEC",
+                help="a case as data: 'mean=0,std=0.02,a=-0.04,b=0.04[,shape=151936x4096][,id=NAME]' "
+                     "(bounds may be inf/-inf); repeatable; without a shape it takes the grid's "
+                     "and the shape axis")
+    g.addoption("--cases-from", action="append", default=[], metavar="FN",
+                help="module:fn or path/file.py:fn that builds and initializes a model: the "
+                     "torch.nn.init.trunc_normal_ calls it makes become the cases (repeatable)")
+    g.addoption("--explore", default=None, metavar="N",
+                help="N cases drawn from the whole parameter space (a scrambled Sobol design, "
+                     "harness.explore), failing ones shrunk to the boundary of their region")
+    g.addoption("--explore-seed", default=None, metavar="S",
+                help="the design's seed (default: --seed); the same seed gives the same cases")
     g.addoption("--shapes", default=None, metavar="LIST",
                 help="the shape axis: shape classes each case is also drawn at, 'none', or 'all' "
                      f"(default: the profile's; known: {', '.join(SHAPE_CLASSES)})")
@@ -131,6 +146,8 @@ class Options:
     sharded_dtypes: tuple = ()
     shapes: tuple | None = None  # shape classes (None: the profile's)
     paths: tuple | None = None  # execution paths (None: the profile's)
+    explore: int = 0  # explored cases (among `cases`)
+    explore_seed: int | None = None
 
 
 def csv_list(value: str) -> list[str]:
@@ -199,12 +216,7 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
         raise OptionError(f"--dtypes: unknown {', '.join(unknown)}; known: {', '.join(known_dtypes)}")
     if not dtypes:
         raise OptionError("--dtypes: empty list")
-    try:
-        cases = tuple(case_by_label(c) for c in csv_list(opt.cases)) if opt.cases else GRID
-    except KeyError as exc:
-        raise OptionError(f"--cases: {exc.args[0]}") from None
-    if not cases:
-        raise OptionError("--cases: empty list")
+    cases, explore, explore_seed = _cases(opt, seed, dtypes, known_dtypes)
     devices = tuple(csv_list(opt.devices)) if opt.devices else None
     if opt.devices is not None and not devices:
         raise OptionError("--devices: empty list")
@@ -243,7 +255,61 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
                    xfails_file=xfails_file, shard=shard, durations_from=durations_from,
                    durations=durations, world_sizes=world_sizes, placements=placements,
                    rank_seeds=rank_seeds, sharded_cases=sharded_cases,
-                   sharded_dtypes=sharded_dtypes, shapes=shapes, paths=paths)
+                   sharded_dtypes=sharded_dtypes, shapes=shapes, paths=paths, explore=explore,
+                   explore_seed=explore_seed)
+
+
+def _cases(opt, seed: int, dtypes: tuple, known_dtypes) -> tuple:
+    """(cases, explored count, explore seed): --cases (ids, labels, or 'grid'), --case specs,
+    --cases-from models and --explore points, in that order; the grid when none is given."""
+    cases: list = []
+    if opt.cases is not None:
+        names = csv_list(opt.cases)
+        if not names:
+            raise OptionError("--cases: empty list")
+        try:
+            for name in names:
+                cases += list(GRID) if name == "grid" else [case_by_label(name)]
+        except KeyError as exc:
+            raise OptionError(f"--cases: {exc.args[0]}") from None
+    for spec in getattr(opt, "case", None) or ():
+        try:
+            cases.append(parse_case_spec(spec))
+        except CaseSpecError as exc:
+            raise OptionError(f"--case {exc}") from None
+    for spec in getattr(opt, "cases_from", None) or ():
+        try:
+            recorded = cases_from(spec)
+        except RecordingError as exc:
+            raise OptionError(str(exc)) from None
+        unknown = {d for c in recorded for d in c.dtypes} - set(known_dtypes)
+        if unknown:
+            raise OptionError(f"--cases-from {spec!r}: the model initializes {', '.join(sorted(unknown))}, "
+                              f"which the harness does not know")
+        cases += recorded
+    explore, explore_seed = 0, None
+    if getattr(opt, "explore", None) is not None:
+        explore = _number("--explore", opt.explore, integer=True)
+        _require("--explore", opt.explore, 1 <= explore <= MAX_EXPLORE, f"an integer in [1, {MAX_EXPLORE}]")
+        explore_seed = seed
+        if getattr(opt, "explore_seed", None) is not None:
+            explore_seed = _number("--explore-seed", opt.explore_seed, integer=True)
+            _require("--explore-seed", opt.explore_seed, 0 <= explore_seed < 2**63,
+                     "an integer in [0, 2^63)")
+        alpha_suspect = _alpha("--alpha-suspect", opt.alpha_suspect)
+        level = explore_alpha_fail(explore * len(dtypes), len(STATISTICAL_CHECKS), alpha_suspect,
+                                   _alpha("--alpha-fail", opt.alpha_fail))
+        cases += explored_cases(explore, explore_seed, level)
+    elif getattr(opt, "explore_seed", None) is not None:
+        raise OptionError("--explore-seed: no --explore N given")
+    if not cases:
+        cases = list(GRID)
+    seen: dict = {}
+    for c in cases:
+        if c.id in seen:
+            raise OptionError(f"--cases/--case: the case {c.id!r} is given twice")
+        seen[c.id] = c
+    return tuple(cases), explore, explore_seed
 
 
 def _shapes(text) -> tuple | None:
@@ -276,6 +342,7 @@ def _partition(opt, environ) -> tuple:
 
 
 MAX_WORLD_SIZE = 1024
+MAX_EXPLORE = 100_000
 
 
 def _choices(name: str, text, known: tuple) -> tuple:

@@ -22,7 +22,8 @@ def row_skeleton(param, check: str) -> dict:
         row.update(case_id=case.id, world_size=layout.world_size, placement=layout.placement,
                    rank_seeds=layout.rank_seeds)
     if case is not None:
-        row.update(mean=case.mean, std=case.std, a=case.a, b=case.b, shape=case.shape_text,
+        row.update(mean=float(case.mean), std=float(case.std), a=float(case.a), b=float(case.b),
+                   alpha=float(case.alpha), beta=float(case.beta), shape=case.shape_text,
                    shape_class=case.shape_class or "grid", path=getattr(param, "path", "eager"))
     return row
 

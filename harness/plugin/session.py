@@ -9,6 +9,7 @@ The pytest plugin (`harness.plugin`) and the Python API (`harness.api`) both dri
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shlex
@@ -31,8 +32,10 @@ from ..fleet.groups import GroupLedger, group_of_nodeid
 from ..fleet.partition import plan
 from ..cases import BIG_SHAPE_CASES, PROFILES, SHAPE_CLASSES, shaped
 from ..cases import on_path as case_on_path
+from ..explore import EXPLORE_FWER
 from ..runner import (RunConfig, RunnerCache, all_check_names, checks_for, on_path,
                       run_candidate_check)
+from ..runner.shrink import SHRINK_CASES, fails, shrink
 from ..sharded.layout import Layout
 from ..sharded.runner import ShardedRunnerCache, sharded_skip_reason
 from .crashes import CrashLedger
@@ -43,6 +46,8 @@ from .xfails import XfailPattern, load_xfails
 
 #: Inside the report dir: leases of draws in progress (harness.runner.leases).
 INFLIGHT_DIR = ".inflight"
+#: Inside the report dir: the shrunk boundaries of the explored cases that failed.
+BOUNDARIES_FILE = "boundaries.json"
 #: The order of a group's checks (its draw is made by the first and shared by the rest).
 CHECK_ORDER = all_check_names() + SHARDED_CHECK_NAMES + CANDIDATE_API_CHECKS
 
@@ -163,7 +168,7 @@ class HarnessSession:
         if 1 in self.world_sizes:
             for cand in self.candidates:
                 for case in self.cases:
-                    for dtype in self.dtypes:
+                    for dtype in self.dtypes_of(case):
                         for device in self.devices:
                             yield Combo(cand, case, dtype, device)
                             for shape in self.shapes_for(case, dtype, device):
@@ -171,6 +176,12 @@ class HarnessSession:
                             for path in self.paths_for(case):
                                 yield Combo(cand, case_on_path(case, path), dtype, device)
         yield from self.sharded_combos()
+
+    def dtypes_of(self, case) -> list:
+        """The dtypes `case` is judged in: its own (a model's recorded calls), else the run's."""
+        if case.dtypes:
+            return [DTYPES[d] for d in case.dtypes]
+        return self.dtypes
 
     def paths_for(self, case) -> tuple:
         """The paths a grid case also runs on (--paths, or the profile's), beyond its own."""
@@ -183,8 +194,8 @@ class HarnessSession:
         the profile's selection; the big CUDA-only ones only on CUDA, a dtype-bound one in its
         dtype, the big ones at pr only on `BIG_SHAPE_CASES`."""
         opt, profile = self.options, PROFILES[self.options.profile]
-        if case.shape_class or case.path != "eager":
-            return []  # a case named on the command line as one shape or path is just that
+        if case.shape_class or case.path != "eager" or case.own_shape:
+            return []  # a case named as one shape or path, or given with its shape, is just that
         if opt.shapes is not None:
             names = opt.shapes
         elif profile.shape_cases is None or case.id in profile.shape_cases:
@@ -275,6 +286,12 @@ class HarnessSession:
         param = self.param_of_group(group_of_nodeid(nodeid))
         return row_skeleton(param, match.group(1)) if param is not None else None
 
+    def case_of(self, case_id: str):
+        """The case of this run with id `case_id` (None when it is not one)."""
+        if not hasattr(self, "_cases_by_id"):
+            self._cases_by_id = {c.id: c for c in self.cases}
+        return self._cases_by_id.get(case_id)
+
     def param_of_group(self, group: str):
         """The Combo or ApiCombo whose id is `group` (None for a group not of this run)."""
         if not hasattr(self, "_params_by_id"):
@@ -288,13 +305,21 @@ class HarnessSession:
         return None
 
     def repro(self, candidate, case_id, dtype, device, check, samples: int | None = None,
-              layout: Layout | None = None) -> str:
+              layout: Layout | None = None, spec: str | None = None,
+              alpha_fail: float | None = None) -> str:
         """The one command that reruns this check on exactly these streams. `samples`: the n
         stage 1 drew, where a budget was in force (a budget stops at a time that depends on the
         machine; an explicit --samples is drawn in full, so the rerun draws the same n)."""
         cfg = self.run_config
         parts = ["pytest", "suites", "--candidate", candidate.spec]
-        if case_id != "api":
+        case = self.case_of(case_id) if case_id not in ("api", None) else None
+        if spec is not None:
+            parts += ["--case", spec]
+        elif case is not None and case.spec:
+            parts += ["--case", case.spec]
+            if not case.own_shape:
+                parts += ["--shapes", "none", "--paths", "eager"]  # this group only
+        elif case_id not in ("api", None):
             parts += ["--cases", case_id]
             if ":" not in case_id and "+" not in case_id and layout is None:
                 parts += ["--shapes", "none", "--paths", "eager"]  # this group only
@@ -304,16 +329,19 @@ class HarnessSession:
             parts += ["--world-sizes", str(layout.world_size), "--placements", layout.placement]
             if layout.rank_seeds != "same":
                 parts += ["--rank-seeds", layout.rank_seeds]
-        elif case_id != "api" and self.world_sizes != (1,):
+        elif case_id not in ("api", None) and self.world_sizes != (1,):
             parts += ["--world-sizes", "1"]
         samples = samples or cfg.samples
         if samples:
             parts += ["--samples", str(samples)]
         if cfg.bounds != "rounded":
             parts += ["--bounds", cfg.bounds]
+        if alpha_fail is None:
+            alpha_fail = (case.alpha_fail if case is not None and case.alpha_fail is not None
+                          else cfg.alpha_fail)
         for flag, value, default in (("--case-timeout", cfg.case_timeout, DEFAULT_CASE_TIMEOUT),
                                      ("--alpha-suspect", cfg.alpha_suspect, DEFAULT_ALPHA),
-                                     ("--alpha-fail", cfg.alpha_fail, DEFAULT_ALPHA)):
+                                     ("--alpha-fail", alpha_fail, DEFAULT_ALPHA)):
             if value != default:
                 parts += [flag, f"{value:g}"]
         parts += ["-k", f"test_{check}"]
@@ -330,7 +358,12 @@ class HarnessSession:
                 "candidates": [{"name": c.name, "spec": c.spec, "version": c.version}
                                for c in self.candidates],
                 "devices": list(self.devices), "cases": [c.id for c in self.cases],
-                "n_stage1": cfg.n(1), "n_stage2": cfg.n(2)}
+                "n_stage1": cfg.n(1), "n_stage2": cfg.n(2),
+                **({"explore": {"n": self.options.explore, "seed": self.options.explore_seed,
+                                "fwer": EXPLORE_FWER,
+                                "alpha_fail": next((c.alpha_fail for c in self.cases
+                                                    if "explore" in c.tags), None)}}
+                   if self.options.explore else {})}
 
     # -- the report directory: opened at start-up, rows as they come, finished at the end -----
     def open_report(self) -> None:
@@ -383,6 +416,39 @@ class HarnessSession:
                                                       status="complete" if whole else "partial",
                                                       files=files))
         return self.written
+
+    def shrink_failures(self, say=None) -> list:
+        """Shrink the failing explored cases (`harness.runner.shrink`: the first SHRINK_CASES per
+        candidate, dtype and device) and write REPORT_DIR/boundaries.json; the boundaries."""
+        failing: dict = {}
+        for row in self.rows:
+            case = self.case_of(row.get("case", ""))
+            if case is None or "explore" not in case.tags or row.get("verdict") != "fail":
+                continue
+            key = (row.get("candidate_spec"), row["dtype"], row["device"])
+            cases = failing.setdefault(key, [])
+            if case not in cases:
+                cases.append(case)
+        by_spec = {c.spec: c for c in self.candidates}
+        found = []
+        for (spec, dtype_text, device), cases in failing.items():
+            candidate, dtype = by_spec.get(spec), DTYPES[dtype_text]
+            if candidate is None:
+                continue
+            for case in sorted(cases, key=lambda c: c.id)[:SHRINK_CASES]:
+                if say is not None:
+                    say(f"harness: shrinking {case.id} ({dtype_text}) for {candidate.name}")
+                boundaries = shrink(case, dtype_text,
+                                    lambda c: fails(candidate, c, dtype, device, self.run_config))
+                for b in boundaries:
+                    b.repro = self.repro(candidate, None, dtype, device, "*", spec=b.repro,
+                                         alpha_fail=case.alpha_fail).replace(" -k test_*", "")
+                found += boundaries
+        if self.report_dir:
+            with open(os.path.join(self.report_dir, BOUNDARIES_FILE), "w", encoding="utf-8") as fh:
+                json.dump([b.as_dict() for b in found], fh, indent=1, default=str)
+        self.boundaries = found
+        return found
 
     def manifest(self, exitstatus: int | None, command: str, status: str = "complete",
                  files: dict | None = None) -> dict:

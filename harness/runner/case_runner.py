@@ -110,10 +110,12 @@ class CaseRunner:
 
     def n_requested(self, stage: int) -> int:
         """Stage 1 asks for the configured n; stage 2 for STAGE2_FACTOR times what stage 1 drew
-        when a budget stopped it (so `--samples <that n>` reproduces both stages), else for
-        STAGE2_FACTOR times the configured n."""
-        s1 = self._summaries.get(1)
-        if stage == 2 and self.budget_limited:
+        when a budget stopped it (so `--samples <that n>` reproduces both stages), or when stage
+        1 drew far more than n (a tensor of more elements than n: at least two calls of it),
+        else for STAGE2_FACTOR times the configured n."""
+        s1 = self.cached_summary(1)
+        if stage == 2 and s1 is not None and (self.budget_limited
+                                              or s1.n >= 2 * self.config.n(1, self.device, self.case)):
             return STAGE2_FACTOR * s1.n
         return self.config.n(stage, self.device, self.case)
 
@@ -238,6 +240,11 @@ class CaseRunner:
         cfg = self.config
         case = self.case
         if check in CASE_API_CHECKS:
+            s1 = self._summaries.get(1)
+            if isinstance(s1, CandidateFailure) and s1.kind == "hang":
+                # The case's draw already waited out the deadline: every probe would too.
+                return Result(check, "fail", f"not run: the candidate does not return on "
+                              f"{case.id} ({s1}); {check} needs calls that return"), ()
             timeout = min(cfg.case_timeout, 30.0)
             if check == "contract":
                 def call():
@@ -268,7 +275,7 @@ class CaseRunner:
 
         if check in SUMMARY_CHECKS + SHAPE_CHECKS:
             if check == "finite":
-                r = check_finite(s1)
+                r = check_finite(s1, self.law)
             elif check == "inplace":
                 r = check_inplace(s1)
             elif check == "written":
@@ -286,14 +293,22 @@ class CaseRunner:
         (a sharded case adds its own, see harness.distributed.ShardedCaseRunner)."""
         return STATISTICAL_CHECKS
 
+    @property
+    def alpha_fail(self) -> float:
+        """The stage-2 level: the run's, or the case's own where a family of cases holds a
+        stated family-wise rate (the explorer's, `harness.explore`)."""
+        own = getattr(self.case, "alpha_fail", None)
+        return own if own is not None else self.config.alpha_fail
+
     def _two_stage(self, check: str, s1):
         cfg = self.config
+        alpha_fail = self.alpha_fail
         fn = self.statistical_checks()[check]
-        o1 = fn(s1, self.law, alpha=cfg.alpha_fail)
+        o1 = fn(s1, self.law, alpha=alpha_fail)
         base = dict(statistic=o1.statistic, p_value=o1.p_value, p_value_stage1=o1.p_value,
                     n=s1.n, n_stage1=s1.n, seed=self.seed(1), effect=o1.effect,
                     effect_unit=o1.effect_unit, mde=o1.mde, alpha_suspect=cfg.alpha_suspect,
-                    alpha_fail=cfg.alpha_fail, details=dict(o1.details))
+                    alpha_fail=alpha_fail, details=dict(o1.details))
         if not o1.applicable:
             return Result(check, "skip", o1.message or "not applicable to this law", **base), (1,)
         if o1.decisive:
@@ -304,12 +319,12 @@ class CaseRunner:
         s2 = self.summary(2)
         if isinstance(s2, CandidateFailure):
             return self._failed_run(check, s2, 2), (1, 2)
-        o2 = fn(s2, self.law, alpha=cfg.alpha_fail)
+        o2 = fn(s2, self.law, alpha=alpha_fail)
         base.update(statistic=o2.statistic, p_value=o2.p_value, p_value_stage2=o2.p_value,
                     n=s2.n, n_stage2=s2.n, seed_stage2=self.seed(2), effect=o2.effect,
                     effect_unit=o2.effect_unit, mde=o2.mde)
         base["details"].update(o2.details)
-        verdict = "fail" if (o2.decisive or o2.p_value < cfg.alpha_fail) else "pass"
+        verdict = "fail" if (o2.decisive or o2.p_value < alpha_fail) else "pass"
         prefix = (f"stage 1 p={o1.p_value:.3g} at n={s1.n}; stage 2 p={o2.p_value:.3g} at n={s2.n}: ")
         return Result(check, verdict, prefix + o2.message, **base), (1, 2)
 
