@@ -159,8 +159,9 @@ def parse_case_spec(spec: str, tags: tuple = ("custom",)) -> Case:
             continue
         key, sep, value = part.partition("=")
         key = key.strip()
-        if not sep:
-            raise CaseSpecError(f"{spec!r}: {part.strip()!r} is not key=value")
+        if not sep or "=" in value:
+            raise CaseSpecError(f"{spec!r}: {part.strip()!r} is not key=value (fields are "
+                                f"separated by ',')")
         if key not in SPEC_KEYS:
             raise CaseSpecError(f"{spec!r}: unknown key {key!r}; known: {', '.join(SPEC_KEYS)}")
         if key in fields:

@@ -1,7 +1,11 @@
 """Which devices a run draws on: the names it accepts, the default (cpu and every CUDA device
-present), and why a device named but absent here gives skip rows instead of errors."""
+present), and why a device named but absent here, or a tensor larger than its memory, gives
+skip rows instead of errors."""
 
 from __future__ import annotations
+
+import math
+import os
 
 import torch
 
@@ -40,3 +44,49 @@ def default_devices() -> list[str]:
     if torch.cuda.is_available():
         devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
     return devices
+
+
+#: Bytes of device memory one element of a call's tensor needs while it is drawn and folded: the
+#: tensor, its chunk copy and the fold's int64 key temporaries, with the exact sampler's float64
+#: work. Measured on CPU: peak RSS grows by 51 B per element of a float32 call between 2^24 and
+#: 2^25 elements (benchmarks/engine_speed.py prints the figure); 64 leaves headroom.
+BYTES_PER_ELEMENT = 64
+
+
+def available_memory(device) -> int | None:
+    """Bytes the device can still hand out (None where it cannot be told)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        try:
+            return int(torch.cuda.mem_get_info(device)[0])
+        except (RuntimeError, AssertionError):
+            return None
+    if device.type == "cpu":
+        try:
+            with open("/proc/meminfo") as meminfo:
+                for line in meminfo:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        try:
+            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
+    return None
+
+
+def memory_skip_reason(shape, device, available=None) -> str | None:
+    """Why one call of `shape` cannot be drawn on `device` (None: it fits, or memory cannot be
+    told): an estimate of `BYTES_PER_ELEMENT` per element against the memory free now."""
+    numel = math.prod(tuple(shape)) if len(tuple(shape)) else 1
+    needed = numel * BYTES_PER_ELEMENT
+    if available is None:
+        available = available_memory(device)
+    if available is None or needed <= available:
+        return None
+    gib = 1 << 30
+    dims = "x".join(str(d) for d in shape)
+    return (f"shape {dims} ({numel} elements) needs about {needed / gib:.1f} GiB on {device} "
+            f"({BYTES_PER_ELEMENT} B per element drawn and folded); {available / gib:.1f} GiB "
+            f"free here")

@@ -39,7 +39,8 @@ from ..runner.shrink import SHRINK_CASES, fails, shrink
 from ..sharded.layout import Layout
 from ..sharded.runner import ShardedRunnerCache, sharded_skip_reason
 from .crashes import CrashLedger
-from .devices import check_device_name, default_devices, device_skip_reason
+from .devices import (check_device_name, default_devices, device_skip_reason,
+                      memory_skip_reason)
 from .options import DEFAULT_ALPHA, DEFAULT_CASE_TIMEOUT, OptionError, Options
 from .rows import row_skeleton
 from .xfails import XfailPattern, load_xfails
@@ -275,7 +276,18 @@ class HarnessSession:
                   or candidate.skip_reason(dtype, device, getattr(combo, "case", None)))
         if reason is None and getattr(combo, "layout", None) is not None:
             reason = sharded_skip_reason(combo.layout, device, tuple(combo.case.shape))
+        if reason is None and getattr(combo, "case", None) is not None:
+            reason = self._memory_reason(tuple(combo.case.shape), device)
         return reason
+
+    def _memory_reason(self, shape: tuple, device) -> str | None:
+        # Asked once per (shape, device): the free memory of a busy device moves between tests,
+        # and every group of a shape should get the same verdict.
+        cache = self.__dict__.setdefault("_memory_reasons", {})
+        key = (shape, str(device))
+        if key not in cache:
+            cache[key] = memory_skip_reason(shape, device)
+        return cache[key]
 
     def skeleton_from_nodeid(self, nodeid: str) -> dict | None:
         """Row skeleton of a test from its node id alone: the xdist controller collects nothing,
