@@ -1,5 +1,6 @@
-"""What only the place of an element in a tensor reveals: `check_position` (the law of the
-elements a kernel treats apart: the first and last, the vector-loop remainders, the row ends) and
+"""What only the place of an element in a tensor reveals: `check_position` (whether the elements
+a kernel treats apart, the first and last, the vector-loop remainders, the row ends, follow the
+law of the rest of the tensor) and
 `check_repetition` (a stretch of the output that appears twice: a counter that wraps, an offset
 reused by the next call).
 
@@ -33,50 +34,94 @@ def _bins(law):
     return cached_on_law(law, "_position_bins", position_bins)
 
 
-def _class_test(counts: np.ndarray, masses: np.ndarray):
-    """(X2, df, p, w, worst group, observed, expected) of one class against the masses; None when
-    the class holds too few elements for two merged groups."""
-    n = float(counts.sum())
-    if n <= 0:
+def group_totals(summary: Summary, law, edges: np.ndarray, groups: int) -> np.ndarray:
+    """Elements of the whole draw in each coarse group (`position_bins`), from the Summary's
+    histogram: every histogram bin (a fine bin for a narrow law) lies inside one group, the group
+    of its largest value (edges fall on bin boundaries). Bins without a finite value (NaN, inf)
+    go to the first or last group by their side, as the engine's searchsorted puts those values."""
+    if law.fine_bins is not None and summary.fine_hist is not None:
+        lo, hi = law.fine_bin_bounds()
+        inner = np.asarray(summary.fine_hist, dtype=np.float64)
+        counts = inner[1:-1]
+        below, above = float(inner[0]), float(inner[-1])
+    else:
+        lo, hi = law.fmt.hist_bin_bounds()
+        counts = np.asarray(summary.hist, dtype=np.float64)
+        below = above = 0.0
+    hi, lo = np.asarray(hi, dtype=np.float64), np.asarray(lo, dtype=np.float64)
+    side = np.where(np.arange(hi.size) < hi.size // 2, -np.inf, np.inf)
+    value = np.where(np.isfinite(hi), hi, np.where(np.isfinite(lo), lo, side))
+    group = np.minimum(np.searchsorted(edges, value, side="left"), groups - 1)
+    totals = np.bincount(group, weights=counts, minlength=groups)[:groups]
+    totals[0] += below
+    totals[-1] += above
+    return totals
+
+
+def _class_test(counts: np.ndarray, totals: np.ndarray, masses: np.ndarray):
+    """(X2, df, p, w, n_eff, worst group, observed, expected) of one class against the rest of
+    the draw (a 2 x G homogeneity chi-square, groups merged by the law's masses to expect
+    POSITION_MIN_EXPECTED in the class); None when the class or the rest is too small for two
+    merged groups."""
+    n_c = float(counts.sum())
+    rest = np.maximum(totals - counts, 0.0)
+    n_r = float(rest.sum())
+    if n_c <= 0 or n_r <= 0:
         return None
-    pos, starts = gof_groups(masses, n, POSITION_MIN_EXPECTED)
+    pos, starts = gof_groups(masses, n_c, POSITION_MIN_EXPECTED)
     df = int(starts.size) - 1
     if df < 1:
         return None
-    p_pos = masses[pos] / masses[pos].sum()
-    exp = np.add.reduceat(n * p_pos, starts)
-    obs = np.add.reduceat(counts[pos].astype(np.float64), starts)
-    resid = (obs - exp) / np.sqrt(exp)
-    x2 = float(np.sum(resid * resid))
+    # Values outside every positive-mass group (impossible ones) count with their neighbours:
+    # what they say is the finite/bounds checks' business; here only where they fall matters.
+    cuts = pos[starts]
+    cuts[0] = 0
+    obs_c = np.add.reduceat(counts, cuts)
+    obs_r = np.add.reduceat(rest, cuts)
+    both = obs_c + obs_r
+    live = both > 0
+    obs_c, obs_r, both = obs_c[live], obs_r[live], both[live]
+    df = int(both.size) - 1
+    if df < 1:
+        return None
+    n = n_c + n_r
+    exp_c, exp_r = n_c * both / n, n_r * both / n
+    resid = (obs_c - exp_c) / np.sqrt(exp_c)
+    x2 = float(np.sum(resid * resid) + np.sum((obs_r - exp_r) ** 2 / exp_r))
+    n_eff = n_c * n_r / n
     j = int(np.argmax(np.abs(resid)))
-    return (x2, df, clip_p(stats.chi2.sf(x2, df)), math.sqrt(max(x2 - df, 0.0) / n),
-            int(pos[starts[j]]), float(obs[j]), float(exp[j]))
+    return (x2, df, clip_p(stats.chi2.sf(x2, df)), math.sqrt(max(x2 - df, 0.0) / n_eff), n_eff,
+            int(np.flatnonzero(live)[j]), float(obs_c[j]), float(exp_c[j]))
 
 
 @quiet
 def check_position(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
-    """Per position class, chi-square of its elements' coarse groups against the law's masses
-    (groups merged to expect >= POSITION_MIN_EXPECTED); Bonferroni over the classes tested."""
-    unit = "Cohen's w (worst position class)"
+    """Per position class, its elements' coarse groups against the rest of the draw's (2 x G
+    chi-square of homogeneity; groups merged by the law's masses); Bonferroni over the classes
+    tested. A sampler wrong everywhere fails the marginal checks, not this one: it says that some
+    positions are drawn from another law than the others."""
+    unit = "Cohen's w (worst position class vs the rest)"
     classes = summary.position_classes
     if summary.position_counts is None or not classes:
         return not_applicable("no position classes (a tensor of one element, a law of one "
                               "group, or a sharded part)", unit)
-    _, masses = _bins(law)
+    edges, masses = _bins(law)
+    position_counts = np.asarray(summary.position_counts, dtype=np.float64)
+    totals = group_totals(summary, law, edges, position_counts.shape[1])
     tested = []
-    for name, counts in zip(classes, np.asarray(summary.position_counts)):
-        result = _class_test(np.asarray(counts, dtype=np.float64), masses)
+    for name, counts in zip(classes, position_counts):
+        result = _class_test(counts, totals, masses)
         if result is not None:
             tested.append((name, int(counts.sum()), result))
     if not tested:
         return not_applicable("every position class holds too few elements at this n", unit)
     p, k = bonferroni([r[2] for _, _, r in tested])
-    name, n_c, (x2, df, _, w, group, obs, exp) = tested[k]
-    smallest = min(tested, key=lambda t: t[1])
-    mde = w_mde(smallest[2][1], smallest[1], alpha / len(tested))
-    msg = (f"class {name} ({n_c} elements): chi2 {x2:.4g} on {df} df (w {w:.3g}); coarse group "
-           f"{group} of {masses.size}: {obs:.0f} observed vs {exp:.4g} expected; "
-           f"{len(tested)} of {len(classes)} classes tested")
+    name, n_c, (x2, df, _, w, _, group, obs, exp) = tested[k]
+    smallest = min(tested, key=lambda t: t[2][4])
+    mde = w_mde(smallest[2][1], smallest[2][4], alpha / len(tested))
+    msg = (f"class {name} ({n_c} elements) vs the rest of the tensor: chi2 {x2:.4g} on {df} df "
+           f"(w {w:.3g}); coarse group {group} of {masses.size}: {obs:.0f} observed vs {exp:.4g} "
+           f"expected from the other positions; {len(tested)} of {len(classes)} classes tested")
     return Outcome(statistic=x2, p_value=p, effect=w, effect_unit=unit, mde=mde, message=msg,
                    details={"class": name, "classes_tested": [t[0] for t in tested]})
 
@@ -132,9 +177,10 @@ def position_mde(law, n: int, shape: tuple, alpha: float = 1e-3) -> float:
     sizes = []
     for _, idx in position_classes(tuple(shape)):
         n_c = calls * idx.size
+        n_r = calls * numel - n_c
         _, starts = gof_groups(masses, n_c, POSITION_MIN_EXPECTED)
-        if starts.size >= 2:
-            sizes.append((n_c, int(starts.size) - 1))
+        if starts.size >= 2 and n_r > 0:
+            sizes.append((n_c * n_r / (n_c + n_r), int(starts.size) - 1))
     if not sizes:
         return math.nan
     n_c, df = min(sizes)

@@ -242,7 +242,7 @@ def pytest_xdist_node_collection_finished(node, ids):
 def warn_stale_xfails(config, s: "HarnessSession") -> None:
     """array-api-tests style: warn about xfails lines that match no test of the configured
     candidates on the whole grid (not merely the tests this run selected)."""
-    for p in stale_lines(s.xfails, s.candidates, s.sharded_cases, s.layouts):
+    for p in stale_lines(s.xfails, s.candidates, s.sharded_cases, s.layouts, s.cases):
         config.issue_config_time_warning(
             pytest.PytestConfigWarning(f"xfails file line {p.line}: {p.pattern!r} matches no test"),
             stacklevel=2)

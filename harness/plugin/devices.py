@@ -49,7 +49,8 @@ def default_devices() -> list[str]:
 #: Bytes of device memory one element of a call's tensor needs while it is drawn and folded: the
 #: tensor, its chunk copy and the fold's int64 key temporaries, with the exact sampler's float64
 #: work. Measured on CPU: peak RSS grows by 51 B per element of a float32 call between 2^24 and
-#: 2^25 elements (benchmarks/engine_speed.py prints the figure); 64 leaves headroom.
+#: 2^25 elements (`--case ...,shape=4096x4096` and `8192x4096` under /usr/bin/time -f %M, exact
+#: sampler); 64 leaves headroom.
 BYTES_PER_ELEMENT = 64
 
 
