@@ -1,7 +1,7 @@
 """Is the harness cheap next to the samplers it tests? The engine benchmark of issue 6.
 
 For each dtype, n and candidate, on one case (default ``normal-2sigma``, N(0,1) on +-2 sigma,
-shape 256x256), a fresh subprocess (``--one``) does what `harness.run.CaseRunner` does for stage 1
+shape 256x256), a fresh subprocess (``--one``) does what `harness.runner.CaseRunner` does for stage 1
 of a case, and times every piece:
 
 1. ``law_s``: ``reference.rounded_law`` of the case and its mass bins (32/64-bit), plus the

@@ -15,7 +15,7 @@ dim). A statistical fail needs p < alpha at stage 1 and again at stage 2 on 4x n
 to the MDE at n, stage 2 (4x n) has power ~1, so P(fail) ~ 0.5.
 
 (b) **Power table.** Per known-bad built-in (`candidates.REGISTRY`, ``known_bad=True``), on the case
-and dtype where its defect shows (`PLAN`, the same as tests/test_power.py): each named check
+and dtype where its defect shows (`PLAN`, the same as tests/calibration/test_power.py): each named check
 (``caught_by``) with the defect's effect in that check's unit, computed from the *defect's law*
 (no sampling, except for torch-legacy's bf16 hit rate; see below), and the **n needed**: the
 smallest n at which the effect reaches the check's MDE (bisection over n on the ``*_mde``
@@ -86,7 +86,7 @@ from reference import TruncatedNormal, rounded_law  # noqa: E402
 
 MDE_CASES = (("normal-2sigma", torch.float32), ("abs-bounds-trap", torch.bfloat16))
 
-#: known-bad candidate -> (case, dtype): where its defect shows (as in tests/test_power.py)
+#: known-bad candidate -> (case, dtype): where its defect shows (as in tests/calibration/test_power.py)
 PLAN = {
     "clamp": ("normal-2sigma", torch.float32),
     "torch-legacy": ("abs-bounds-trap", torch.bfloat16),

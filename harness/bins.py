@@ -109,6 +109,7 @@ def counts_from_exact_histogram(s: "Summary", fmt, poison: int) -> None:
                               if out_strict.any() else math.nan)
     s.n_at_rn_a = int(c[v == s.rn_a].sum())
     s.n_at_rn_b = int(c[v == s.rn_b].sum())
+    s.n_at_zero = int(c[v == 0].sum()) if s.rn_a < 0 < s.rn_b else 0
     z = (v - s.center) / s.scale
     cf = c.astype(np.float64)
     s.power_sums = np.array([cf.sum(), (cf * z).sum(), (cf * z**2).sum(), (cf * z**3).sum(),

@@ -1,7 +1,7 @@
 """What a check says: `Outcome` (one stage of one statistic) and `Result` (the verdict row).
 
 A statistical check is a pure function ``(Summary, RoundedLaw, **options) -> Outcome``. The staging
-logic (`harness.run.CaseRunner`) turns one or two Outcomes into a `Result`; the hard checks (finite, bounds,
+logic (`harness.runner.CaseRunner`) turns one or two Outcomes into a `Result`; the hard checks (finite, bounds,
 contract, ...) build Results directly. Results are plain data so they ride on pytest reports and land
 in the results table unchanged.
 """

@@ -103,6 +103,7 @@ class Summary:
     n_outside_strict: int = 0  # finite, outside [a, b]
     n_at_rn_a: int = 0
     n_at_rn_b: int = 0
+    n_at_zero: int = 0  # +0 and -0, counted where RN(a) < 0 < RN(b)
     worst_outside: float = float("nan")  # finite value farthest outside [rn_a, rn_b] (absolute units)
     worst_outside_strict: float = float("nan")  # same for [a, b]
     min: float = float("inf")  # over finite written values
@@ -115,7 +116,7 @@ class Summary:
     # 32/64-bit laws: counts over the law's mass bins (`reference.rounded.MassBins`: contiguous key
     # ranges of about equal mass, ~2**-18.5 each at most), for the localized checks (spikes, scan).
     mass_hist: np.ndarray | None = None
-    # Stage 2 of a case whose stage 1 flagged mass bins (harness.run): those bins' exact values,
+    # Stage 2 of a case whose stage 1 flagged mass bins (harness.runner): those bins' exact values,
     # ordered keys (uint64) and counts, sorted by key.
     watch_bins: tuple = ()
     watch_keys: np.ndarray | None = None
@@ -155,14 +156,14 @@ class Summary:
     # Extra facts the engine wants to pass on (e.g. which seed was used, a captured warning).
     notes: dict = field(default_factory=dict)
 
-    # Sharded parameters (harness.shardfold, harness.distributed). A *part* folds one rank's box
+    # Sharded parameters (harness.sharded.fold, harness.sharded.ranks). A *part* folds one rank's box
     # of each call: `box` is (global offsets, local shape), `shape` stays the whole tensor's, and
     # its rows are kept by global slot (call * rows_per_call + global row, the first
     # ROW_EXTREMES_CAP slots): row_min/row_max hold +inf/-inf (the identities of min/max) where the
     # part has no element of the row, and `row_hash` the unmixed partial row hashes (0 where none;
     # the hash is linear in the columns, so parts add). `Summary.merge` of the parts is the
     # Summary of the whole. `sharding`: the layout facts only sharding can break
-    # (harness.shardfold.ShardingStats), read by the checks `replicas`, `shards`, `sharding`.
+    # (harness.sharded.fold.ShardingStats), read by the checks `replicas`, `shards`, `sharding`.
     box: tuple | None = None
     row_hash: np.ndarray | None = None
     sharding: object | None = None
@@ -216,7 +217,7 @@ class Summary:
                   a=first.a, b=first.b, row_len=first.row_len, fine_bins=first.fine_bins)
         out.n_calls = first.n_calls
         for name in ("n", "n_nan", "n_posinf", "n_neginf", "n_unwritten", "n_outside_rounded",
-                     "n_outside_strict", "n_at_rn_a", "n_at_rn_b", "n_equal_successive",
+                     "n_outside_strict", "n_at_rn_a", "n_at_rn_b", "n_at_zero", "n_equal_successive",
                      "n_pairs_successive", "rep_windows", "rep_equal", "n_written_outside",
                      "n_returned_other"):
             setattr(out, name, sum(int(getattr(p, name)) for p in parts))

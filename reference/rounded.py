@@ -21,7 +21,19 @@ bit for bit with torch's casts from float32). Consequences handled here:
   float8_e4m3fn saturates (+-448 own everything beyond), the fnuz formats send it to their NaN.
 
 Every mass comes from ``dist.prob`` on one interval, relatively accurate deep in a tail (never a
-difference of two CDF values); complements too (``prob_gt`` integrates the right side).
+difference of two CDF values); complements too (``prob_gt`` integrates the right side). For a
+`TruncatedNormal` the many short intervals (cells, bins, parts of bins) go through
+``dist.prob_cells`` / ``prob_steps``: the same integral by a one-exp midpoint series, equal to
+``prob`` to ~1e-15 relative (<= 5e-13 at 40 sigma, where both carry the rounding of the
+standardized point; tests/unit/reference/test_law_build.py).
+
+Cost of a new law (32/64-bit; benchmarks/reference_speed.py): only the main bins that can hold
+mass are evaluated (beyond ``dist.bulk(-800)`` every float64 mass is exactly 0), the parts of a
+split bin are a lattice of equal steps, the mass bins' layout is worked out over the bins with
+mass only, the collision sum over bins runs per binade, the 1e-30 quantile keys come from a few
+vectorized rounds instead of a bisection, and the moments of a law with many atoms are summed in
+closed form per row of atoms (`_lattice_stats`). Per-format tables (`_hist_cells`,
+`_main_layout`) are built once per process.
 
 ``rounding="torch"`` gives the law of torch's own cast of a float64 X instead: torch converts
 float64 -> float32 -> float16/bfloat16/float8, so near each midpoint half a float32 ulp moves to
@@ -38,6 +50,7 @@ consecutive values then loses or gains at most half an ulp at each end: relative
 from __future__ import annotations
 
 import functools
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -196,99 +209,227 @@ class MassBins:
 
 
 def _mass_bins(law) -> "MassBins":
-    """Build the `MassBins` of a 32/64-bit law (see there)."""
+    """Build the `MassBins` of a 32/64-bit law (see there).
+
+    Cost: only the coarse bins that can hold mass are looked at (the law's `_hist_span`; every
+    other coarse bin has mass exactly 0 and so is merged into the bin before it or after it), the
+    cell edges of the parts of a split bin come from its first value and its spacing (every split
+    bin lies inside one binade: its values are ``v0 + i h``, and each edge is formed exactly as
+    `FloatFormat.key_cell_edge` forms it, bit for bit), and only the arrays the engine indexes span
+    all 2**20 main bins."""
     fmt = law.fmt
     fb = law.fine_bins
     if fb is None:
-        hb = fmt.hist_bits
-        low_bits = fmt.bits - hb
-        m = np.asarray(law.hist_bin_probs(), dtype=np.float64)
-        splittable = ~np.isnan(fmt.hist_bin_bounds()[0])  # bins of finite values only
-    else:
-        low_bits = fb.shift
-        m = np.concatenate([[0.0], law.fine_bin_probs(), [0.0]])
-        splittable = np.ones(m.size, dtype=bool)
-        splittable[[0, -1]] = False
+        return _mass_bins_main(law)
+    low_bits = fb.shift
+    m = np.concatenate([[0.0], law.fine_bin_probs(), [0.0]])
+    splittable = np.ones(m.size, dtype=bool)
+    splittable[[0, -1]] = False
     start, shift, split, sizes, n_bins = _split_and_merge(m, splittable, low_bits)
     mb = MassBins(fmt.bits, low_bits, fb, n_bins, start, shift, split, np.empty(0),
                   np.empty(0), np.empty(0), 0, None, None)
-
     probs = np.bincount(start[~split], weights=m[~split], minlength=n_bins)
     cs = np.flatnonzero(split)
     if cs.size:
         counts = sizes[cs]
-        c_of = np.repeat(cs, counts)
-        offset = np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-        sh = shift[c_of].astype(np.uint64)
-        key_lo = mb._coarse_first_key(c_of) + (offset.astype(np.uint64) << sh)
-        # Neighbouring parts of a coarse bin share a cell edge: compute each edge once.
-        edge_lo = fmt.key_cell_edge(key_lo, -1, law._via32)
-        last = np.cumsum(counts) - 1  # the last part of each split coarse bin
-        edge_hi = np.empty_like(edge_lo)
-        edge_hi[:-1] = edge_lo[1:]
-        edge_hi[last] = fmt.key_cell_edge(key_lo[last] + (np.uint64(1) << sh[last]) - np.uint64(1),
-                                          +1, law._via32)
-        probs[start[c_of] + offset] = law._mass(edge_lo, edge_hi)
-    # The engine's counters. Over the fine bins: the mass bins themselves. Over the main bins:
-    # one counter per main bin, or one per part of a split main bin (light bins are not merged),
-    # so that the engine's single bincount gives both histograms (`counters_to_main`,
-    # `counters_to_mass`): the mass bins refine the main bins' counters, which sum to the main ones.
-    if fb is None:
-        c_sizes = np.where(split, sizes, 1)
-        c_start = np.cumsum(c_sizes) - c_sizes
-        n_counters = int(c_sizes.sum())
-        main_first = c_start
-        mass_first = np.empty(n_bins, dtype=np.int64)
-        starts_run = ~split & np.r_[True, start[1:] != start[:-1]]
-        mass_first[start[starts_run]] = c_start[starts_run]
-        if cs.size:
-            counts = sizes[cs]
-            offset = np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-            mass_first[np.repeat(start[cs], counts) + offset] = np.repeat(c_start[cs], counts) + offset
-        # The engine indexes main bins by the raw top bits and adds the *raw* low bits shifted; for
-        # a negative value the ordered low bits are the raw ones complemented, so inside a split
-        # negative main bin the raw counters run backwards.
-        raw_order = np.arange(n_counters, dtype=np.int64)
-        negative = np.arange(m.size) < (1 << (fmt.hist_bits - 1))
-        cn = np.flatnonzero(split & negative)
-        if cn.size:
-            counts = sizes[cn]
-            first = np.repeat(c_start[cn], counts)
-            offset = np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-            raw_order[first + offset] = first + np.repeat(counts, counts) - 1 - offset
-        coarse_of_raw = _raw_to_ordered_bins(fmt.hist_bits)
-    else:
-        c_start, n_counters, main_first, mass_first = start, n_bins, None, None
-        raw_order = np.arange(n_bins, dtype=np.int64)
-        coarse_of_raw = np.arange(m.size)
-    packed = (c_start[coarse_of_raw] << MassBins.SHIFT_BITS) | shift[coarse_of_raw]
+        lo_e, hi_e = law._fine_edges  # cell edges of fine bin i: [lo_e[i], hi_e[i]]
+        v_first, v_last = law.fine_bin_bounds()
+        # Fine bins inside one binade (one sign, one exponent) hold values v0 + i h.
+        with np.errstate(invalid="ignore"):
+            e0, e1 = np.frexp(np.abs(v_first))[1], np.frexp(np.abs(v_last))[1]
+        uniform = ((np.signbit(v_first) == np.signbit(v_last)) & (e0 == e1) & (v_first != 0)
+                   & (v_last != 0) & np.isfinite(v_first) & np.isfinite(v_last))
+        fine_i = cs - 1
+        h = fmt.spacing(np.where(uniform, v_first, 1.0))
+        _part_probs(law, mb, cs, counts, shift[cs], v_first[fine_i], h[fine_i], lo_e[fine_i],
+                    hi_e[fine_i], uniform[fine_i], probs, start[cs])
+    c_start, n_counters, main_first, mass_first = start, n_bins, None, None
+    raw_order = np.arange(n_bins, dtype=np.int64)
+    packed = (c_start << MassBins.SHIFT_BITS) | shift
     raw_table = packed.astype(np.int32 if fmt.bits <= 32 else np.int64)
-    for arr in (start, shift, split, probs, raw_table, raw_order, main_first, mass_first):
-        if arr is not None:
-            arr.setflags(write=False)
+    for arr in (start, shift, split, probs, raw_table, raw_order):
+        arr.setflags(write=False)
     return MassBins(fmt.bits, low_bits, fb, n_bins, start, shift, split, probs, raw_table,
                     raw_order, n_counters, main_first, mass_first)
 
 
+def _expand(base: np.ndarray, counts: np.ndarray, step: int = 1) -> np.ndarray:
+    """base[i] + step * j for j in 0..counts[i]-1, concatenated over i."""
+    first = np.cumsum(counts) - counts
+    j = np.arange(int(counts.sum()), dtype=np.int64)
+    if step == 1:
+        return np.repeat(base - first, counts) + j
+    return np.repeat(base + first, counts) - j
+
+
+def _runs(cs: np.ndarray, counts: np.ndarray):
+    """(coarse bin, offset) of every part: coarse bin cs[i] repeated counts[i] times, 0..counts[i]-1."""
+    c_of = np.repeat(cs, counts)
+    offset = np.arange(c_of.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    return c_of, offset
+
+
+def _part_probs(law, mb, cs, counts, sub_shift, first_value, spacing, lower_edge, upper_edge,
+                uniform, out, dest):
+    """Masses of the parts of split coarse bins cs (counts[i] parts of 2**sub_shift[i] keys each)
+    into out[dest[i] + j], j = 0..counts[i]-1. A bin inside one binade holds values v0 + i h: the lower edge of its
+    part j > 0 is below + (v - below) * 0.5 with below = v0 + (j 2**s - 1) h and v - below = h,
+    both exact -- the very operations of `FloatFormat.key_cell_edge`, so the same float64 --, and
+    parts 1 .. count-2 are a lattice of step 2**s h from part 1's edge (`prob_steps`); parts 0 and
+    count-1 run to the bin's own edges. Other bins: their parts' edges from `key_cell_edge`."""
+    fmt = law.fmt
+    first = dest  # position of each bin's part 0 in `out`
+    step = np.ldexp(spacing, sub_shift.astype(np.int32))
+    edge1 = (first_value + (np.ldexp(1.0, sub_shift.astype(np.int32)) - 1.0) * spacing) + spacing * 0.5
+    last_lo = edge1 + (counts - 2) * step
+    u = np.flatnonzero(uniform)
+    steps = getattr(law.dist, "prob_steps", None)
+    if u.size:
+        out[first[u]] = law._mass(lower_edge[u], edge1[u])
+        out[first[u] + counts[u] - 1] = law._mass(last_lo[u], upper_edge[u])
+        for cnt in np.unique(counts[u]):
+            if cnt <= 2:
+                continue
+            g = u[counts[u] == cnt]
+            pos = first[g, None] + np.arange(1, cnt - 1)
+            if steps is not None:
+                out[pos] = steps(edge1[g], step[g], int(cnt) - 2)
+            else:
+                k = np.arange(int(cnt) - 2)
+                out[pos] = law._mass(edge1[g, None] + k * step[g, None],
+                                     edge1[g, None] + (k + 1) * step[g, None])
+    o = np.flatnonzero(~uniform)
+    if o.size:
+        c_of, offset = _runs(cs[o], counts[o])
+        sh = np.repeat(sub_shift[o], counts[o]).astype(np.uint64)
+        key_lo = mb._coarse_first_key(c_of) + (offset.astype(np.uint64) << sh)
+        lo = fmt.key_cell_edge(key_lo, -1, law._via32)
+        lo = np.where(offset == 0, np.repeat(lower_edge[o], counts[o]), lo)
+        hi = np.empty_like(lo)
+        hi[:-1] = lo[1:]
+        ends = np.cumsum(counts[o]) - 1
+        hi[ends] = upper_edge[o]
+        out[_expand(first[o], counts[o])] = law._mass(lo, hi)
+
+
+@functools.lru_cache(maxsize=None)
+def _main_layout(fmt: FloatFormat):
+    """Per format (32/64-bit): the main bins' first finite values, which bins can be split (finite
+    values only), the finite bin range [f0, f1], and the first bin of every run of bins of equal
+    spacing inside it (runs of bins of one binade; the subnormals join the smallest normals)."""
+    lo, hi, spacing = _hist_cells(fmt)
+    v_first = fmt.hist_bin_bounds()[0]
+    splittable = ~np.isnan(v_first)
+    fin = np.flatnonzero(~np.isnan(lo))
+    f0, f1 = int(fin[0]), int(fin[-1])
+    h = spacing[f0:f1 + 1]
+    run_starts = f0 + np.concatenate([[0], np.flatnonzero(h[1:] != h[:-1]) + 1])
+    half = 1 << (fmt.hist_bits - 1)
+    for arr in (splittable, run_starts):
+        arr.setflags(write=False)
+    return v_first, splittable, f0, f1, run_starts, half
+
+
+def _mass_bins_main(law) -> "MassBins":
+    """`MassBins` over the main bins (see `_mass_bins`)."""
+    fmt = law.fmt
+    n_main = 1 << fmt.hist_bits
+    low_bits = fmt.bits - fmt.hist_bits
+    lo_c, hi_c, spacing = _hist_cells(fmt)
+    v_first, splittable, _, _, _, half = _main_layout(fmt)
+    m_all = np.asarray(law.hist_bin_probs(), dtype=np.float64)
+    r0, r1 = law._hist_span  # m_all == 0 outside [r0, r1]
+    # The window: the span and one zero-mass bin either side. Outside it every coarse bin has mass 0
+    # and joins the zero-mass bin at the window's edge: the window's bins, numbered from 0, are the
+    # mass bins themselves (the cumulative mass outside adds nothing).
+    s0, s1 = max(r0 - 1, 0), min(r1 + 1, n_main - 1)
+    if r0 > r1:  # no mass anywhere (cannot happen for a law; kept total)
+        s0 = s1 = 0
+    m = m_all[s0:s1 + 1]
+    start_w, shift_w, split_w, sizes_w, n_bins = _split_and_merge(m, splittable[s0:s1 + 1], low_bits)
+    start = np.empty(n_main, dtype=np.int64)
+    start[:s0] = 0
+    start[s0:s1 + 1] = start_w
+    start[s1 + 1:] = start_w[-1]
+    shift = np.full(n_main, low_bits, dtype=np.int64)
+    shift[s0:s1 + 1] = shift_w
+    split = np.zeros(n_main, dtype=bool)
+    split[s0:s1 + 1] = split_w
+    mb = MassBins(fmt.bits, low_bits, None, n_bins, start, shift, split, np.empty(0),
+                  np.empty(0), np.empty(0), 0, None, None)
+
+    unsplit = ~split_w
+    # (a split bin's mass lands on its first part, which is overwritten below)
+    probs = np.bincount(start_w, weights=m, minlength=n_bins)
+    cs_w = np.flatnonzero(split_w)
+    cs = cs_w + s0
+    counts = sizes_w[cs_w]
+    if cs.size:
+        _part_probs(law, mb, cs, counts, shift[cs], v_first[cs], spacing[cs], lo_c[cs], hi_c[cs],
+                    np.ones(cs.size, dtype=bool), probs, start[cs])
+    # The engine's counters: one per main bin, or one per part of a split main bin (light bins are
+    # not merged), so that the engine's single bincount gives both histograms (`counters_to_main`,
+    # `counters_to_mass`): the mass bins refine the main bins' counters, which sum to the main ones.
+    # counter of main bin i: i + the extra counters of the split bins before it (a step function)
+    cum = np.concatenate([[0], np.cumsum(counts - 1)])
+    seg = np.diff(np.concatenate([[0], cs + 1, [n_main]]))
+    c_start = np.arange(n_main, dtype=np.int64)
+    c_start += np.repeat(cum, seg)
+    n_counters = n_main + int(cum[-1])
+    main_first = c_start
+    mass_first = np.empty(n_bins, dtype=np.int64)
+    starts_run = unsplit & np.r_[True, start_w[1:] != start_w[:-1]]
+    mass_first[start_w[starts_run]] = c_start[s0:s1 + 1][starts_run]
+    if s0 > 0:
+        mass_first[0] = 0  # mass bin 0 starts at main bin 0, left of the window
+    # The engine indexes main bins by the raw top bits and adds the *raw* low bits shifted; for
+    # a negative value the ordered low bits are the raw ones complemented, so inside a split
+    # negative main bin the raw counters run backwards.
+    raw_order = np.arange(n_counters, dtype=np.int64)
+    for cnt in np.unique(counts):  # split bins of one part count at a time: 2-D index blocks
+        g = cs[counts == cnt]
+        j = np.arange(cnt)
+        first_counter = c_start[g][:, None] + j
+        mass_first[start[g][:, None] + j] = first_counter
+        neg = first_counter[g < half]
+        raw_order[neg] = neg[:, ::-1]
+    # raw_table[raw bin] = packed[ordered bin]; raw bins 0..half-1 are ordered bins half..2 half-1,
+    # raw bins half.. are ordered bins half-1 down to 0 (`_raw_to_ordered_bins`).
+    raw_table = np.empty(n_main, dtype=np.int32 if fmt.bits <= 32 else np.int64)
+    for dst, src in ((raw_table[:half], slice(half, None)), (raw_table[half:], slice(half - 1, None, -1))):
+        dst[:] = c_start[src]
+        dst <<= MassBins.SHIFT_BITS
+        np.bitwise_or(dst, shift[src], out=dst, casting="unsafe")
+    for arr in (start, shift, split, probs, raw_table, raw_order, main_first, mass_first):
+        arr.setflags(write=False)
+    return MassBins(fmt.bits, low_bits, None, n_bins, start, shift, split, probs, raw_table,
+                    raw_order, n_counters, main_first, mass_first)
+
+
 def _split_and_merge(m: np.ndarray, splittable: np.ndarray, low_bits: int):
-    """(start, shift, split, sizes, n_bins) of the mass bins over coarse bins of masses m."""
+    """(start, shift, split, sizes, n_bins) of the mass bins over coarse bins of masses m (sizes:
+    parts of a split bin; 1 where a mass bin starts, else 0)."""
+    half = MASS_BIN_MASS / 2
+    light, mid, heavy = m > 0, m > half, m > MASS_BIN_MASS
+    split = heavy & splittable if low_bits > 0 else np.zeros(m.size, dtype=bool)
     with np.errstate(divide="ignore"):
-        r = np.ceil(np.log2(np.where(m > 0, m, 1.0) / MASS_BIN_MASS))
-    split = (m > MASS_BIN_MASS) & splittable & (low_bits > 0)
-    r = np.where(split, np.clip(r, 1, min(low_bits, MASS_BIN_MAX_SPLIT)), 0).astype(np.int64)
+        r = np.ceil(np.log2(m[split] / MASS_BIN_MASS))
+    r = np.clip(r, 1, min(low_bits, MASS_BIN_MAX_SPLIT)).astype(np.int64)
     # A new bin where the status (zero / light / alone / split) changes, at every coarse bin that
     # stands alone or is split, and where the cumulative mass enters a new window of
     # MASS_BIN_MASS / 2 (a merged run of light bins then holds < MASS_BIN_MASS).
-    half = MASS_BIN_MASS / 2
-    status = np.where(split, 3, np.where(m > half, 2, np.where(m > 0, 1, 0)))
+    status = light.view(np.int8) + mid.view(np.int8) + split.view(np.int8)
     window = np.floor(np.cumsum(m) / half)
     new = np.ones(m.size, dtype=bool)
     new[1:] = (status[1:] != status[:-1]) | (status[1:] >= 2) | (
         (status[1:] == 1) & (window[1:] != window[:-1]))
-    sizes = np.where(split, np.int64(1) << r, new.astype(np.int64))
+    sizes = new.astype(np.int64)
+    sizes[split] = np.int64(1) << r
     ends = np.cumsum(sizes)
-    start = np.where(split | new, ends - sizes, ends - 1).astype(np.int64)
-    shift = np.where(split, low_bits - r, low_bits).astype(np.int64)
+    start = ends - 1  # a merged bin's index; a split bin's first part:
+    start[split] = ends[split] - sizes[split]
+    shift = np.full(m.size, low_bits, dtype=np.int64)
+    shift[split] = low_bits - r
     return start, shift, split, sizes, int(ends[-1])
 
 
@@ -298,6 +439,198 @@ def _raw_to_ordered_bins(hist_bits: int) -> np.ndarray:
     raw = np.arange(1 << hist_bits, dtype=np.int64)
     sign, mask = 1 << (hist_bits - 1), (1 << hist_bits) - 1
     return np.where(raw & sign, ~raw & mask, raw | sign)
+
+
+#: 32/64-bit laws with more atoms than this between the 1e-30 quantiles get their moments and
+#: collision probability from `_lattice_stats` (rows of atoms summed in closed form).
+LATTICE_MIN = 1 << 15
+_LAT_RHO = 1.0 / 16.0  # |x s| <= this inside a row (s: offset from the row's centre, standardized)
+_LAT_Q = 16  # terms of exp(-x s - s^2/2) kept: the rest is below e^1.5 (1/16)^17 = 4e-20
+
+
+def _stats_of_atoms(v: np.ndarray, p: np.ndarray):
+    """(mean, central moments 0..8, sum p**2) of atoms (values v, masses p)."""
+    collision = float(np.dot(p, p))
+    fin = np.isfinite(v)
+    if np.any(p[~fin] > 0):
+        return np.nan, np.full(9, np.nan), collision
+    keep = fin & (p > 0)
+    v, p = v[keep], p[keep]
+    total = p.sum()
+    # Centre on the heaviest atom first so that a large mean with a tiny spread keeps its digits.
+    c = v[np.argmax(p)]
+    mean = c + float(np.dot(p, v - c)) / total
+    dv = v - mean
+    cm = np.empty(9)
+    pw = p / total
+    for k in range(9):
+        cm[k] = float(np.dot(pw, dv**k)) if k else 1.0
+    cm[1] = 0.0
+    return float(mean), cm, collision
+
+
+def _first_true(state, lo: int, hi: int, guess: int):
+    """First key k in (lo, hi] with state(k), for a state that is False up to some key and True
+    after it, taken False at lo and True at hi (neither evaluated): what a bisection finds. Rounds
+    of at most ~130 keys evaluated at once: first around `guess` at distances 1, 2, 4, ..., then
+    64 evenly spaced keys in the bracket. None when a round sees True left of False."""
+    L, R = lo, hi
+    g = min(max(guess, L + 1), R - 1)
+    first = True
+    while R - L > 1:
+        if first:
+            d = [0] + [s << j for j in range(64) for s in (1, -1)]
+            probes = sorted({g + x for x in d if L < g + x < R})
+            first = False
+        elif R - L <= 65:
+            probes = list(range(L + 1, R))
+        else:
+            probes = sorted({L + ((R - L) * i) // 65 for i in range(1, 65)} - {L, R})
+        st = np.asarray(state(probes), dtype=bool)
+        falses = [k for k, s in zip(probes, st) if not s]
+        trues = [k for k, s in zip(probes, st) if s]
+        if falses and trues and max(falses) > min(trues):
+            return None
+        if falses:
+            L = max(falses)
+        if trues:
+            R = min(trues)
+    return R
+
+
+def _lattice_stats(law, klo: int, khi: int):
+    """`RoundedLaw._atom_stats` of a 32/64-bit law with many atoms, without a pass over them.
+
+    The keys klo..khi are cut into runs of one binade; inside a run the atoms are v0 + k H with
+    cells [v - H/2, v + H/2] (float32: H = h; float64: the cell edges round to the even neighbour,
+    so only odd-mantissa values have a cell, of width 2h, and H = 2h; the others have mass 0).
+    Rows of 2K + 1 such atoms around a centre x_r (standardized, in the law's frame) have masses
+
+        p_k = w e^{l(x_r)} int_{-1/2}^{1/2} exp(-x_r s - s^2/2) dt,  s = k d + w t,
+
+    (l = log density relative to the frame's anchor, d = w = H / std): a polynomial in k from the
+    Taylor series of exp(-x s - s^2/2) (Hermite polynomials; |x s| <= 1/16, 16 terms), so the
+    row's sums of p, p k^m (m <= 8) and p^2 are closed forms in sum_k k^j. The masses are those
+    of `_mass` to ~1e-16 relative (the same integral, the same standardization); the atoms at
+    run ends, the bound atoms and rows' leftovers are enumerated (`_enumerate_keys`).
+    None where this does not apply (the enumeration then does it all)."""
+    fmt = law.fmt
+    dist = law.dist
+    f = getattr(dist, "_f", None)
+    if f is None or not hasattr(dist, "prob_cells") or law._via32:
+        return None
+    kf_lo, kf_hi = fmt.finite_key_range
+    if not (kf_lo <= klo <= khi <= kf_hi):
+        return None
+    mb = fmt.man_bits
+    cuts = list(range(((klo >> mb) + 1) << mb, khi + 1, 1 << mb))
+    if len(cuts) > 64:
+        return None
+    run_lo = [klo] + cuts
+    run_hi = [c - 1 for c in cuts] + [khi]
+    sign_key = 1 << (fmt.bits - 1)
+    g = 2 if fmt.bits == 64 else 1
+    sgn = -1.0 if dist._flip else 1.0
+    anchor = f.a if f.right else f.mu
+    t0, sigma, log_z = f.t0, f.sigma, f.log_z
+    q = np.arange(_LAT_Q + 1)
+    rows_v, rows_p0, rows_s, rows_c2, rows_n = [], [], [], [], []
+    extra = []  # key ranges enumerated atom by atom
+    for ka0, kb0 in zip(run_lo, run_hi):
+        if kb0 - ka0 < 2 + 4 * g:
+            extra.append((ka0, kb0))
+            continue
+        ka = ka0 + 1
+        if g == 2 and (ka & 1) != (1 if ka >= sign_key else 0):  # the first odd-mantissa value
+            ka += 1
+        kb = kb0 - 1
+        n = (kb - ka) // g + 1
+        va = float(fmt.values_from_keys(np.array([ka], dtype=np.uint64))[0])
+        vb = float(fmt.values_from_keys(np.array([ka + (n - 1) * g], dtype=np.uint64))[0])
+        big_h = g * float(fmt.spacing(np.array([va]))[0])
+        delta = big_h / sigma
+        u_ends = (np.array([sgn * va, sgn * vb]) - anchor) / sigma
+        x_max = float(np.max(np.abs(u_ends + t0 if f.right else u_ends)))
+        half = int(_LAT_RHO / (max(x_max, 1.0) * delta) - 0.5) if delta > 0 else 0
+        width = 2 * half + 1
+        n_rows = n // width if half >= 2 else 0
+        if n_rows == 0:
+            extra.append((ka0, kb0))
+            continue
+        extra.append((ka0, ka - 1))
+        done = ka + g * n_rows * width
+        extra.append((done, kb0))
+        # row centres: exact lattice values; standardized offsets as `_mass` forms them
+        v_r = va + (np.arange(n_rows) * width + half) * big_h
+        u_r = (sgn * v_r - anchor) / sigma
+        x_r = u_r + t0 if f.right else u_r
+        log_base = -0.5 * u_r * (2.0 * t0 + u_r) - log_z + math.log(delta)
+        # h_q = coefficient of s^q in exp(-x s - s^2/2) = (-1)^q He_q(x) / q!
+        he = np.empty((n_rows, _LAT_Q + 1))
+        he[:, 0] = 1.0
+        he[:, 1] = x_r
+        for j in range(1, _LAT_Q):
+            he[:, j + 1] = (x_r * he[:, j] - he[:, j - 1]) / (j + 1)
+        he *= (-1.0) ** q
+        # the cell average: s = tau + w t, int t^l dt over [-1/2, 1/2] = 1 / ((l + 1) 2^l), l even
+        mix = np.zeros((_LAT_Q + 1, _LAT_Q + 1))
+        for nn in range(_LAT_Q + 1):
+            for l in range(0, _LAT_Q + 1 - nn, 2):
+                mix[nn + l, nn] = math.comb(nn + l, l) * delta**l / ((l + 1) * 2.0**l)
+        beta = (he @ mix) * (sgn * delta * half) ** q  # polynomial in kappa = k / half
+        kappa = np.arange(-half, half + 1) / half
+        powers = np.empty(2 * _LAT_Q + 9)
+        acc = np.ones(width)
+        for j in range(powers.size):
+            powers[j] = acc.sum()
+            acc *= kappa
+        base = np.exp(log_base)
+        qm = powers[q[:, None] + np.arange(9)[None, :]]  # (Q+1) x 9: sum kappa^(n+m)
+        scale = (big_h * half) ** np.arange(9)
+        s_rm = base[:, None] * (beta @ qm) * scale[None, :]  # sum_k p (k H)^m
+        qc = powers[q[:, None] + q[None, :]]
+        c2 = np.exp(2.0 * log_base) * np.einsum("rn,nm,rm->r", beta, qc, beta)
+        rows_v.append(v_r)
+        rows_p0.append(s_rm[:, 0])
+        rows_s.append(s_rm)
+        rows_c2.append(c2)
+        rows_n.append(np.full(n_rows, float(width)))
+    if not rows_v:
+        return None
+    ev, ep = [], []
+    for k0, k1 in extra:
+        if k1 >= k0:
+            v, p = law._enumerate_keys(k0, k1)
+            ev.append(v)
+            ep.append(p)
+    ev = np.concatenate(ev) if ev else np.empty(0)
+    ep = np.concatenate(ep) if ep else np.empty(0)
+    rv = np.concatenate(rows_v)
+    rp0 = np.concatenate(rows_p0)
+    rs = np.concatenate(rows_s)
+    collision = float(np.sum(np.concatenate(rows_c2))) + float(np.dot(ep, ep))
+    keep = ep > 0
+    ev, ep = ev[keep], ep[keep]
+    total = float(rp0.sum()) + float(ep.sum())
+    # The centre: the heaviest enumerated atom or the centre of the row heaviest per atom (only
+    # the digits of the sums depend on it: any atom near the top will do).
+    per_atom = rp0 / np.concatenate(rows_n)
+    i_row = int(np.argmax(per_atom))
+    if ep.size and ep.max() > per_atom[i_row]:
+        c = float(ev[np.argmax(ep)])
+    else:
+        c = float(rv[i_row])
+    mean = c + (float(np.dot(rp0, rv - c)) + float(rs[:, 1].sum()) + float(np.dot(ep, ev - c))) / total
+    d_r = rv - mean
+    dv = ev - mean
+    cm = np.empty(9)
+    cm[0], cm[1] = 1.0, 0.0
+    for k in range(2, 9):
+        acc = np.zeros(rv.size)
+        for m in range(k + 1):
+            acc += math.comb(k, m) * d_r ** (k - m) * rs[:, m]
+        cm[k] = (float(acc.sum()) + float(np.dot(ep, dv**k))) / total
+    return float(mean), cm, collision
 
 
 _SQRT2 = np.sqrt(2.0)
@@ -390,11 +723,14 @@ class RoundedLaw:
         lo = np.maximum(np.asarray(lo, dtype=np.float64), self._a)
         hi = np.minimum(np.asarray(hi, dtype=np.float64), self._b)
         lo, hi = np.broadcast_arrays(lo, hi)
-        pos = hi > lo
-        out = np.zeros(lo.shape)
-        if pos.any():
-            # Far-tail bins of a wide format make dist.prob's intermediates overflow harmlessly.
-            with np.errstate(over="ignore", under="ignore"):
+        cells = getattr(self.dist, "prob_cells", None)
+        # Far-tail bins of a wide format make dist.prob's intermediates overflow harmlessly.
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            if cells is not None:  # TruncatedNormal: one exp per short interval
+                return np.asarray(cells(lo, hi), dtype=np.float64).reshape(lo.shape)
+            pos = hi > lo
+            out = np.zeros(lo.shape)
+            if pos.any():
                 out[pos] = self.dist.prob(lo[pos], hi[pos])
         return out
 
@@ -614,13 +950,44 @@ class RoundedLaw:
             out[(self._keys >> shift).astype(np.intp)] = self._probs
         else:
             lo, hi, _ = _hist_cells(fmt)
-            live = (np.minimum(hi, self._b) > np.maximum(lo, self._a))
-            idx = np.nonzero(live)[0]
-            out[idx] = self._mass(lo[idx], hi[idx])
+            i0, i1 = self._live_bins
+            if i0 <= i1:
+                out[i0:i1 + 1] = self._mass(lo[i0:i1 + 1], hi[i0:i1 + 1])
             for key, olo, ohi in fmt.overflow_cells(self._via32):
                 out[int(np.uint64(key) >> shift)] += float(self._mass(olo, ohi))
         out.setflags(write=False)
         return out
+
+    @functools.cached_property
+    def _bulk(self) -> tuple[float, float]:
+        """X-range outside which every interval has mass exactly 0.0 in float64 (beyond exp(-800);
+        [a, b] for a dist without `bulk`)."""
+        bulk = getattr(self.dist, "bulk", None)
+        return (self._a, self._b) if bulk is None else tuple(float(x) for x in bulk(-800.0))
+
+    @functools.cached_property
+    def _live_bins(self) -> tuple[int, int]:
+        """(i0, i1): the main bins whose cells meet the bulk of [a, b] (32/64-bit); the others have
+        mass exactly 0. Cells run in key order over the finite bins, so this is one index range."""
+        lo, hi, _ = _hist_cells(self.fmt)
+        _, _, f0, f1, _, _ = _main_layout(self.fmt)
+        x_lo, x_hi = self._bulk
+        i0 = f0 + int(np.searchsorted(hi[f0:f1 + 1], x_lo, side="right"))
+        i1 = f0 + int(np.searchsorted(lo[f0:f1 + 1], x_hi, side="left")) - 1
+        return i0, i1
+
+    @functools.cached_property
+    def _hist_span(self) -> tuple[int, int]:
+        """(r0, r1) for 32/64-bit: every main bin outside holds mass exactly 0 (the live bins and
+        the bins of the overflow patterns that get mass); (1, 0) when none has mass."""
+        i0, i1 = self._live_bins
+        h = self.hist_bin_probs()
+        shift = np.uint64(self.fmt.bits - self.fmt.hist_bits)
+        idx = [int(np.uint64(k) >> shift) for k, _, _ in self.fmt.overflow_cells(self._via32)]
+        idx = [i for i in idx if h[i] > 0]
+        if i0 <= i1:
+            idx += [i0, i1]
+        return (min(idx), max(idx)) if idx else (1, 0)
 
     # ------------------------------------------------------------------ fine bins
     @functools.cached_property
@@ -648,9 +1015,34 @@ class RoundedLaw:
         return self.fmt.values_from_keys(first), self.fmt.values_from_keys(last)
 
     @functools.cached_property
+    def _fine_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """X cell edges of each fine bin: lower edge of its first key, upper edge of its last key
+        (`FloatFormat.key_cell_edge`); a bin's upper edge is the next one's lower edge."""
+        fb = self.fine_bins
+        fmt = self.fmt
+        first = fb.key_lo + (np.arange(fb.n_bins + 1, dtype=np.uint64) << np.uint64(fb.shift))
+        lo_ext = fmt.key_cell_edge(first, -1, self._via32)
+        hi = lo_ext[1:].copy()
+        klo, khi = fmt.finite_key_range
+        nxt = first[1:]
+        # the upper edge of key k - 1 is the lower edge of key k for klo < k <= khi only
+        odd = (nxt <= np.uint64(klo)) | (nxt > np.uint64(khi))
+        if odd.any():
+            hi[odd] = fmt.key_cell_edge(nxt[odd] - np.uint64(1), +1, self._via32)
+        lo = lo_ext[:-1]
+        for arr in (lo, hi):
+            arr.setflags(write=False)
+        return lo, hi
+
+    @functools.cached_property
     def _fine_probs(self) -> np.ndarray:
         lo, hi = self.fine_bin_bounds()
-        out = self.bin_probs(lo, hi)
+        # = bin_probs(lo, hi): for bins with finite lattice ends bin_probs' edges are these, and
+        # bins off the support get 0 from the clipping to [a, b] as they do from bin_probs' mask.
+        out = self._mass(*self._fine_edges)
+        odd = ~(np.isfinite(lo) & np.isfinite(hi))
+        if odd.any():
+            out[odd] = self.bin_probs(lo[odd], hi[odd])
         out.setflags(write=False)
         return out
 
@@ -669,89 +1061,115 @@ class RoundedLaw:
 
     # ------------------------------------------------------------------ moments
     @functools.cached_property
-    def _atom_view(self):
-        """(values, probs) used for moments: every atom for <=16-bit formats; for 32/64-bit the atoms
-        between the 1e-30 quantiles when there are at most ENUMERATE_MAX of them, else None."""
+    def _bulk_keys(self) -> tuple[int, int]:
+        """Keys of the 1e-30 quantile values (`ENUMERATE_TAIL`), lower and upper (32/64-bit)."""
+        return (self._quantile_key(ENUMERATE_TAIL, lower=True),
+                self._quantile_key(ENUMERATE_TAIL, lower=False))
+
+    @functools.cached_property
+    def _atom_stats(self):
+        """(mean, central moments 0..8, collision probability) of the atoms: every atom for <=16-bit
+        formats; for 32/64-bit the atoms between the 1e-30 quantiles when there are at most
+        ENUMERATE_MAX of them (else None). Many atoms: `_lattice_stats` (no per-atom work)."""
         if self._values is not None:
-            return self._values, self._probs
-        fmt = self.fmt
-        klo = self._quantile_key(ENUMERATE_TAIL, lower=True)
-        khi = self._quantile_key(ENUMERATE_TAIL, lower=False)
-        if khi - klo + 1 > ENUMERATE_MAX:
+            return _stats_of_atoms(self._values, self._probs)
+        klo, khi = self._bulk_keys
+        n = khi - klo + 1
+        if n > ENUMERATE_MAX:
             return None
-        keys = np.arange(klo, khi + 1, dtype=np.uint64)
-        vals = fmt.values_from_keys(keys)
-        vals = vals[~np.isnan(vals)]
-        return vals, self.atom_probs(vals)
+        if n > LATTICE_MIN:
+            stats = _lattice_stats(self, klo, khi)
+            if stats is not None:
+                return stats
+        return _stats_of_atoms(*self._enumerate_keys(klo, khi))
+
+    def _enumerate_keys(self, klo: int, khi: int) -> tuple[np.ndarray, np.ndarray]:
+        """(values, probs) of the lattice values at keys klo..khi (32/64-bit; NaN patterns left out).
+        Neighbouring cells share an edge: n + 1 edges for n values, each formed as
+        `FloatFormat.key_cell_edge` forms it (the same float64), then one `_mass` call."""
+        fmt = self.fmt
+        kf_lo, kf_hi = fmt.finite_key_range
+        if not (kf_lo <= klo <= khi <= kf_hi):
+            keys = np.arange(klo, khi + 1, dtype=np.uint64)
+            vals = fmt.values_from_keys(keys)
+            vals = vals[~np.isnan(vals)]
+            return vals, self.atom_probs(vals)
+        e_lo, e_hi = max(klo - 1, kf_lo), min(khi + 1, kf_hi)
+        w = fmt.values_from_keys(np.arange(e_lo, e_hi + 1, dtype=np.uint64))
+        mid = w[:-1] + (w[1:] - w[:-1]) * 0.5
+        outer = np.inf if fmt.overflow == "saturate" else fmt._thr(self._via32)
+        parts = ([[-outer]] if klo == kf_lo else []) + [mid] + ([[outer]] if khi == kf_hi else [])
+        edges = np.concatenate(parts)
+        vals = w[klo - e_lo: klo - e_lo + (khi - klo + 1)]
+        return vals, self._mass(edges[:-1], edges[1:])
 
     def _quantile_key(self, eps: float, lower: bool) -> int:
-        """Key of the last lattice value with P(Y < v) <= eps (lower) / first with P(Y > v) <= eps."""
+        """Key of the last lattice value with P(Y < v) <= eps (lower) / first with P(Y > v) <= eps.
+
+        What a bisection over the support's keys finds, in a handful of vectorized evaluations: a
+        bracket around the key of the quantile of X, then 64-way sections (`_first_true`); a
+        bisection proper where the probabilities are not monotone in the key."""
         fmt = self.fmt
         k0 = int(fmt.ordered_keys(np.array([self.support_lo]))[0])
         k1 = int(fmt.ordered_keys(np.array([self.support_hi]))[0])
+        if k1 - k0 <= 1:
+            return k0 if lower else k1
+        val = lambda ks: fmt.values_from_keys(np.array(ks, dtype=np.uint64))
+        with np.errstate(all="ignore"):
+            x = float(self.dist.ppf(eps) if lower else self.dist.isf(eps))
+        guess = int(fmt.ordered_keys(np.array([x]))[0]) if np.isfinite(x) else (k0 + k1) // 2
+        if lower:  # first key with P(Y < v) > eps, minus one
+            state = lambda ks: self.prob_lt(val(ks)) > eps
+        else:  # first key with P(Y > v) <= eps
+            state = lambda ks: self.prob_gt(val(ks)) <= eps
+        t = _first_true(state, k0, k1, guess)
+        if t is None:  # not monotone: the bisection itself
+            t = self._bisect_key(eps, lower, k0, k1)
+            return t
+        return t - 1 if lower else t
+
+    def _bisect_key(self, eps: float, lower: bool, k0: int, k1: int) -> int:
+        fmt = self.fmt
         val = lambda k: fmt.values_from_keys(np.array([k], dtype=np.uint64))
-        if lower:
-            lo, hi = k0, k1  # invariant: P(Y < value(lo)) <= eps
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if float(self.prob_lt(val(mid))[0]) <= eps:
-                    lo = mid
-                else:
-                    hi = mid
-            return lo
-        lo, hi = k0, k1  # invariant: P(Y > value(hi)) <= eps
+        lo, hi = k0, k1
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if float(self.prob_gt(val(mid))[0]) <= eps:
-                hi = mid
+            if lower:
+                ok = float(self.prob_lt(val(mid))[0]) <= eps  # invariant: P(Y < value(lo)) <= eps
+                lo, hi = (mid, hi) if ok else (lo, mid)
             else:
-                lo = mid
-        return hi
+                ok = float(self.prob_gt(val(mid))[0]) <= eps  # invariant: P(Y > value(hi)) <= eps
+                lo, hi = (lo, mid) if ok else (mid, hi)
+        return lo if lower else hi
 
     @property
     def moments_from_atoms(self) -> bool:
         """True when the moments are those of the atoms; False: the continuous law's (see `sheppard_bound`)."""
-        return self._atom_view is not None
+        return self._atom_stats is not None
 
     @functools.cached_property
     def sheppard_bound(self) -> float:
         """For continuous-law moments: h**2 / (12 var) with h the widest lattice spacing between the
         1e-30 quantiles -- Sheppard's relative change of the variance by rounding (0 when exact)."""
-        if self._atom_view is not None:
+        if self._atom_stats is not None:
             return 0.0
         fmt = self.fmt
-        ks = [self._quantile_key(ENUMERATE_TAIL, True), self._quantile_key(ENUMERATE_TAIL, False)]
-        v = fmt.values_from_keys(np.array(ks, dtype=np.uint64))
+        v = fmt.values_from_keys(np.array(self._bulk_keys, dtype=np.uint64))
         h = float(np.max(fmt.spacing(v)))
         return h * h / (12.0 * float(self.dist.var))
 
     @functools.cached_property
     def _moments(self) -> tuple[float, np.ndarray]:
         """(mean, central moments 0..8) of Y."""
-        view = self._atom_view
-        if view is None:
+        stats = self._atom_stats
+        if stats is None:
             # 32/64-bit with >2**22 atoms in the bulk: the lattice is then fine against the spread
             # (spacing <= 2**-23 |x|), and rounding changes the variance by h**2/12 relative to var,
             # below 1e-10 in every case of the grid (`sheppard_bound`), far under any sampling error.
             d = self.dist
             cm = np.array([1.0, 0.0] + [float(d.central_moment(k)) for k in range(2, 9)])
             return float(d.mean), cm
-        v, p = view
-        fin = np.isfinite(v)
-        if np.any(p[~fin] > 0):
-            return np.nan, np.full(9, np.nan)
-        v, p = v[fin & (p > 0)], p[fin & (p > 0)]
-        total = p.sum()
-        # Centre on the heaviest atom first so that a large mean with a tiny spread keeps its digits.
-        c = v[np.argmax(p)]
-        mean = c + float(np.dot(p, v - c)) / total
-        dv = v - mean
-        cm = np.empty(9)
-        pw = p / total
-        for k in range(9):
-            cm[k] = float(np.dot(pw, dv**k)) if k else 1.0
-        cm[1] = 0.0
-        return float(mean), cm
+        return stats[0], stats[1]
 
     @property
     def mean(self) -> float:
@@ -789,10 +1207,9 @@ class RoundedLaw:
         contributes h * integral of f**2 over it (f the density of X): sum p_v**2 with p_v = h f(v),
         relative error O((h / std)**2). The atoms whose cells are not a full h -- the two bound atoms,
         the zeros and the powers of two (wider spacing above than below) -- are taken exactly."""
-        view = self._atom_view
-        if view is not None:
-            p = view[1]
-            return float(np.dot(p, p))
+        stats = self._atom_stats
+        if stats is not None:
+            return stats[2]
         return self.collision_from_bins()
 
     def _int_f2(self, lo, hi) -> np.ndarray:
@@ -810,10 +1227,19 @@ class RoundedLaw:
     def collision_from_bins(self) -> float:
         fmt = self.fmt
         lo, hi, h = _hist_cells(fmt)
-        lo = np.maximum(lo, self._a)
-        hi = np.minimum(hi, self._b)
-        live = np.nonzero(hi > lo)[0]
-        total = float(np.sum(h[live] * self._int_f2(lo[live], hi[live])))
+        # Sum over the live bins of h * int f**2 over the bin: bins of one run of equal spacing h
+        # share h, so each run contributes h * int f**2 over its cells' union (one interval).
+        _, _, _, _, run_starts, _ = _main_layout(fmt)
+        i0, i1 = self._live_bins
+        total = 0.0
+        if i0 <= i1:
+            cut = run_starts[(run_starts > i0) & (run_starts <= i1)]
+            first = np.concatenate([[i0], cut])
+            last = np.concatenate([cut - 1, [i1]])
+            rlo = np.maximum(lo[first], self._a)
+            rhi = np.minimum(hi[last], self._b)
+            ok = rhi > rlo
+            total = float(np.sum(h[first[ok]] * self._int_f2(rlo[ok], rhi[ok])))
         # Exact terms for the atoms the bin rule gets wrong by a fraction of one atom.
         e = np.arange(1 - fmt.bias, fmt.bias + 1)
         pow2 = np.ldexp(1.0, e)
@@ -843,6 +1269,24 @@ class RoundedLaw:
 
 _CACHE: "OrderedDict[tuple, RoundedLaw]" = OrderedDict()
 _CACHE_SIZE = 256
+#: ... and at most this many bytes of law tables (a 32/64-bit law with its 2**20 bin masses and its
+#: mass bins holds ~60 MB: 256 of them would not fit in memory; the least recently used go first).
+_CACHE_BYTES = 1 << 30
+
+
+def _law_nbytes(law: RoundedLaw) -> int:
+    """Bytes of the numpy tables a law holds (built ones only)."""
+    total = 0
+    for v in list(vars(law).values()):
+        items = v if isinstance(v, tuple) else (v,)
+        for x in items:
+            if isinstance(x, np.ndarray):
+                total += x.nbytes
+            elif isinstance(x, MassBins):
+                total += sum(a.nbytes for a in (x.start, x.shift, x.split, x.probs, x.raw_table,
+                                                 x.raw_order, x.main_first, x.mass_first)
+                             if a is not None)
+    return total
 
 
 def rounded_law(dist, dtype, rounding: str = "rn") -> RoundedLaw:
@@ -859,6 +1303,10 @@ def rounded_law(dist, dtype, rounding: str = "rn") -> RoundedLaw:
         _CACHE[key] = law
         if len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
+        total = sum(_law_nbytes(x) for x in _CACHE.values())
+        while total > _CACHE_BYTES and len(_CACHE) > 1:
+            _, old = _CACHE.popitem(last=False)
+            total -= _law_nbytes(old)
     else:
         _CACHE.move_to_end(key)
     return law

@@ -28,6 +28,24 @@ import sys
 
 import pandas as pd
 
+
+def _load_parquet_engine() -> None:
+    """pandas loads its parquet engine (and registers its extension types with pyarrow) at the
+    first parquet read or write. That import cannot be repeated in a process once it was cut
+    off half-way, e.g. by an exception raised asynchronously in the main thread: pyarrow keeps
+    the first registration and every later write fails with "A type extension with name
+    pandas.period already defined". Reports are written in processes where candidates ran
+    (`harness.check`, the plugin), so the engine is loaded here, before any candidate code."""
+    try:
+        import pandas.io.parquet
+
+        pandas.io.parquet.get_engine("pyarrow")
+    except ImportError:  # no pyarrow: the first write says so, in one line
+        pass
+
+
+_load_parquet_engine()
+
 #: The leading columns, in order; any further keys of the rows follow.
 COLUMNS = ("run_id", "started", "candidate", "candidate_version", "case", "dtype", "device",
            "check", "verdict", "n", "statistic", "p_value", "message", "seed", "candidate_s",

@@ -2,7 +2,7 @@
 
 Each is a pure function ``(Summary, RoundedLaw, *, alpha) -> Outcome`` like the statistical checks,
 reading the layout facts a sharded draw leaves on the merged Summary (``summary.sharding``, a
-`harness.shardfold.ShardingStats`); `harness.run.CaseRunner` applies the same two-stage rule to
+`harness.sharded.fold.ShardingStats`); `harness.runner.CaseRunner` applies the same two-stage rule to
 them (a decisive Outcome fails at once). On a Summary without those facts they are not applicable.
 
 * ``replicas`` (hard): with a Replicate placement every rank must hold the same bits as rank 0, on
@@ -16,7 +16,7 @@ them (a decisive Outcome fails at once). On a Summary without those facts they a
   N(0, 1)), rows of shard i equal to some row of shard j (Poisson with mean pairs x q^m while that
   is small) and whole shards equal (Poisson, calls x q^(box size)). Bonferroni over pairs and
   components. Identical shards (torch 2.13 on a CPU mesh) fail every component at p ~ 0; each
-  component alone is proved by a saboteur in tests/test_sharded_checks.py. False-alarm rate <=
+  component alone is proved by a saboteur in tests/unit/harness/test_sharded_checks.py. False-alarm rate <=
   alpha per stage (asymptotic for the correlation), <= 1e-6 with two stages.
 * ``sharding`` (hard for a declared claim): the first calls of the sharded tensor against the
   unsharded (W = 1) tensor from the same seed, element by element. The differences are recorded

@@ -1,5 +1,6 @@
-"""Count checks: `check_atoms` (mass at RN(a), RN(b)) and `check_tails` (mass beyond the law's
-1e-3, 1e-5, 1e-7 quantiles on each side). Exact binomial tests, Bonferroni across components."""
+"""Count checks: `check_atoms` (mass at RN(a), RN(b) and at zero) and `check_tails` (mass beyond
+the law's 1e-3, 1e-5, 1e-7 quantiles on each side). Exact binomial tests, Bonferroni across
+components."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import numpy as np
 
 from ..result import Outcome
 from ..summary import Summary
-from .stat_common import (LawBins, binom_mde_ratio, binom_two_sided, bonferroni, fmt_value,
-                          not_applicable, quiet)
+from .stat_common import (LawBins, binom_mde_ratio, binom_two_sided, bonferroni, cached_on_law,
+                          fmt_value, not_applicable, quiet)
 
 TAIL_TARGETS = (1e-3, 1e-5, 1e-7)
 #: A tail set is used only if its exact mass is within this factor above its target (coarse
@@ -21,13 +22,22 @@ TAIL_MAX_FACTOR = 10.0
 # ------------------------------------------------------------------------------------------ atoms
 
 
+def _zero_mass(law) -> float:
+    return float(np.sum(law.atom_probs(np.array([0.0, -0.0]))))
+
+
 def atom_sides(law):
-    """[(name, value, exact mass)] for the finite bounds; one entry when RN(a) == RN(b)."""
+    """[(name, value, exact mass, Summary counter)]: the finite bounds (one entry when RN(a) ==
+    RN(b)), and zero where it lies strictly inside [RN(a), RN(b)]. Zero is the value samplers
+    write by construction (a Box-Muller radius of 0 when the uniform is 1, mean + std * 0,
+    an underflow flushed to zero), and where the lattice is fine it is an atom of mass ~1e-40."""
     sides = []
     if math.isfinite(law.rn_a):
         sides.append(("RN(a)", float(law.rn_a), float(law.atom_a), "n_at_rn_a"))
     if math.isfinite(law.rn_b) and not (sides and float(law.rn_b) == sides[0][1]):
         sides.append(("RN(b)", float(law.rn_b), float(law.atom_b), "n_at_rn_b"))
+    if float(law.rn_a) < 0.0 < float(law.rn_b):
+        sides.append(("zero", 0.0, cached_on_law(law, "_zero_mass", _zero_mass), "n_at_zero"))
     return sides
 
 
@@ -45,7 +55,7 @@ def check_atoms(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     unit = "obs/exp"
     sides = atom_sides(law)
     if not sides:
-        return not_applicable("both bounds are infinite", unit)
+        return not_applicable("no finite bound and no zero inside the law", unit)
     n = int(summary.n)
     if n == 0:
         return not_applicable("no samples", unit)
@@ -65,9 +75,9 @@ def check_atoms(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
         mde = binom_mde_ratio(n, mass[j], level, upward=True)
     msg = (f"worst {name} = {fmt_value(value)}: {int(obs[j])} observed vs {exp[j]:.6g} expected "
            f"(mass {mass[j]:.4g}, obs/exp {ratio[j]:.4g})")
-    if len(sides) == 2:
-        o = 1 - j
-        msg += f"; {sides[o][0]}: {int(obs[o])} vs {exp[o]:.6g}"
+    for o in range(len(sides)):
+        if o != j:
+            msg += f"; {sides[o][0]}: {int(obs[o])} vs {exp[o]:.6g}"
     details = {f"p_{s[0]}": float(q) for s, q in zip(sides, ps)}
     return Outcome(statistic=float(obs[j]), p_value=0.0 if decisive else p, effect=float(ratio[j]),
                    effect_unit=unit, mde=mde, message=msg, decisive=decisive, details=details)

@@ -17,7 +17,7 @@ min(1, min_S p_S / w_S). Then P(p <= alpha) <= sum_S P(p_S <= alpha w_S) <= alph
 count is unusual are priced exactly (a z-screen picks them); skipping the others can only make the
 reported p larger, never smaller, so the bound holds for the p that is reported.
 
-Stage 2 of `spikes` (see `spike_watch` and `harness.run`): the mass bins stage 1 found most
+Stage 2 of `spikes` (see `spike_watch` and `harness.runner`): the mass bins stage 1 found most
 over-represented are *watched* in stage 2's fresh draw: the engine tallies the exact values that
 fall in them, and each value is judged against its own mass P(Y = v). The watch list depends only on
 stage 1, whose data are independent of stage 2's, so conditional on it the stage-2 family (every

@@ -1,7 +1,7 @@
 """The statistical checks: pure functions ``(Summary, RoundedLaw, *, alpha) -> Outcome``.
 
 ``alpha`` is only used to state the minimum detectable effect (MDE); the verdict is taken by
-`harness.run.CaseRunner` from the p-value. Every p-value is valid (exact or conservative) for the rounded
+`harness.runner.CaseRunner` from the p-value. Every p-value is valid (exact or conservative) for the rounded
 law, in [0, 1], and never NaN when ``Outcome.applicable``. Zero-probability events under the law
 (counts in bins the law gives no mass, a row extreme outside the support, an atom of mass 0 hit)
 set ``decisive=True`` with p = 0.

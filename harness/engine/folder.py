@@ -206,7 +206,7 @@ class Folder:
 
     def _init_mass_bins(self, law, watch) -> None:
         """Mass bins (`reference.rounded.MassBins`) of a 32/64-bit law, and the optional watch list:
-        mass bins whose values are tallied exactly (stage 2 of `spikes`, see harness.run)."""
+        mass bins whose values are tallied exactly (stage 2 of `spikes`, see harness.runner)."""
         self.mass = None
         self.pending = None  # main layout: counters of up to PENDING_CHUNKS chunks, not yet counted
         self.pending_used = 0
@@ -408,6 +408,8 @@ class Folder:
             s.n_at_rn_a += self._count_equal(flat, ints, s.rn_a)
         if lo <= s.rn_b <= hi:
             s.n_at_rn_b += self._count_equal(flat, ints, s.rn_b)
+        if lo <= 0.0 <= hi and s.rn_a < 0.0 < s.rn_b:
+            s.n_at_zero += self._count_equal(flat, ints, 0.0)
         if lo < s.rn_a or hi > s.rn_b:
             out = (flat < s.rn_a) | (flat > s.rn_b)
             s.n_outside_rounded += int(torch.count_nonzero(out))

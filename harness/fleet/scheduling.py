@@ -35,7 +35,7 @@ from .groups import group_of_nodeid
 GPU_SLOTS_PER_DEVICE = 2
 
 # A group on cuda:J ends in "-cuda:J", or in "-cuda:J-<layout label>" for a sharded group
-# (harness.layout: "w2-shard0", "w4-replicate-perrank"), whose rank 0 uses cuda:J.
+# (harness.sharded.layout: "w2-shard0", "w4-replicate-perrank"), whose rank 0 uses cuda:J.
 _DEVICE_SUFFIX = re.compile(r"-cuda:(\d+)(?:-w\d+-(?:shard\d+|replicate)(?:-perrank)?)?$")
 _WORKER_ID = re.compile(r"^gw(\d+)$")
 

@@ -302,9 +302,11 @@ def verify(request) -> Verifier:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_handlecrashitem(crashitem, report, sched):
-    """xdist controller: a worker died while running `crashitem`. Its row says what killed it;
-    a candidate that has crashed MAX_CRASHES_PER_CANDIDATE workers is not drawn any more
-    (`harness.plugin.crashes`): its queued groups are taken off the queue."""
+    """xdist controller: a worker died while running `crashitem`. Its row says what killed it,
+    and the other checks of its group are not drawn again (xdist would hand the group to
+    another worker, which the same draw kills in turn): they become error rows naming the
+    crash. A candidate that has crashed MAX_CRASHES_PER_CANDIDATE workers is not drawn any more
+    (`harness.plugin.crashes`): all its queued groups are taken off the queue."""
     config = _CONFIG.get("config")
     if config is None:
         return
@@ -313,21 +315,29 @@ def pytest_handlecrashitem(crashitem, report, sched):
     if skeleton is None:
         return
     report.longrepr = s.crashes.crashed(report.node, crashitem, skeleton)
-    spec = skeleton.get("candidate_spec")
-    if not s.crashes.should_stop(spec) or not hasattr(sched, "drop_queued"):
+    if not hasattr(sched, "drop_queued"):
         return
-    s.crashes.stopped.add(spec)
-    note = s.crashes.not_run_message(spec)
+    spec = skeleton.get("candidate_spec")
+    crashed_group = group_of_nodeid(crashitem)
+    stop = s.crashes.should_stop(spec)
+    if stop:
+        s.crashes.stopped.add(spec)
 
     def keep(group: str) -> bool:
+        if group == crashed_group:
+            return False
         param = s.param_of_group(group)
-        return param is None or param.candidate.spec != spec
+        return not stop or param is None or param.candidate.spec != spec
 
     dropped = sched.drop_queued(keep)
+    group_note = s.crashes.group_message(report.node, crashitem)
+    stop_note = s.crashes.not_run_message(spec) if stop else None
     for nodeid in dropped:
-        s.not_run.setdefault(nodeid, note)
-    _say(config, f"harness: candidate {spec} crashed {s.crashes.crashes[spec]} workers: "
-                 f"{len(dropped)} queued test(s) of it are not run")
+        s.not_run.setdefault(nodeid, group_note if group_of_nodeid(nodeid) == crashed_group
+                             else stop_note)
+    if stop:
+        _say(config, f"harness: candidate {spec} crashed {s.crashes.crashes[spec]} workers: "
+                     f"{len(dropped)} queued test(s) of it are not run")
 
 
 def pytest_runtest_logreport(report):

@@ -121,6 +121,7 @@ class CrashLedger:
         self.report_dir = report_dir
         self.crashes: dict = {}  # spec -> count
         self.last: dict = {}  # spec -> what the last crash was
+        self.last_cause: dict = {}  # node id of the crashed test -> what killed its worker
         self.stopped: set = set()
 
     def crashed(self, node, nodeid: str, row: dict) -> str:
@@ -134,8 +135,14 @@ class CrashLedger:
         case = f"case {row.get('case')} {row.get('dtype')}" if row.get("case") != "api" else \
             f"the API checks {row.get('dtype')}"
         self.last[spec] = f"{what}, {case}"
+        self.last_cause[nodeid] = what
         return (f"worker {worker} died ({what}) while running {row.get('check')} on "
                 f"{row.get('group')}: the candidate killed its process")
+
+    def group_message(self, node, nodeid: str) -> str:
+        """The row of every other check of the group whose draw killed a worker."""
+        return (f"not run: the candidate crashed worker {node.gateway.id} in this group "
+                f"({self.last_cause.get(nodeid, 'no exit status')}); the group is not drawn again")
 
     def should_stop(self, spec: str) -> bool:
         return spec not in self.stopped and self.crashes.get(spec, 0) >= MAX_CRASHES_PER_CANDIDATE

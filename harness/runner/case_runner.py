@@ -290,7 +290,7 @@ class CaseRunner:
 
     def statistical_checks(self) -> dict:
         """name -> (Summary, law, *, alpha) -> Outcome: the checks run through the two stages
-        (a sharded case adds its own, see harness.distributed.ShardedCaseRunner)."""
+        (a sharded case adds its own, see harness.sharded.runner.ShardedCaseRunner)."""
         return STATISTICAL_CHECKS
 
     @property

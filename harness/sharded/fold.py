@@ -5,7 +5,7 @@ counts, histograms and power sums as the engine builds them, rows by *global* sl
 cut across ranks by Shard(last dim) is one row again after `Summary.merge`), partial row hashes
 that add across parts, and the lag-1 pairs across a shard boundary (the "halo": the previous
 rank's last slice along the sharded dim). ``Summary.merge(parts) == fold of the whole`` (counts
-and histograms bit for bit; float sums up to summation order): tests/test_shardfold.py.
+and histograms bit for bit; float sums up to summation order): tests/unit/harness/test_shardfold.py.
 
 `ShardingStats` holds what `replicas`, `shards` and `sharding` (harness/checks/sharded.py) judge:
 
@@ -16,7 +16,7 @@ and histograms bit for bit; float sums up to summation order): tests/test_shardf
   same seed, element by element (the layout's "differences").
 
 The comparison functions are pure torch on tensors that are already where they are needed;
-`harness.distributed` moves them between ranks (and `fold_layout` does it in one process for the
+`harness.sharded.ranks` moves them between ranks (and `fold_layout` does it in one process for the
 self-tests, with the very same functions).
 """
 

@@ -9,8 +9,8 @@ that takes its stream from rank 0 still reproduces the unsharded tensor).
 
 Everything here is pure (no torch.distributed): the boxes follow DTensor's own split, which is
 ``torch.chunk``'s (chunks of ceil(size / W), empty ones at the end: 10 rows over 4 ranks are
-3, 3, 3, 1; 1 row over 2 ranks is 1, 0): tests/test_layout.py checks them against torch.chunk,
-tests/test_distributed.py against the local shapes and offsets of real DTensors. `harness.distributed` runs layouts; `harness.shardfold` folds
+3, 3, 3, 1; 1 row over 2 ranks is 1, 0): tests/unit/harness/test_layout.py checks them against torch.chunk,
+tests/unit/harness/test_distributed.py against the local shapes and offsets of real DTensors. `harness.sharded.ranks` runs layouts; `harness.sharded.fold` folds
 each rank's box into a part of the engine's Summary.
 
 Names (part of test ids, case labels and report rows; never rename): a layout's label is

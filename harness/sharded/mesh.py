@@ -53,7 +53,7 @@ class DrawTask:
     store_path: str
     pg_timeout_s: float
     declared_invariant: bool = False
-    watch: tuple = ()  # stage 2: mass bins whose exact values are tallied (spikes; harness.run)
+    watch: tuple = ()  # stage 2: mass bins whose exact values are tallied (spikes; harness.runner)
 
 
 @dataclass

@@ -59,7 +59,7 @@ REFERENCE_CALLS = 4
 
 
 def case_label(case_id: str, layout: Layout) -> str:
-    """The case column of a sharded group's rows (`harness.layout`'s naming)."""
+    """The case column of a sharded group's rows (`harness.sharded.layout`'s naming)."""
     return f"{case_id}@{layout.label}"
 
 

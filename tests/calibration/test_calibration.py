@@ -5,20 +5,42 @@ is a draw from the check's null distribution. Over the whole grid (`harness.case
 `len(SEEDS)` run seeds, at a reduced n (`SAMPLES`; the engine still draws whole calls, at least two,
 so the 256x256 cases see 2**17 samples), through `CaseRunner` exactly as a real run does:
 
-1. **No fail and no error verdict** anywhere, in the hard summary checks (finite, written, bounds)
-   or in the seven statistical checks. The two-stage rule makes a statistical false alarm a
-   <= 1e-6 event per check; over the ~22 000 check runs here one is expected with probability
-   ~2 %, and the seeds are fixed, so a red test is a defect until shown otherwise.
+1. **No fail and no error verdict** in the hard summary checks (finite, written, bounds), no
+   error and no decisive fail (an impossible value: probability 0 for an exact sampler) in the
+   statistical ones, and no two-stage fail (at most MAX_STAT_FAILS = 2 in a float64 block, below).
+   The two-stage rule makes a statistical false alarm a <= 1e-6 event per check run; over the
+   ~2 500 runs of a block, one has a probability of ~2.5e-3, three of <= 5e-9 (binomial).
 2. **Stage-1 suspicious rate** (p1 < alpha_suspect = 1e-3) per check: the count k out of the N
    applicable runs of a block must be consistent with a rate of at most 1e-3: one-sided binomial
-   P(X >= k | N, 1e-3) > 1e-4. Only an upper bound is tested: the count checks (atoms, tails, ks on
+   P(X >= k | N, 1e-3) > level. Only an upper bound is tested: the count checks (atoms, tails, ks on
    coarse lattices) are exact-but-conservative tests of discrete statistics whose real rate is far
    below 1e-3, and at N ~ 300 a lower bound has no power anyway.
 3. **Uniformity** of the stage-1 p-values of the components whose statistic has a continuous null
-   distribution, pooled over cases and seeds, per (check, component): KS against U(0, 1) at level
-   1e-4. A second, localized form: per (case, check, component) over the seeds, KS with a Bonferroni
-   level 1e-4 / (number of groups), which sees a miscalibration confined to one case (e.g. a bias in
-   one law's moments) that the pooled test dilutes.
+   distribution, pooled over cases and seeds, per (check, component): KS against U(0, 1) at the
+   level. A second, localized form: per (case, check, component) over the seeds, KS with a
+   Bonferroni level (the level / the number of groups), which sees a miscalibration confined to one
+   case (e.g. a bias in one law's moments) that the pooled test dilutes.
+
+**False failures.** A priori a block fails for a right harness with probability ~5e-3 (item 1:
+2.5e-3; items 2 and 3: ~24 tests at 1e-4). Two kinds of block:
+
+* float32, float16, bfloat16: **deterministic** (levels 1e-4, no fail tolerated). The seeds are
+  fixed and the samples are the same bits on every x86 CPU: torch.rand's float64 stream (exact)
+  and numpy's Generator (scipy) are machine-independent, and the one machine-dependent step, the
+  reference's float64 inverse CDF (numpy's AVX512 and AVX2 exp/log loops differ in the last bit),
+  is rounded away: with numpy's AVX512 loops disabled, 0 of 6.4 million float32 values of the 14
+  cases differed (an ulp-level float64 change moves a float32 value only on a rounding midpoint).
+  What stays machine-dependent are ~1e-15 relative changes of p-values computed by the checks in
+  float64, which cannot carry one across a threshold but by a 1e-12 coincidence.
+* float64: **budgeted**, <= FALSE_FAILURE_BUDGET = 1e-6 per block for every draw. Here the samples
+  differ between CPUs: the reference's log-space ppf carries the last-bit differences to up to
+  ~1e4 ulps (normal-2sigma; ~1e6 on huge-std), in 0.01-8 % of the values, row extremes included,
+  which reseed the extremes check's randomized PITs. Item 1 tolerates MAX_STAT_FAILS = 2 two-stage
+  fails (charged 1e-8 of the budget); the m tests of items 2 and 3 (9 rate tests, ~14 pooled
+  components, one per-case family) share the rest: level = (1e-6 - 1e-8) / m, ~4e-8 (`_levels`).
+  The cost in power, on these two blocks only: a pooled KS needs a 1.34x larger distance
+  (sqrt(ln(2 / 4e-8) / ln(2 / 1e-4))), and a check suspicious at 2e-2 instead of 1e-3 trips the
+  rate test with probability 0.33 instead of 0.66 (N = 280); regaining it would take ~1.8x seeds.
 
 Which p-values are continuous (decided from the check's construction and the law, never from the
 observed p-values):
@@ -90,10 +112,29 @@ SAMPLES = 2**14
 HARD_CHECKS = ("finite", "written", "bounds")
 
 ALPHA_SUSPECT = 1e-3  # RunConfig default
-RATE_TEST_LEVEL = 1e-4  # binomial upper-tail p below this: too many suspicious stage-1 p-values
-KS_LEVEL = 1e-4  # uniformity of the pooled p-values
+#: Blocks whose verdicts are deterministic given the seeds on any x86 CPU (see the docstring):
+#: their assertions keep the levels below; a float64 block's are budgeted.
+DETERMINISTIC_DTYPES = ("float32", "float16", "bfloat16")
+DETERMINISTIC_LEVEL = 1e-4  # rate and uniformity tests of a deterministic block
+#: What a float64 block may cost in false failures, all its assertions together (docstring).
+FALSE_FAILURE_BUDGET = 1e-6
+#: At most this many two-stage (non-decisive) statistical fail verdicts in a block: each run's
+#: false alarm is <= 1e-6, so more than two of N runs have P <= C(N, 3) 1e-18 (4.5e-9 at 3000).
+MAX_STAT_FAILS = 2
+STAT_FAILS_SHARE = 1e-8  # the part of the budget MAX_STAT_FAILS is charged (>= its tail)
 MIN_POOLED = 50  # fewest p-values for a pooled KS
 MIN_LOCAL = 10  # fewest p-values for a per-case KS
+
+
+def _levels(n_tests: int) -> float:
+    """The level of each of a block's n_tests rate and uniformity tests: together with the
+    stage-2 fails they spend at most FALSE_FAILURE_BUDGET."""
+    return (FALSE_FAILURE_BUDGET - STAT_FAILS_SHARE) / max(1, n_tests)
+
+
+def stat_fails_tail(n_runs: int) -> float:
+    """P(more than MAX_STAT_FAILS two-stage false alarms of n_runs at 1e-6 each)."""
+    return float(stats.binom.sf(MAX_STAT_FAILS, n_runs, 1e-6))
 
 #: independence components with a continuous null (details keys "p[<name>]")
 _CORRELATION_PREFIXES = ("lag-1 along dim", "successive calls")
@@ -202,10 +243,12 @@ def _run_block(cand_name: str, dtype_str: str) -> dict:
             runner = CaseRunner(cand, case, dtype, "cpu", RunConfig(samples=SAMPLES, run_seed=seed))
             for check in HARD_CHECKS:
                 r = runner.run(check)
-                verdicts.append((case.id, seed, check, r.verdict, r.message))
+                verdicts.append((case.id, seed, check, r.verdict, r.message, False))
             for check, fn in STATISTICAL_CHECKS.items():
                 r = runner.run(check)
-                verdicts.append((case.id, seed, check, r.verdict, r.message))
+                # a fail that a false alarm can explain: both stages' p below alpha, neither 0
+                two_stage = r.p_value_stage1 > 0 and r.p_value_stage2 > 0
+                verdicts.append((case.id, seed, check, r.verdict, r.message, two_stage))
                 if r.verdict in ("skip", "error") or not math.isfinite(r.p_value_stage1):
                     continue
                 stage1[check].append(float(r.p_value_stage1))
@@ -227,17 +270,26 @@ BLOCKS = [pytest.param(c, dtype_name(d), id=f"{c}-{dtype_name(d)}") for c in CAN
 # ------------------------------------------------------------------------------ the assertions
 
 
-def _fail_verdicts(block: dict) -> list:
-    bad = [v for v in block["verdicts"] if v[3] in ("fail", "error")]
-    lines = [f"{case} seed {seed} {check}: {verdict}: {msg[:200]}"
-             for case, seed, check, verdict, msg in bad]
-    if not bad:
-        return []
-    return [f"{len(bad)} fail/error verdicts over {len(GRID)} cases x {len(SEEDS)} seeds "
-            f"(n={SAMPLES}):\n  " + "\n  ".join(lines[:20])]
+def _fail_verdicts(block: dict, max_stat_fails: int) -> list:
+    """Every fail or error verdict a gold sampler cannot get, and two-stage fails (each a <= 1e-6
+    false alarm) beyond `max_stat_fails`."""
+    bad = [v for v in block["verdicts"] if v[3] == "error" or (v[3] == "fail" and not v[5])]
+    alarms = [v for v in block["verdicts"] if v[3] == "fail" and v[5]]
+    problems = []
+    if bad:
+        lines = [f"{case} seed {seed} {check}: {verdict}: {msg[:200]}"
+                 for case, seed, check, verdict, msg, _ in bad]
+        problems.append(f"{len(bad)} fail/error verdicts that no false alarm explains over "
+                        f"{len(GRID)} cases x {len(SEEDS)} seeds (n={SAMPLES}):\n  "
+                        + "\n  ".join(lines[:20]))
+    if len(alarms) > max_stat_fails:
+        lines = [f"{case} seed {seed} {check}: {msg[:200]}" for case, seed, check, _, msg, _ in alarms]
+        problems.append(f"{len(alarms)} two-stage fail verdicts (tolerated: {max_stat_fails}):\n  "
+                        + "\n  ".join(lines[:20]))
+    return problems
 
 
-def _suspicious_rates(block: dict) -> tuple[dict, list]:
+def _suspicious_rates(block: dict, level: float) -> tuple[dict, list]:
     rates, problems = {}, []
     for check in STATISTICAL_CHECKS:
         ps = np.asarray(block["stage1"].get(check, []), dtype=np.float64)
@@ -245,22 +297,27 @@ def _suspicious_rates(block: dict) -> tuple[dict, list]:
         p_upper = float(stats.binom.sf(k - 1, n, ALPHA_SUSPECT)) if n else 1.0
         rates[check] = {"suspicious": k, "runs": n, "rate": k / n if n else math.nan,
                         "p_rate_le_alpha": p_upper}
-        if p_upper <= RATE_TEST_LEVEL:
+        if p_upper <= level:
             problems.append(f"suspicious rate {check}: {k} of {n} stage-1 p < {ALPHA_SUSPECT:g} "
-                            f"(P(X >= {k} | rate {ALPHA_SUSPECT:g}) = {p_upper:.2g})")
+                            f"(P(X >= {k} | rate {ALPHA_SUSPECT:g}) = {p_upper:.2g} <= {level:.2g})")
     return rates, problems
 
 
-def _uniformity(block: dict) -> tuple[dict, list]:
+def pooled_components(block: dict) -> list:
+    """The (check, component) groups with enough p-values for a pooled KS test."""
+    return [key for key, rows in sorted(block["comps"].items()) if len(rows) >= MIN_POOLED]
+
+
+def _uniformity(block: dict, level: float) -> tuple[dict, list]:
     pooled, problems, local = {}, [], []  # local: (ks p, label)
     for (check, comp), rows in sorted(block["comps"].items()):
         ps = np.asarray([p for _, p in rows], dtype=np.float64)
         if ps.size >= MIN_POOLED:
             p_ks = float(stats.kstest(ps, "uniform").pvalue)
             pooled[f"{check}.{comp}"] = {"values": int(ps.size), "ks_p": p_ks}
-            if p_ks < KS_LEVEL:
+            if p_ks < level:
                 problems.append(f"uniformity, pooled {check}.{comp}: KS p {p_ks:.2g} over "
-                                f"{ps.size} p-values")
+                                f"{ps.size} p-values (level {level:.2g})")
         by_case = defaultdict(list)
         for case, p in rows:
             by_case[case].append(p)
@@ -270,14 +327,14 @@ def _uniformity(block: dict) -> tuple[dict, list]:
                               f"{case} {check}.{comp} ({len(vals)} seeds)"))
     if not pooled:
         problems.append("uniformity: no continuous p-values to test")
-    if local:
-        level = KS_LEVEL / len(local)
+    if local:  # one family: Bonferroni over its groups at the level of one test
+        per_group = level / len(local)
         worst = min(local)
         pooled["_worst_per_case"] = {"ks_p": worst[0], "group": worst[1], "groups": len(local)}
         for p_ks, label in sorted(local):
-            if p_ks < level:
+            if p_ks < per_group:
                 problems.append(f"uniformity, per case {label}: KS p {p_ks:.2g} < "
-                                f"{KS_LEVEL:g}/{len(local)}")
+                                f"{level:.2g}/{len(local)}")
     return pooled, problems
 
 
@@ -289,13 +346,24 @@ def test_gold_sampler_calibration(cand_name, dtype_str, record_property):
     """One block: no fail verdict, stage-1 suspicious rate <= 1e-3, continuous p-values uniform.
 
     The three are asserted together (one computation, ~20-45 s of one core per block) and every
-    problem is listed."""
+    problem is listed. False failure: deterministic for float32/16/bf16 blocks, <=
+    FALSE_FAILURE_BUDGET = 1e-6 for a float64 block on any machine (module docstring)."""
     block = _block(cand_name, dtype_str)
-    rates, rate_problems = _suspicious_rates(block)
-    uniform, uniform_problems = _uniformity(block)
+    # 9 rate tests, the pooled components, one per-case family: each at `level`
+    n_tests = len(STATISTICAL_CHECKS) + len(pooled_components(block)) + 1
+    n_stat = sum(1 for v in block["verdicts"] if v[2] in STATISTICAL_CHECKS and v[3] != "skip")
+    if dtype_str in DETERMINISTIC_DTYPES:
+        level, max_stat_fails = DETERMINISTIC_LEVEL, 0
+    else:
+        level, max_stat_fails = _levels(n_tests), MAX_STAT_FAILS
+        assert stat_fails_tail(n_stat) <= STAT_FAILS_SHARE  # the budget's share holds (no draw)
+    rates, rate_problems = _suspicious_rates(block, level)
+    uniform, uniform_problems = _uniformity(block, level)
     record_property("stage1_suspicious", json.dumps(rates))
     record_property("uniformity_ks", json.dumps(uniform))
-    problems = _fail_verdicts(block) + rate_problems + uniform_problems
+    record_property("false_failure_levels", json.dumps({"tests": n_tests, "level": level,
+                                                        "statistical_runs": n_stat}))
+    problems = _fail_verdicts(block, max_stat_fails) + rate_problems + uniform_problems
     assert not problems, f"{cand_name}/{dtype_str}:\n" + "\n".join(problems)
 
 
@@ -341,7 +409,12 @@ def test_localized_checks_do_not_cry_wolf_at_pr_and_nightly_n(dtype_str, record_
     """At the n where they matter (pr: ~8 samples per mass bin, nightly: ~256), spikes and scan
     on the exact law's histograms: nothing decisive, and no more stage-1 suspicions than a rate
     of 1e-3 allows (one-sided binomial at 1e-4; their p-values are conservative Bonferroni minima,
-    so the real rate is well below)."""
+    so the real rate is well below).
+
+    False failure: a decisive verdict has probability 0 (multinomial counts put nothing where the
+    law has no mass); the rate tests, 1e-4 each a priori, are deterministic: the counts come from
+    numpy's Generator (the same on every machine; a last-bit change of a bin's mass moves a count
+    only if a uniform falls within that ulp), and nothing between them and the p-values is drawn."""
     rows = _local_block(dtype_str)["rows"]
     problems = [f"{c} {prof} seed {seed} {name}: decisive: {msg[:160]}"
                 for c, prof, seed, name, p, dec, msg in rows if dec]
@@ -352,7 +425,7 @@ def test_localized_checks_do_not_cry_wolf_at_pr_and_nightly_n(dtype_str, record_
         p_upper = float(stats.binom.sf(k - 1, ps.size, ALPHA_SUSPECT)) if ps.size else 1.0
         stats_out[name] = {"runs": int(ps.size), "suspicious": k, "p_rate": p_upper,
                            "min_p": float(ps.min())}
-        if p_upper <= RATE_TEST_LEVEL:
+        if p_upper <= DETERMINISTIC_LEVEL:
             worst = sorted((p, c, prof, seed, msg) for c, prof, seed, nm, p, _, msg in rows
                            if nm == name)[:3]
             problems.append(f"{name}: {k} of {ps.size} p < {ALPHA_SUSPECT:g}: {worst}")

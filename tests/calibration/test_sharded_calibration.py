@@ -2,25 +2,33 @@
 
 `exact-counter` draws every element from a counter-based stream indexed by its global position, so
 on any mesh and placement it writes the rounded law exactly and the whole tensor is the unsharded
-one. Here it runs through `harness.distributed.ShardedCaseRunner` exactly as a sharded run does
+one. Here it runs through `harness.sharded.runner.ShardedCaseRunner` exactly as a sharded run does
 (gloo ranks, a DeviceMesh, an nn.Parameter wrapping a DTensor, the rank Summaries merged), on the
 `sharded` selection of cases (harness.cases.SHARDED_CASES) x {float32, bfloat16} x {shard0,
 shard1, replicate} x world sizes {2, 4} x 20 run seeds, at n = 2^14 (whole calls, at least two):
 540 draws per (world size, dtype), every check of a sharded group on each (finite, written, bounds, hang, the seven
 statistical checks, replicas, shards, sharding).
 
-The assertions are those of tests/test_calibration.py, with `shards` among the statistical checks:
+The assertions are those of tests/calibration/test_calibration.py, with `shards` among the statistical checks:
 
 1. no fail and no error verdict (the two-stage rule makes a false alarm a <= 1e-6 event per
    statistical check; `replicas` and `sharding` have none: exact-counter's replicas and its whole
    tensor are bit-identical by construction);
 2. per statistical check, the stage-1 suspicious count (p1 < 1e-3) consistent with a rate <= 1e-3
    (one-sided binomial, level 1e-4);
-3. the continuous stage-1 p-values (tests/test_calibration.py decides which; plus the correlation
+3. the continuous stage-1 p-values (tests/calibration/test_calibration.py decides which; plus the correlation
    components of `shards`) uniform, pooled per (check, component): KS at level 1e-4.
 
+False failures: ~8e-3 a priori per block (~5 400 statistical check runs, ~25 rate and uniformity
+tests), but deterministic: the seeds
+are fixed, exact-counter's uniforms are integer arithmetic (SplitMix64) and its float64 inverse
+CDF, whose last bits depend on numpy's SIMD loops, is rounded to float32 or bfloat16, which
+removes those differences (test_calibration.py's docstring: 0 of 6.4 million float32 values
+differed); the merge of the ranks' Summaries is exact or a fixed-order float64 sum. No float64
+block here.
+
 One block per (world size, dtype): W = 2 bfloat16 and W = 4 float32 in CI, the other two pairs
-marked slow (``pytest tests/test_sharded_calibration.py -m slow``); xdist spreads the blocks over
+marked slow (``pytest tests/calibration/test_sharded_calibration.py -m slow``); xdist spreads the blocks over
 its workers and each worker starts its own ranks (one pool per world size, reused across draws).
 """
 
@@ -43,7 +51,9 @@ from harness.sharded.runner import ShardedCaseRunner
 from harness.sharded.layout import PLACEMENTS, Layout
 from harness.runner import RunConfig
 
-from test_calibration import KS_LEVEL, MIN_POOLED, RATE_TEST_LEVEL, continuous_components
+from test_calibration import DETERMINISTIC_LEVEL, MIN_POOLED, continuous_components
+
+KS_LEVEL = RATE_TEST_LEVEL = DETERMINISTIC_LEVEL  # deterministic blocks (module docstring)
 
 pytestmark = pytest.mark.calibration
 
@@ -60,6 +70,9 @@ SAMPLES = 2**14
 HARD = ("finite", "written", "bounds", "hang")
 STAT = {**STATISTICAL_CHECKS, "shards": SHARDED_CHECKS["shards"]}
 EXACT_BY_CONSTRUCTION = ("replicas", "sharding")
+#: statistical checks a sharded group does not apply: they read the flat positions and windows of
+#: one tensor, which the ranks' boxes of a parameter are not (the rows say so: not applicable)
+NOT_ON_SHARDS = ("position", "repetition")
 
 
 def _block(world_size: int, dtype: torch.dtype) -> dict:
@@ -67,15 +80,12 @@ def _block(world_size: int, dtype: torch.dtype) -> dict:
     verdicts, stage1, comps = [], defaultdict(list), defaultdict(list)
     for case_id in SHARDED_CASES:
         case = case_by_id(case_id)
-        law = None  # one law per (case, dtype): its 2^20 float32 bin masses take a while
+        # one law per (case, dtype), built once: reference.rounded_law caches it by parameters
         for placement in PLACEMENTS:
             layout = Layout(world_size, placement)
             for seed in SEEDS:
                 config = RunConfig(samples=SAMPLES, run_seed=run_seed(world_size, placement, seed))
                 runner = ShardedCaseRunner(cand, case, dtype, "cpu", config, layout)
-                if law is None:
-                    law = runner.law
-                runner.law = law
                 for check in HARD + EXACT_BY_CONSTRUCTION:
                     r = runner.run(check)
                     verdicts.append((case_id, layout.label, seed, check, r.verdict, r.message))
@@ -122,7 +132,9 @@ def test_exact_counter_passes_every_check_on_real_ranks(world_size, dtype, recor
         problems.append(f"{len(bad)} fail/error verdicts:\n  " + "\n  ".join(
             f"{c} {l} seed {s} {k}: {v}: {m[:200]}" for c, l, s, k, v, m in bad[:20]))
     never = {check for *_, check, v, _ in block["verdicts"] if v == "pass"}
-    missing = (set(HARD) | set(STAT) | set(EXACT_BY_CONSTRUCTION)) - never
+    missing = (set(HARD) | set(STAT) | set(EXACT_BY_CONSTRUCTION)) - never - set(NOT_ON_SHARDS)
+    applied = {check for *_, check, v, _ in block["verdicts"] if v != "skip"}
+    assert not applied & set(NOT_ON_SHARDS), applied & set(NOT_ON_SHARDS)
     if missing:
         problems.append(f"checks that never passed (never applied?): {sorted(missing)}")
     rates = {}

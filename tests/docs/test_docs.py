@@ -215,7 +215,7 @@ def test_the_block_checks_can_fail():
             ("pytest suites --candidate no-such-sampler", "no-such-sampler"),
             ("python -m pytest suites --cases no-such-case", "no-such-case"),
             ("pip install -r requirements-nope.txt -c constraints.txt", "requirements-nope.txt"),
-            ("pytest tests/test_plugin.py -n 2", "tests/test_plugin.py"),
+            ("pytest tests/e2e/test_no_such_file.py -n 2", "tests/e2e/test_no_such_file.py"),
             ("python -m reports no-such-subcommand DIR", "no-such-subcommand"),
             ("tox -e no-such-env", "no-such-env")]:
         (command,) = bash_commands(line)

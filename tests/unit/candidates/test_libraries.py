@@ -162,6 +162,9 @@ def test_plugin_skips_cases_a_candidate_cannot_express(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:]
     df = pd.read_csv(tmp_path / "report" / "results.csv")
     two = df[df.case == "normal-2sigma"]
+    # exact samples: each statistical check fails with probability <= 1e-6 (two stages), the
+    # run seed is fixed (float32 RN of the float64 draw: machine-independent but for a last-bit
+    # difference on a float32 midpoint, ~2^-29 per sample)
     assert set(two.verdict) <= {"pass", "skip"} and (two.verdict == "pass").sum() >= 10
     asym = df[df.case == "asym-window-1-3"]
     assert set(asym.verdict) == {"skip"}
@@ -273,27 +276,44 @@ def test_short_end_to_end_run_has_verdicts_and_no_error_rows(tmp_path):
 # ------------------------------------------------------------------------- prepare (start-up)
 
 
-def test_engine_runs_prepare_once_outside_the_candidate_time():
+class _VirtualClock:
+    """Stands in for the `time` module of harness.engine.draw: perf_counter moves only when the
+    test's start-up or candidate says so (a wall clock would make the assertion depend on how
+    busy the machine is)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_engine_runs_prepare_once_outside_the_candidate_time(monkeypatch):
     """A library's start-up (import, child process) is not candidate time: it would otherwise be
     spent out of the per-case budget of the first case each worker runs."""
-    import time
-
     from candidates.builtin import exact_trunc_normal_
     from candidates.protocol import Candidate
-    from harness.engine import CandidateFailure, run_engine
+    from harness.engine import CandidateFailure, draw, run_engine
     from reference import TruncatedNormal, rounded_law
 
     calls = []
+    clock = _VirtualClock()
+    monkeypatch.setattr(draw, "time", clock)
 
     def slow_start():
         calls.append(1)
-        time.sleep(0.5)
+        clock.now += 0.5  # a 0.5 s start-up, on the engine's clock
+
+    def timed(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+        clock.now += 0.001  # 1 ms per call
+        return exact_trunc_normal_(tensor, mean, std, a, b, generator)
 
     case = case_by_id("normal-2sigma")
     law = rounded_law(TruncatedNormal(case.mean, case.std, case.a, case.b), torch.float32)
-    cand = Candidate(exact_trunc_normal_, name="slow-start", prepare=slow_start)
+    cand = Candidate(timed, name="slow-start", prepare=slow_start)
     summary = run_engine(cand, case, torch.float32, "cpu", law, 2 * case.numel, seed=1)
-    assert calls == [1] and summary.candidate_s < 0.5 and summary.n == 2 * case.numel
+    # deterministic (virtual clock): two calls of 1 ms; with the start-up counted it would be 0.502
+    assert calls == [1] and summary.candidate_s == pytest.approx(0.002) and summary.n == 2 * case.numel
 
     def broken_start():
         raise RuntimeError("library failed to start")

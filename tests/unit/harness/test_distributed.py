@@ -1,7 +1,7 @@
 """Real ranks (torch.distributed, gloo), real DTensors: the boxes, the draws, and ranks that raise,
 hang or die.
 
-Every test here starts rank processes through `harness.distributed` exactly as a run does (one
+Every test here starts rank processes through `harness.sharded.ranks` exactly as a run does (one
 pool per world size, reused across draws in this process, replaced when a draw had to kill it).
 A candidate that misbehaves on one rank only is a file candidate (``path/file.py:fn``) written by
 the test: the ranks resolve it by path, as they would a user's sampler.
@@ -64,7 +64,7 @@ def probe(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
                          ids=lambda l: l.label)
 def test_the_ranks_hold_the_boxes_harness_layout_computes(tmp_path, layout):
     """10 rows over 4 ranks are 3, 3, 3, 1 (7 columns: 2, 2, 2, 1); every rank's DTensor agrees
-    with harness.layout."""
+    with harness.sharded.layout."""
     (tmp_path / "probe.py").write_text(BOX_PROBE)
     case = Case("uneven", 0.0, 1.0, -2.0, 2.0, (10, 7))
     runner = _runner(f"{tmp_path}/probe.py:probe", case=case, layout=layout)
@@ -115,6 +115,7 @@ def test_exact_counter_is_the_unsharded_tensor_on_every_layout():
         assert st.reference_calls == min(sharded_runner.REFERENCE_CALLS, s.n_calls)
         assert st.reference_differing == 0 and st.reference_elements > 0
         for check in ("replicas", "shards", "sharding"):
+            # replicas, sharding: exact equality; shards: two stages, false alarm <= 1e-6
             assert runner.run(check).verdict in ("pass", "skip"), (layout, check)
         assert runner.run("sharding").verdict == "pass"
 
@@ -130,6 +131,8 @@ def test_ranks_fold_the_mass_bins_and_the_watched_values_of_the_whole():
     case = case_by_id("normal-2sigma")
     plain = CaseRunner(resolve("exact-counter"), case, torch.float32, "cpu", CFG)
     seen = np.flatnonzero(plain.summary(2).mass_hist)
+    # bins that this very draw hit (the same seed is drawn again below): >= 1 count each, by
+    # construction, on any machine
     watch = tuple(int(j) for j in seen[:: max(1, seen.size // 8)][:8])
     plain = CaseRunner(resolve("exact-counter"), case, torch.float32, "cpu", CFG)
     plain.watch_list = lambda: watch
@@ -179,7 +182,7 @@ def test_a_rank_that_raises_gives_fail_rows_and_keeps_the_pool(tmp_path):
     pool = get_pool(2, "cpu")
     t0 = time.monotonic()
     rows = _failed_rows(_runner(spec))
-    assert time.monotonic() - t0 < 60
+    assert time.monotonic() - t0 < 60  # about a hang only: seconds expected
     assert rows["finite"].verdict == "fail"
     assert "rank 1 of 2: call 1 raised ValueError: rank one refuses" in rows["finite"].message
     assert rows["hang"].verdict == "pass"  # it returned, with an error
@@ -194,7 +197,7 @@ def test_a_rank_that_raises_while_the_other_waits_in_a_collective_is_named(tmp_p
     pool = get_pool(2, "cpu")
     t0 = time.monotonic()
     result = _runner(spec).run("finite")
-    assert time.monotonic() - t0 < ranks.FAILURE_GRACE_S + 20
+    assert time.monotonic() - t0 < ranks.FAILURE_GRACE_S + 20  # about a hang: the grace, not 30 s
     assert result.verdict == "fail"
     assert "rank 1 of 2: call 1 raised ValueError: rank one refuses" in result.message
     assert not pool.alive
@@ -230,7 +233,7 @@ def test_a_rank_stuck_where_no_signal_reaches_is_killed_after_the_stall_margin(t
     t0 = time.monotonic()
     runner = _runner(spec, config=config, stall_margin_s=4.0)
     rows = _failed_rows(runner)
-    elapsed = time.monotonic() - t0
+    elapsed = time.monotonic() - t0  # ~5 s (the stall margin); < 40 asserts no hang, not speed
     assert rows["hang"].verdict == "fail", rows["hang"].message
     assert "rank 1 of 2" in rows["hang"].message and "sent nothing for 5 s" in rows["hang"].message
     assert elapsed < 40
@@ -280,5 +283,8 @@ def test_a_budget_stops_every_rank_at_the_same_call(tmp_path):
     runner = _runner(f"{tmp_path}/slow.py:fn", config=config)
     s = runner.summary(1)
     assert not isinstance(s, CandidateFailure), s
+    # not load-dependent: 60 calls sleep >= 3 s in all, ten times the budget, so the budget stops
+    # the draw on any machine (a busy one only stops it sooner)
     assert s.notes.get("stopped_by_budget") and s.n_calls < 60 and s.n == s.n_calls * 48
+    # gof on exact-counter's draw: two stages, false alarm <= 1e-6
     assert runner.budget_limited and runner.run("gof").verdict in ("pass", "skip")

@@ -126,10 +126,13 @@ def test_folding_does_not_depend_on_chunking():
     assert np.array_equal(one.hist, many.hist)
     assert one.n_duplicate_rows == many.n_duplicate_rows
     assert one.n_equal_successive == many.n_equal_successive
+    # Not random (one draw, folded twice): float64 sums of the same terms in other chunks differ
+    # by ~1e-16 relative, on any machine's summation order.
     np.testing.assert_allclose(one.power_sums, many.power_sums, rtol=1e-12)
     assert one.successive.count == many.successive.count == 39 * case.numel
     # Per-chunk sums are float32 cascade sums: chunking moves them by ~1e-7 of the sum of |terms|
     # (here ~count), six orders of magnitude below the statistic's standard error sqrt(count).
+    # A rounding-error bound, 10x the worst case of any SIMD width's order: not a random event.
     count = one.successive.count
     assert abs(one.successive.sum_uv - many.successive.sum_uv) < 1e-6 * count
 
@@ -139,23 +142,41 @@ def test_budget_stops_are_round_call_counts():
     assert is_budget_stop(3 << 20) and not is_budget_stop(5 << 20) and not is_budget_stop(0)
 
 
+class VirtualClock:
+    """Stands in for the `time` module of harness.engine.draw: its perf_counter moves only when
+    a test's candidate says so, so the candidate time a budget sees does not depend on the load
+    of the machine (a wall clock on a busy 2-core runner can stop a draw at any call count)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
 @pytest.mark.parametrize("chunk_calls", [3, 100])
-def test_a_budget_limited_draw_is_reproduced_by_its_n(chunk_calls):
+def test_a_budget_limited_draw_is_reproduced_by_its_n(chunk_calls, monkeypatch):
     """The budget stops on a round call count; drawing that n without a budget folds the same
     chunks in the same order: the Summaries are equal bit for bit (what `--samples` relies on)."""
+    from harness.engine import draw
+
     case = case_by_id("vit-pos-embed")
     law = _law(case, torch.float32)
     exact = resolve("exact")
+    clock = VirtualClock()
+    monkeypatch.setattr(draw, "time", clock)
 
     def slow(t, mean, std, a, b, generator):
-        time.sleep(0.01)
+        clock.now += 0.015  # 15 ms of candidate time per call, on the engine's clock
         return exact(t, mean, std, a, b, generator)
 
     kw = dict(chunk_elements=chunk_calls * case.numel, min_calls=2)
     cut = run_engine(slow, case, torch.float32, "cpu", law, 1000 * case.numel, 11,
                      time_budget=0.1, **kw)
     calls = cut.n // case.numel
-    assert cut.notes.get("stopped_by_budget") and is_budget_stop(calls) and 4 <= calls < 1000
+    # Deterministic (virtual clock): the budget is spent after 7 calls (0.105 s); the next stop
+    # on the grid is 8, which is not a whole number of chunks of 3 (3 + 3 + 2).
+    assert cut.notes.get("stopped_by_budget") and is_budget_stop(calls) and calls == 8
     again = run_engine(exact, case, torch.float32, "cpu", law, cut.n, 11, **kw)
     assert again.n == cut.n and not again.notes.get("stopped_by_budget")
     assert np.array_equal(cut.hist, again.hist)
@@ -202,7 +223,8 @@ def test_deadline_interrupts_a_pure_python_loop():
     with pytest.raises(CandidateFailure) as info:
         run_engine(forever, case, torch.float32, "cpu", _law(case, torch.float32), 1000, 1,
                    call_timeout=0.5)
-    assert info.value.kind == "hang" and time.perf_counter() - t0 < 5
+    # about a hang only: ~0.5 s expected; without the deadline the loop never returns
+    assert info.value.kind == "hang" and time.perf_counter() - t0 < 60
 
 
 def test_a_raising_candidate_is_reported_not_propagated():
@@ -234,6 +256,9 @@ def test_sums_do_not_depend_on_the_thread_count():
         many = summarize_samples(x, law)
     finally:
         torch.set_num_threads(threads)
+    # Deterministic by design (harness.engine.fixed_sum: blocks of 4096 reduced one per thread,
+    # in a fixed order): bit-equal for any thread count; the SIMD width, the same for both folds,
+    # changes the last bits of both alike.
     assert np.array_equal(one.power_sums, many.power_sums)
     assert one.lag1 == many.lag1 and one.successive == many.successive
 
@@ -321,7 +346,11 @@ def test_mass_bins_do_not_depend_on_chunking_or_raw_order():
     exact = resolve("exact")
     probe = run_engine(exact, case, torch.float32, "cpu", law, 6 * case.numel, 3,
                        chunk_elements=1 << 30)
-    watch = tuple(int(v) for v in np.argsort(probe.mass_hist)[-3:])
+    # the three most-hit bins, ties broken by index (a stable order: argsort's tie order differs
+    # between numpy's SIMD sorts); they hold at least one sample each by construction
+    order = np.lexsort((np.arange(probe.mass_hist.size), -probe.mass_hist))
+    watch = tuple(sorted(int(j) for j in order[:3]))
+    assert probe.mass_hist[list(watch)].min() >= 1
     one = run_engine(exact, case, torch.float32, "cpu", law, 6 * case.numel, 3,
                      chunk_elements=1 << 30, watch=watch)
     many = run_engine(exact, case, torch.float32, "cpu", law, 6 * case.numel, 3,
@@ -329,7 +358,7 @@ def test_mass_bins_do_not_depend_on_chunking_or_raw_order():
     assert np.array_equal(one.mass_hist, many.mass_hist) and np.array_equal(one.mass_hist, probe.mass_hist)
     assert np.array_equal(one.watch_keys, many.watch_keys)
     assert np.array_equal(one.watch_counts, many.watch_counts)
-    assert one.watch_counts.sum() == one.mass_hist[list(watch)].sum()
+    assert one.watch_counts.sum() == one.mass_hist[list(watch)].sum() >= 3
     assert one.mass_hist.sum() == one.n
 
 

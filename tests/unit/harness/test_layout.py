@@ -1,5 +1,5 @@
 """Layouts as arithmetic: the boxes are torch.chunk's split (real DTensors agree: see
-tests/test_distributed.py), global row and element indices, labels, pairs, rank seeds."""
+tests/unit/harness/test_distributed.py), global row and element indices, labels, pairs, rank seeds."""
 
 from __future__ import annotations
 

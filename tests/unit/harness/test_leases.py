@@ -123,24 +123,36 @@ def test_two_processes_racing_for_one_lease(tmp_path):
     """Exactly one wins; the loser sees a live holder, never a crash."""
     path = tmp_path / "a.inflight"
     go = tmp_path / "go"
+    done = tmp_path / "done"
+    # No timing in it: every child says "ready" once imported, all are released together, and the
+    # winner holds the lease, alive, until the test has every loser's answer (a winner sleeping a
+    # fixed 2 s could exit, leaving its lease to a dead pid, before a child slow to import looked).
     code = f"""
 import os, sys, time
 sys.path.insert(0, {str(ROOT)!r})
 from harness.runner.leases import LeaseHeld, acquire
+print("ready", flush=True)
 while not os.path.exists({str(go)!r}):
     time.sleep(0.001)
 try:
     acquire({str(path)!r})
     print("won", flush=True)
-    time.sleep(2)
+    deadline = time.monotonic() + 300  # only if the test died: never outlive it for long
+    while not os.path.exists({str(done)!r}) and time.monotonic() < deadline:
+        time.sleep(0.01)
 except LeaseHeld as e:
     print("alive" if e.alive else "crashed" if e.crashed else "unknown", flush=True)
 """
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
              for _ in range(4)]
-    time.sleep(0.5)
-    go.touch()
-    outcomes = sorted(p.communicate(timeout=60)[0].strip() for p in procs)
+    try:
+        assert [p.stdout.readline().strip() for p in procs] == ["ready"] * 4
+        go.touch()
+        outcomes = sorted(p.stdout.readline().strip() for p in procs)  # one line each
+    finally:
+        done.touch()
+        for p in procs:
+            p.communicate(timeout=60)
     assert outcomes == ["alive", "alive", "alive", "won"]
 
 

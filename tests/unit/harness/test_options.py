@@ -1,7 +1,7 @@
 """Every option is validated at start-up: a bad value is one line naming the option.
 
 `parse_options` is tested on the raw values pytest would hand it (strings, with the defaults
-`add_options` registers); tests/test_plugin.py checks end to end that such a line ends the run
+`add_options` registers); tests/e2e/test_plugin.py checks end to end that such a line ends the run
 with exit status 4 and nothing else.
 """
 

@@ -134,7 +134,7 @@ def test_parsing_and_ownership():
     assert cuda_index_of_group("torch-normal-2sigma-bfloat16-cuda:3") == 3
     assert cuda_index_of_group("torch-normal-2sigma-bfloat16-cpu") is None
     assert cuda_index_of_group("torch-normal-2sigma-bfloat16-cuda") is None  # any worker's own
-    assert cuda_index_of_group("tests/test_engine.py::test_x[cuda:1-y]") is None
+    assert cuda_index_of_group("tests/unit/harness/test_engine.py::test_x[cuda:1-y]") is None
     assert [owned_cuda_device(f"gw{k}", 3) for k in range(7)] == [0, 1, 2, 0, 1, 2, 0]
     assert owned_cuda_device("gw5", 0) is None and owned_cuda_device("main", 2) is None
 
@@ -148,7 +148,7 @@ def test_parsing_and_ownership():
     ("torch-normal-2sigma-bfloat16-cuda:1-w2-bogus", None),
 ])
 def test_sharded_groups_keep_their_device(group, device):
-    """A sharded group's id is the combo id plus its layout (harness.layout): its rank 0 runs on
+    """A sharded group's id is the combo id plus its layout (harness.sharded.layout): its rank 0 runs on
     the device named before the layout, so it goes to that device's workers."""
     assert cuda_index_of_group(group) == device
     assert group_of_nodeid(f"suites/test_conformance.py::test_shards[{group}]") == group

@@ -1,7 +1,7 @@
 """Sharded folding without processes: `Summary.merge` of the ranks' parts is the fold of the whole,
 and the cross-shard comparisons count what they say they count.
 
-The parts are folded by `harness.shardfold.PartFolder` exactly as the ranks fold them
+The parts are folded by `harness.sharded.fold.PartFolder` exactly as the ranks fold them
 (harness/distributed.py calls the same code); here the boxes are cut from one batch in one process.
 """
 
@@ -90,6 +90,15 @@ def test_merge_of_parts_is_the_fold_of_the_whole(case, dtype, layout):
     assert_same_summary(merged, whole, float_rtol=0 if dtype == torch.bfloat16 else 1e-6)
 
 
+def heaviest_bins(probs: np.ndarray, n: int, expected: float = 20.0) -> tuple:
+    """The fewest heaviest mass bins that together expect `expected` of n samples, by a stable
+    order (mass descending, ties by index: the same bins on every machine, whatever the sort's
+    tie order). n iid draws miss them all with probability (1 - mass)^n <= exp(-expected)."""
+    order = np.lexsort((np.arange(probs.size), -probs))  # primary key last: -mass, then index
+    k = int(np.searchsorted(np.cumsum(probs[order]) * n, expected)) + 1
+    return tuple(sorted(int(j) for j in order[:k]))
+
+
 @pytest.mark.parametrize("layout", [Layout(3, "shard0"), Layout(4, "shard1")], ids=lambda l: l.label)
 def test_merge_adds_the_watched_values_of_every_part(layout):
     """Stage 2 of spikes on a sharded group: each part tallies the exact values of the watched
@@ -98,10 +107,23 @@ def test_merge_adds_the_watched_values_of_every_part(layout):
     case = case_by_id("normal-2sigma")
     batch = _draw(case, torch.float32, 2, seed=11)
     law = _law(case, torch.float32)
-    heaviest = tuple(int(j) for j in np.argsort(law.mass_bins.probs)[-3:])
-    whole = summarize_samples(batch, law, watch=heaviest)
+    # Chosen by mass, not by the sort's tie order (the law is symmetric: its bins tie in pairs).
+    # The bins' mass is capped near 2**-18.5, so ~57 of them expect 20 of the 2 * 65536 samples.
+    watch = heaviest_bins(law.mass_bins.probs, batch.numel())
+    whole = summarize_samples(batch, law, watch=watch)
+    # P(no sample in the watched bins) <= e^-20 = 2e-9 (fixed seed besides: this draw has some)
     assert whole.watch_keys is not None and whole.watch_counts.sum() > 0
-    parts, _ = fold_layout(batch, law, layout, watch=heaviest)
+    # One watched value written again into the first and the last box of the layout (element
+    # (0, 0) of call 0, element (-1, -1) of call 1): a value that two ranks see, deterministically.
+    values = batch.reshape(-1)[np.isin(law.mass_bins.bin_of_keys(law.fmt.ordered_keys(
+        batch.reshape(-1).double().numpy())), watch)]
+    v = float(values[0])
+    batch[0, 0, 0] = batch[1, -1, -1] = v
+    whole = summarize_samples(batch, law, watch=watch)
+    key = int(law.fmt.ordered_keys(np.array([v]))[0])
+    assert int(whole.watch_counts[np.searchsorted(whole.watch_keys, key)]) >= 2
+    parts, _ = fold_layout(batch, law, layout, watch=watch)
+    assert sum(int(key in set(p.watch_keys.tolist())) for p in parts) >= 2  # seen by two ranks
     assert_same_summary(Summary.merge(parts), whole, float_rtol=1e-6)
 
 
@@ -146,7 +168,9 @@ def test_identical_shards_are_counted_as_such():
     assert (pair.i, pair.j, pair.calls, pair.box_numel) == (0, 1, 5, 24)
     assert pair.equal == pair.elements == 120 and pair.calls_equal == 5
     assert pair.dup_rows == pair.rows == 20 and pair.corr.correlation() == pytest.approx(1.0)
-    # the honest split of one draw: nothing equal beyond chance, no repeated row
+    # the honest split of one draw: nothing equal beyond chance, no repeated row. For exact
+    # draws (collision probability c = 9.6e-4 per element pair in bf16): P(equal >= 10 of 120)
+    # = 7e-17, P(some of the 80 row pairs equal) <= 80 c^6 = 6e-17, P(a call equal) ~ c^24
     _, stats = fold_layout(batch, law, layout)
     (pair,) = stats.pairs
     assert pair.calls_equal == 0 and pair.dup_rows == 0 and pair.equal < 10

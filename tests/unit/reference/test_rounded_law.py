@@ -498,7 +498,9 @@ def test_speed_smoke():
     t = time.perf_counter()
     rounded_law(TruncatedNormal(0.0, 1.0, -np.inf, np.inf), torch.bfloat16).probs
     rounded_law(TruncatedNormal(0.1, 1.0, -2.0, 2.0), torch.float32).hist_bin_probs()
-    assert time.perf_counter() - t < 10
+    # about a pathology (a quadratic path, a hang), not speed: ~0.4 s cold, measured with a load
+    # of 8 on 2 cores; a bound near the usual time would fail on a busy CI runner
+    assert time.perf_counter() - t < 60
 
 
 def test_float32_fast_paths_equal_integer_paths():

@@ -44,6 +44,8 @@ def _compare(base, new, *extra, capsys):
 
 
 def test_a_whole_new_run_passes(runs, capsys):
+    # deterministic: BASE and NEW are the same run seed in one process, so their verdicts are the
+    # same; a false alarm (<= 1e-6 per check) would be in both, not a new failure
     status, out, err = _compare(runs / "base", runs / "same", capsys=capsys)
     assert status == 0 and "**Verdict: OK**" in out and err == ""
     assert read_report(str(runs / "same")).partial is None
