@@ -204,7 +204,6 @@ def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from candidates import resolve
-    from harness import engine
     from harness.cases import case_by_id
     from harness.engine import Folder, new_summary
     from reference import TruncatedNormal, rounded_law

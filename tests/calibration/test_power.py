@@ -162,7 +162,14 @@ def _assert_caught(name, case_id, dtype, check, results):
     assert r.p_value_stage1 == 0.0 or r.p_value_stage2 < r.alpha_fail, r.message
 
 
-@pytest.mark.parametrize("name", sorted(POWER_PLAN))
+#: Plan entries run with -m slow only: big-tensor-path draws 10 calls of 2^24 elements of the
+#: float64 exact sampler (81 s on one core); the 2^24 shape class itself is proved in CI by
+#: counter-wrap (decisive at stage 1).
+SLOW_AT_PR = ("big-tensor-path",)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_AT_PR else n
+                                  for n in sorted(POWER_PLAN)])
 def test_known_bad_is_caught_at_pr_n(name, record_property):
     case_id, dtype, check, _why = POWER_PLAN[name]
     # the short timeout only where the hang is the defect: a 2^24-element call of the exact
