@@ -110,10 +110,11 @@ def _block(world_size: int, dtype: torch.dtype) -> dict:
     return {"verdicts": verdicts, "stage1": dict(stage1), "comps": dict(comps)}
 
 
-#: In CI: W = 2 and W = 4 in bfloat16 (both world sizes; 37 s and ~50 s on 2 cores); the float32
-#: pairs (W = 4: 84 s) with -m slow, within CI's 30 minutes.
+#: In CI: W = 2 in bfloat16 (37 s on 2 cores); the others with -m slow (W = 4 bfloat16 50 s,
+#: float32 84 s), within CI's 30 minutes. W = 4 is in CI through the known-bad sharded samplers
+#: on real ranks (tests/unit/harness/test_sharded_checks.py) and the honest-split calibration.
 BLOCKS = [pytest.param(2, torch.bfloat16, id="w2-bfloat16"),
-          pytest.param(4, torch.bfloat16, id="w4-bfloat16"),
+          pytest.param(4, torch.bfloat16, id="w4-bfloat16", marks=pytest.mark.slow),
           pytest.param(2, torch.float32, id="w2-float32", marks=pytest.mark.slow),
           pytest.param(4, torch.float32, id="w4-float32", marks=pytest.mark.slow)]
 

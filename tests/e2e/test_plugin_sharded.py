@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 import pandas as pd
 
 SMALL = ("--profile", "smoke", "--samples", "4096")
@@ -55,6 +57,8 @@ def test_sharded_verdicts_do_not_depend_on_xdist_and_say_how_to_reproduce(suite)
     assert "sharded: world sizes 4" in out and "report written to" in out
 
 
+@pytest.mark.slow  # 43 s: the finding on torch itself; the shards check's power is proved in CI
+#                    by the known-bad local-shard (tests/unit/harness/test_sharded_checks.py)
 def test_the_issue_command_reports_identical_shards(suite):
     """pytest suites --candidate torch --world-sizes 2 --placements shard0,shard1 (one case)."""
     result, df = suite("--candidate", "torch", "--world-sizes", "2", "--placements",
