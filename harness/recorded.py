@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -40,6 +41,18 @@ class RecordedCall:
     count: int
 
 
+@contextmanager
+def _replaced(module, name: str, value):
+    """`module.name` is `value` inside the block; the original is put back however it ends (a
+    model that raises must not leave torch recording)."""
+    original = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
+
+
 def record_calls(fn) -> list[RecordedCall]:
     """Call ``fn()`` and return the distinct trunc_normal_ calls it made, in first-call order."""
     import torch.nn.init as init
@@ -56,11 +69,8 @@ def record_calls(fn) -> list[RecordedCall]:
             note(tensor, mean, std, a, b)
             return inner(tensor, mean, std, a, b, generator=generator)
 
-        init._no_grad_trunc_normal_ = recording
-        try:
+        with _replaced(init, "_no_grad_trunc_normal_", recording):
             fn()
-        finally:
-            init._no_grad_trunc_normal_ = inner
     else:  # pragma: no cover - a torch without the inner function
         outer = init.trunc_normal_
 
@@ -68,11 +78,8 @@ def record_calls(fn) -> list[RecordedCall]:
             note(tensor, mean, std, a, b)
             return outer(tensor, mean, std, a, b, generator=generator)
 
-        init.trunc_normal_ = recording_outer
-        try:
+        with _replaced(init, "trunc_normal_", recording_outer):
             fn()
-        finally:
-            init.trunc_normal_ = outer
     return [RecordedCall(*key, count) for key, count in calls.items()]
 
 

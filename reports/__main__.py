@@ -1,10 +1,12 @@
 """Command line: `python -m reports show DIR | compare BASE NEW | merge DIR... --out DIR | map DIR`.
 
-show     print summary.md of a report directory (rebuilt from the results when it is missing)
+show     print summary.md of a report directory (rebuilt from the results and the shrunk
+         boundaries when it is missing)
 compare  markdown diff of two runs; exit 1 when NEW fails what BASE passed, lost coverage that
          BASE had (unless --allow-missing GLOB), or did not finish (the PR gate)
-merge    one report from the shards of a run; exit 1 when a shard or group is missing (unless
-         --allow-partial) or two shards ran one group
+merge    one report from the shards of a run (their results, case data and shrunk boundaries);
+         exit 1 when a shard or group is missing (unless --allow-partial) or two shards ran one
+         group
 map      draw the explored and grid cases on the (α, β) plane, one panel per dtype, as a PNG
          (default DIR/map.png) and print its path
 
@@ -27,9 +29,11 @@ def _show(args) -> int:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     else:
+        from .map import read_boundaries
         from .summary import summary_markdown
 
-        text = summary_markdown(read_results(args.dir), read_environment(args.dir))
+        text = summary_markdown(read_results(args.dir), read_environment(args.dir),
+                                read_boundaries(args.dir))
     sys.stdout.write(text)
     return 0
 

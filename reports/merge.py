@@ -4,8 +4,8 @@ Rows are concatenated. A (candidate, case, dtype, device, check) present in more
 an error unless the rows agree on everything but the columns that describe when, where and how
 fast they ran (`store.VOLATILE`): the seeds are derived from the run seed and the case, so two
 inputs that both ran a case must have produced the same verdict, statistic and p-values. The case
-data of all inputs is copied over and the usual files are written, so `show` and `compare` read
-the result like any other run.
+data of all inputs is copied over, their shrunk boundaries (``boundaries.json``) joined, and the
+usual files are written, so `show`, `compare` and `map` read the result like any other run.
 
 **Grid partitions.** When the inputs are shards of a partitioned run (their manifests name a
 shard, `reports.manifest`), the merge is strict (`check_coverage`):
@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from .manifest import FORMAT, read_manifest, write_manifest
+from .map import BOUNDARIES, read_boundaries
 from .render import write_views
 from .report import read_report
 from .store import (CASE_DATA_DIR, ROW_LOG, SORT_KEYS, VOLATILE, ReportError, normalize,
@@ -94,6 +95,28 @@ def merge_environments(envs: list[dict], names: list[str]) -> dict:
     common["run_id"] = "merged-" + "+".join(str(e.get("run_id", "?")) for e in envs)
     common["merged_from"] = [{"dir": os.path.abspath(n), **e} for n, e in zip(names, envs)]
     return common
+
+
+def merge_boundaries(dirs: list[str], out: str) -> None:
+    """Write `out`'s boundaries.json: every input's shrunk boundaries, in input order, each once
+    (each shard shrank the failing explored cases it ran; inputs that overlap can hold the same
+    one). Where no input has the file, `out` has none either, so an earlier merge into the same
+    directory leaves no boundaries behind."""
+    path = os.path.join(out, BOUNDARIES)
+    sources = [d for d in dirs if os.path.exists(os.path.join(d, BOUNDARIES))]
+    if not sources:
+        if os.path.exists(path):
+            os.remove(path)
+        return
+    joined, seen = [], set()
+    for d in sources:
+        for item in read_boundaries(d):
+            key = json.dumps(item, sort_keys=True, default=str)
+            if key not in seen:
+                seen.add(key)
+                joined.append(item)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(joined, fh, indent=1, default=str)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -314,6 +337,7 @@ def merge(dirs: list[str], out: str, allow_partial: bool = False) -> Merged:
             for name in os.listdir(src):
                 if name.endswith(".npz"):
                     shutil.copy2(os.path.join(src, name), os.path.join(out, CASE_DATA_DIR, name))
+    merge_boundaries(names, out)  # before the views, which list and draw them
     write_tables(df, out)
     env = merge_environments([read_environment(d) for d in names], names)
     if coverage is not None:

@@ -44,8 +44,7 @@ def weight_init():
     if _MODULE:
         return _MODULE[0]
     try:
-        import timm.layers as layers  # noqa: F401  (the public route)
-
+        # Through the package, so timm.layers' own imports run first (the public route).
         module = importlib.import_module("timm.layers.weight_init")
     except Exception as exc:  # torchvision missing or broken: see the module docstring
         spec = importlib.util.find_spec("timm")

@@ -26,7 +26,7 @@ from reports.render import write_run
 from reports.store import RowLog, command_line, file_digest, prepare_report_dir
 from reference.dtypes import DTYPES, dtype_name
 
-from ..checks import CANDIDATE_API_CHECKS, CASE_API_CHECKS, SHAPE_CHECKS
+from ..checks import CANDIDATE_API_CHECKS
 from ..checks.sharded import SHARDED_CHECK_NAMES
 from ..fleet.groups import GroupLedger, group_of_nodeid
 from ..fleet.partition import plan
@@ -34,7 +34,7 @@ from ..cases import BIG_SHAPE_CASES, PROFILES, SHAPE_CLASSES, shaped
 from ..cases import on_path as case_on_path
 from ..explore import EXPLORE_FWER
 from ..runner import (RunConfig, RunnerCache, all_check_names, checks_for, on_path,
-                      run_candidate_check)
+                      run_candidate_check, runs_on_sharded_group)
 from ..runner.shrink import SHRINK_CASES, fails, shrink
 from ..sharded.layout import Layout
 from ..sharded.runner import ShardedRunnerCache, sharded_skip_reason
@@ -248,9 +248,7 @@ class HarnessSession:
         combos = list(self.combos())
         if check in SHARDED_CHECK_NAMES:
             return [c for c in combos if c.layout is not None]
-        # a sharded group runs the checks of the whole parameter: the plain-tensor API checks
-        # and inplace call the candidate on tensors of their own, which the unsharded groups do
-        on_shards = check not in CASE_API_CHECKS + SHAPE_CHECKS
+        on_shards = runs_on_sharded_group(check)
         return [c for c in combos
                 if (on_shards if c.layout is not None else check in checks_for(c.case, c.path))]
 

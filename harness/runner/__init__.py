@@ -11,10 +11,10 @@ leases that tell a crashed neighbour from a busy one.
 
 from .case_runner import (CASE_CHECKS, CaseRunner, RunConfig, RunnerCache, all_check_names,
                           checks_for, crash_guarded, failure_from_lease, inflight_marker, on_device,
-                          run_candidate_check)
+                          run_candidate_check, runs_on_sharded_group)
 from .leases import LeaseHeld, lease
 from .paths import PATHS, on_path
 
 __all__ = ["CASE_CHECKS", "CaseRunner", "RunConfig", "RunnerCache", "all_check_names",
            "checks_for", "crash_guarded", "failure_from_lease", "inflight_marker", "on_device",
-           "run_candidate_check", "LeaseHeld", "lease", "PATHS", "on_path"]
+           "run_candidate_check", "runs_on_sharded_group", "LeaseHeld", "lease", "PATHS", "on_path"]

@@ -83,6 +83,13 @@ def checks_for(case, path: str = "eager") -> tuple:
     return tuple(c for c in all_check_names() if c not in skip)
 
 
+def runs_on_sharded_group(check: str) -> bool:
+    """Whether a sharded group runs `check` (besides its shard-only checks): not the plain-tensor
+    API checks nor inplace, which call the candidate on tensors of their own; the case's unsharded
+    groups run them."""
+    return check not in CASE_API_CHECKS + SHAPE_CHECKS
+
+
 class CaseRunner:
     def __init__(self, candidate, case, dtype: torch.dtype, device: str, config: RunConfig):
         self.candidate = candidate

@@ -39,10 +39,10 @@ import torch
 from reference.dtypes import dtype_name
 
 from ..cases import PROFILES
-from ..checks import CASE_API_CHECKS, SHAPE_CHECKS
 from ..checks.sharded import SHARDED_CHECKS
 from ..engine import CandidateFailure
-from ..runner import CASE_CHECKS, CaseRunner, RunConfig, RunnerCache, inflight_marker
+from ..runner import (CASE_CHECKS, CaseRunner, RunConfig, RunnerCache, inflight_marker,
+                      runs_on_sharded_group)
 from ..summary import Summary
 from .fold import ShardingStats, summary_facts
 from .layout import Layout, layout_applicable
@@ -183,7 +183,7 @@ class ShardedCaseRunner(CaseRunner):
         return {**super().statistical_checks(), **SHARDED_CHECKS}
 
     def check_names(self) -> tuple:
-        return tuple(c for c in CASE_CHECKS if c not in CASE_API_CHECKS + SHAPE_CHECKS) + \
+        return tuple(c for c in CASE_CHECKS if runs_on_sharded_group(c)) + \
             tuple(self.statistical_checks())
 
     def _inflight_marker(self, stage):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 from harness.cases import CaseSpecError, case_spec, parse_case_spec
 from harness.explore import (EXPLORE_FWER, INFINITE_SHARE, bounds, explore_alpha_fail,
@@ -73,6 +74,7 @@ def test_a_model_records_its_trunc_normal_calls_as_cases(repo_root):
 
 
 def test_a_model_that_cannot_be_recorded_is_one_line(tmp_path):
+    inner = torch.nn.init._no_grad_trunc_normal_
     model = tmp_path / "broken.py"
     model.write_text("import torch\n"
                      "def build():\n    raise ValueError('no weights\\nsecond line')\n"
@@ -84,6 +86,8 @@ def test_a_model_that_cannot_be_recorded_is_one_line(tmp_path):
         with pytest.raises(RecordingError) as info:
             cases_from(spec)
         assert says in str(info.value) and "\n" not in str(info.value)
+    # A model that raised leaves torch's own function in place, not the recording one.
+    assert torch.nn.init._no_grad_trunc_normal_ is inner
 
 
 def test_the_design_is_reproducible_and_covers_the_space():

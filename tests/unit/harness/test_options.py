@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.cases import GRID, PROFILES, SHARDED_CASES, SHARDED_DTYPES
+from harness.cases import GRID, SHARDED_CASES, SHARDED_DTYPES
 from harness.plugin.options import OptionError, add_options, parse_options
 from reference.dtypes import DTYPES
 from harness.seeds import DEFAULT_RUN_SEED

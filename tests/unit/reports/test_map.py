@@ -19,24 +19,11 @@ from reports.__main__ import main as cli
 from reports.render import write_run
 from reports.store import read_results
 
+from report_rows import row
+
 ROOT = str(Path(__file__).resolve().parents[3])
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 CHECKS = ("finite", "bounds", "gof", "ks")
-
-
-def row(case="normal-2sigma", dtype="float32", check="gof", verdict="pass", candidate="torch",
-        device="cpu", **kw) -> dict:
-    r = {"candidate": candidate, "candidate_version": "2.13.0", "candidate_spec": candidate,
-         "case": case, "dtype": dtype, "device": device, "check": check, "verdict": verdict,
-         "message": kw.pop("message", f"{check} ok"), "n": 65536, "n_stage1": 65536, "n_stage2": 0,
-         "statistic": 1.0, "p_value": 0.5, "p_value_stage1": 0.5, "p_value_stage2": math.nan,
-         "seed": 123, "effect": 0.01, "effect_unit": "sigma", "mde": 0.05, "alpha_suspect": 1e-3,
-         "alpha_fail": 1e-3, "candidate_s": 0.01, "harness_s": 0.02, "mean": 0.0, "std": 1.0,
-         "a": -2.0, "b": 2.0, "shape": "256x256", "worker": "gw0", "profile": "smoke", "details": ""}
-    if verdict in ("fail", "error", "xfail"):
-        r["repro"] = f"pytest suites --candidate {candidate} --dtypes {dtype} -k test_{check}"
-    r.update(kw)
-    return r
 
 
 def case_rows(case, mean, std, a, b, dtypes=DTYPES, fail=None, standardized=True, **kw):
@@ -338,3 +325,42 @@ def test_summary_lists_failure_regions(explored, tmp_path):
     assert len(lines) == 11 and lines[-1] == "- … 3 more in index.html / boundaries.json"
     none = make_report(tmp_path / "none", explored_rows())
     assert "Failure regions" not in (none / "summary.md").read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------------------
+# Merged reports and `show`
+
+
+def _input(d: Path, cases: set, items=None) -> str:
+    """A report of the rows of `cases` (labels of explored_rows()), with `items` as its
+    boundaries.json (None: no file, as a run without --explore leaves)."""
+    return str(make_report(d, [r for r in explored_rows() if r["case"] in cases], items))
+
+
+def test_merge_joins_the_boundaries_of_every_input(tmp_path, capsys):
+    items = boundaries()
+    # The inputs overlap on explore-7-0101 (agreeing rows), and so do their boundaries of it.
+    a = _input(tmp_path / "a", {"explore-7-0101", "explore-7-0100"}, items[:3])
+    b = _input(tmp_path / "b", {"explore-7-0101", "normal-2sigma"}, items[2:])
+    out = tmp_path / "merged"
+    assert cli(["merge", a, b, "--out", str(out)]) == 0
+    assert M.read_boundaries(str(out)) == items  # each once, in input order
+    capsys.readouterr()
+    assert cli(["show", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "## Failure regions (4)" in shown
+    assert [shown.count(f"\n- {item['line']} · `pytest suites --case") for item in items] == [1] * 4
+    # Inputs without boundaries: the merged report has none, not those of the earlier merge.
+    grid = _input(tmp_path / "g", {"normal-2sigma"})
+    assert cli(["merge", grid, "--out", str(out)]) == 0
+    assert not (out / M.BOUNDARIES).exists()
+    assert "Failure regions" not in (out / "summary.md").read_text(encoding="utf-8")
+
+
+def test_show_rebuilt_without_summary_md_lists_the_boundaries(tmp_path, capsys):
+    d = make_report(tmp_path / "r", explored_rows(), boundaries())
+    os.remove(d / "summary.md")
+    assert cli(["show", str(d)]) == 0
+    shown = capsys.readouterr().out
+    assert "## Failure regions (4)" in shown
+    assert [shown.count(f"\n- {item['line']} · ") for item in boundaries()] == [1] * 4

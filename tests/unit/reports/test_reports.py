@@ -22,27 +22,13 @@ from reports.render import write_run
 from reports.store import CASE_DATA_DIR, case_data_path, read_environment, read_results
 from reports.summary import grid, worst
 
+from report_rows import row
+
 ROOT = str(Path(__file__).resolve().parents[3])
 
 
 # ------------------------------------------------------------------------------------------------
 # Crafted rows
-
-
-def row(case="normal-2sigma", dtype="float32", check="gof", verdict="pass", candidate="torch",
-        device="cpu", **kw) -> dict:
-    r = {"candidate": candidate, "candidate_version": "2.13.0", "candidate_spec": candidate,
-         "case": case, "dtype": dtype, "device": device, "check": check, "verdict": verdict,
-         "message": kw.pop("message", f"{check} ok"), "n": 65536, "n_stage1": 65536, "n_stage2": 0,
-         "statistic": 1.0, "p_value": 0.5, "p_value_stage1": 0.5, "p_value_stage2": math.nan,
-         "seed": 123, "effect": 0.01, "effect_unit": "sigma", "mde": 0.05, "alpha_suspect": 1e-3,
-         "alpha_fail": 1e-3, "candidate_s": 0.01, "harness_s": 0.02, "mean": 0.0, "std": 1.0,
-         "a": -2.0, "b": 2.0, "shape": "256x256", "worker": "gw0", "profile": "smoke", "details": ""}
-    if verdict in ("fail", "error", "xfail"):
-        r["repro"] = (f"pytest suites --candidate {candidate} --cases {case} --dtypes {dtype} "
-                      f"--devices {device} -k test_{check}")
-    r.update(kw)
-    return r
 
 
 def crafted_rows() -> list[dict]:
@@ -486,13 +472,13 @@ def test_merge_shards(tmp_path, capsys):
 
 def _harness_runs() -> bool:
     try:
-        from reference import TruncatedNormal, rounded_law  # noqa: F401
+        import reference
         from candidates import resolve
 
         resolve("exact")
-        return True
     except Exception:
         return False
+    return all(hasattr(reference, name) for name in ("TruncatedNormal", "rounded_law"))
 
 
 @pytest.mark.skipif(not _harness_runs(), reason="reference/candidates not importable yet")
