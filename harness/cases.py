@@ -178,8 +178,9 @@ def parse_case_spec(spec: str, tags: tuple = ("custom",)) -> Case:
         raise CaseSpecError(f"{spec!r}: std must be finite and > 0, got {std}")
     if a > b:
         raise CaseSpecError(f"{spec!r}: a > b ({a} > {b})")
-    if a == b and math.isinf(a):
-        raise CaseSpecError(f"{spec!r}: a == b == {a} is not a point")
+    if a == b:
+        raise CaseSpecError(f"{spec!r}: a == b == {a} is a point, not a window (the arguments "
+                            "check asks every candidate to fill it with RN(a))")
     shape, own = DEFAULT_SHAPE, "shape" in fields
     if own:
         text = fields["shape"].lower()

@@ -10,8 +10,9 @@ The distribution, in standardized bounds alpha = (a - mean) / std and beta = (b 
 * beta: for a finite alpha, +inf with probability 1/8, else alpha + w with the window width w
   log-uniform on [1e-6, 80] (a beta beyond 40 becomes +inf); for alpha = -inf, +inf with
   probability 1/8 (the untruncated law), else uniform on [-40, 40];
-* a = mean + alpha std and b = mean + beta std in float64 (a window narrower than float64
-  resolves at that mean collapses to a point: still a case, a one-atom law).
+* a = mean + alpha std and b = mean + beta std in float64; a window narrower than float64
+  resolves there (a == b after rounding) is widened to one float64 ulp, b = next_up(a): the
+  narrowest window there is (a point is no truncated normal; `arguments` checks a == b).
 
 So windows fall on either side of the mean or around it, from 1e-6 sigma wide to unbounded, up to
 40 sigma out, and the lattice of every dtype meets every scale of sigma.
@@ -75,9 +76,12 @@ def point(u) -> dict:
 
 
 def bounds(mean: float, std: float, alpha: float, beta: float) -> tuple[float, float]:
-    """(a, b) = (mean + alpha std, mean + beta std), ±inf kept."""
+    """(a, b) = (mean + alpha std, mean + beta std), ±inf kept; b = next_up(a) where they round
+    to one float64."""
     a = alpha if math.isinf(alpha) else mean + alpha * std
     b = beta if math.isinf(beta) else mean + beta * std
+    if a == b:  # narrower than float64 resolves here: the narrowest window instead of a point
+        b = math.nextafter(a, math.inf)
     return a, b
 
 

@@ -278,13 +278,15 @@ class FloatFormat:
         _, e = np.frexp(self.max_finite)
         return float(self.max_finite + np.ldexp(1.0, int(e) - 1 - self.man_bits - 1))
 
-    def _edge(self, kv: np.ndarray, kw: np.ndarray, via_float32: bool) -> np.ndarray:
-        """Cell edge between the key-adjacent finite values at keys kv < kw: their midpoint (exact in
-        float64 for formats narrower than float64; for float64 its RN, the same for both cells)."""
+    def _edge(self, kv: np.ndarray, kw: np.ndarray, via_float32: bool, origin: float = 0.0) -> np.ndarray:
+        """Cell edge between the key-adjacent finite values at keys kv < kw: their midpoint minus
+        `origin`, as (v - origin) + (w - v) / 2. Exact in float64 for formats narrower than float64
+        (origin 0); for float64 exact wherever v - origin is (v within a factor 2 of the origin:
+        a law centred on its own window, `RoundedLaw`), else its float64 RN."""
         v = self.values_from_keys(kv)
         w = self.values_from_keys(kw)
         with np.errstate(over="ignore", invalid="ignore"):
-            e = v + (w - v) * 0.5
+            e = (v - origin) + (w - v) * 0.5
         if via_float32 and self.bits < 32:
             # torch rounds to float32 first: the whole float32 cell of the midpoint goes to the even
             # neighbour, so the edge moves half a float32 ulp towards the odd one. The midpoint's
@@ -303,27 +305,29 @@ class FloatFormat:
             thr = thr - h if odd_max else thr + h
         return thr
 
-    def key_cell_edges(self, keys, via_float32: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def key_cell_edges(self, keys, via_float32: bool = False, origin: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Rounding cells of the finite values at ordered keys (in `finite_key_range`, not NaN)."""
-        return self.key_cell_edge(keys, -1, via_float32), self.key_cell_edge(keys, +1, via_float32)
+        return (self.key_cell_edge(keys, -1, via_float32, origin),
+                self.key_cell_edge(keys, +1, via_float32, origin))
 
-    def key_cell_edge(self, keys, side: int, via_float32: bool = False) -> np.ndarray:
-        """Lower (side=-1) or upper (side=+1) cell edge of the finite values at ordered keys."""
+    def key_cell_edge(self, keys, side: int, via_float32: bool = False, origin: float = 0.0) -> np.ndarray:
+        """Lower (side=-1) or upper (side=+1) cell edge of the finite values at ordered keys, minus
+        `origin` (see `_edge`)."""
         k = np.asarray(keys).astype(_U64)
         klo, khi = (_U64(x) for x in self.finite_key_range)
         kn = np.clip(self.step_key(k, side)[0], klo, khi)
-        e = self._edge(kn, k, via_float32) if side < 0 else self._edge(k, kn, via_float32)
+        e = self._edge(kn, k, via_float32, origin) if side < 0 else self._edge(k, kn, via_float32, origin)
         outer = np.inf if self.overflow == "saturate" else self._thr(via_float32)
-        return np.where(k == (klo if side < 0 else khi), side * outer, e)
+        return np.where(k == (klo if side < 0 else khi), side * outer - origin, e)
 
-    def cell_edges(self, values, via_float32: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def cell_edges(self, values, via_float32: bool = False, origin: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Rounding cell [lo, hi] of lattice values: RN(x) == v for lo < x < hi.
 
         Cells follow key order, so -0 owns [-min_subnormal/2, 0] and +0 owns [0, min_subnormal/2] (a
         tiny negative x rounds to -0; fnuz formats give +0 the whole cell). +-max_finite own up to
         +-overflow_threshold (to +-inf where the format saturates); +-inf own the rest. NaN, or a
         value not on the lattice, gets (NaN, NaN). ``via_float32=True`` gives the cells of torch's
-        float64 -> float32 -> format cast.
+        float64 -> float32 -> format cast. ``origin``: the edges minus it (see `_edge`).
         """
         v = np.asarray(values, dtype=np.float64)
         u = self.encode(v)
@@ -331,10 +335,10 @@ class FloatFormat:
         fin = ok & np.isfinite(v)
         k = self.keys_from_bits(u)
         klo = _U64(self.finite_key_range[0])
-        lo, hi = self.key_cell_edges(np.where(fin, k, klo), via_float32)
+        lo, hi = self.key_cell_edges(np.where(fin, k, klo), via_float32, origin)
         thr = self._thr(via_float32)
-        lo = np.where(fin, lo, np.where(ok & (v > 0), thr, np.where(ok, -np.inf, np.nan)))
-        hi = np.where(fin, hi, np.where(ok & (v > 0), np.inf, np.where(ok, -thr, np.nan)))
+        lo = np.where(fin, lo, np.where(ok & (v > 0), thr - origin, np.where(ok, -np.inf, np.nan)))
+        hi = np.where(fin, hi, np.where(ok & (v > 0), np.inf, np.where(ok, -thr - origin, np.nan)))
         return lo, hi
 
     def overflow_cells(self, via_float32: bool = False) -> list[tuple[int, float, float]]:

@@ -121,10 +121,10 @@ class Oracle:
     def prob(self, lo, hi):
         """P(lo <= X <= hi), bounds clipped to [a, b]."""
         _, _, a, b = self.params
-        lo, hi = max(mpf(lo), mpf(a)), min(mpf(hi), mpf(b))
-        if not lo < hi:
-            return mpf(0)
-        with self._prec():
+        with self._prec():  # mpf(x) rounds to the context's precision: an mpf end keeps its digits here
+            lo, hi = max(mpf(lo), mpf(a)), min(mpf(hi), mpf(b))
+            if not lo < hi:
+                return mpf(0)
             return self._mass_abs(lo, hi) / self._z()
 
     def log_prob(self, lo, hi):

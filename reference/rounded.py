@@ -41,10 +41,14 @@ the even neighbour: an atom gains (even) or loses (odd) 2**-13 (float16), 2**-16
 mass, more for a boundary atom's partial cell.
 The canonical law is the single rounding (the default).
 
-float64: a cell [v - ulp/2, v + ulp/2] has edges that float64 cannot hold; the edge is taken as the
-float64 RN of the midpoint (the even neighbour), identically for both cells that share it. A bin of
-consecutive values then loses or gains at most half an ulp at each end: relative error <= 2**-44 for a
-2**44-value histogram bin. Values beyond float64's range are treated as having no mass.
+float64: a cell [v - ulp/2, v + ulp/2] has edges that float64 cannot hold. The law of a float64
+`TruncatedNormal` is therefore integrated in coordinates centred on a lattice value near its window
+(`_origin`: X - origin, with the law shifted alike), where v - origin + ulp/2 is exact for every v
+within a factor 2 of the origin: every value of a narrow window gets its own cell, odd mantissas
+included (tests/unit/reference/test_rounded_law.py checks them against mpmath). Where the
+subtraction rounds, the edge is the float64 RN of the midpoint, identically for both cells that
+share it; such cells lie in bins of >= 2**24 values (2**44 per main bin), so the relative error of
+a bin is <= 2**-25. Values beyond float64's range are treated as having no mass.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .dtypes import FloatFormat, float_format
+from .truncnorm import TruncatedNormal
 
 __all__ = ["FineBins", "MassBins", "RoundedLaw", "rounded_law"]
 
@@ -280,10 +285,10 @@ def _part_probs(law, mb, cs, counts, sub_shift, first_value, spacing, lower_edge
     fmt = law.fmt
     first = dest  # position of each bin's part 0 in `out`
     step = np.ldexp(spacing, sub_shift.astype(np.int32))
-    edge1 = (first_value + (np.ldexp(1.0, sub_shift.astype(np.int32)) - 1.0) * spacing) + spacing * 0.5
+    edge1 = ((first_value + (np.ldexp(1.0, sub_shift.astype(np.int32)) - 1.0) * spacing) - law._origin) + spacing * 0.5
     last_lo = edge1 + (counts - 2) * step
     u = np.flatnonzero(uniform)
-    steps = getattr(law.dist, "prob_steps", None)
+    steps = getattr(law._frame, "prob_steps", None)
     if u.size:
         out[first[u]] = law._mass(lower_edge[u], edge1[u])
         out[first[u] + counts[u] - 1] = law._mass(last_lo[u], upper_edge[u])
@@ -303,7 +308,7 @@ def _part_probs(law, mb, cs, counts, sub_shift, first_value, spacing, lower_edge
         c_of, offset = _runs(cs[o], counts[o])
         sh = np.repeat(sub_shift[o], counts[o]).astype(np.uint64)
         key_lo = mb._coarse_first_key(c_of) + (offset.astype(np.uint64) << sh)
-        lo = fmt.key_cell_edge(key_lo, -1, law._via32)
+        lo = fmt.key_cell_edge(key_lo, -1, law._via32, law._origin)
         lo = np.where(offset == 0, np.repeat(lower_edge[o], counts[o]), lo)
         hi = np.empty_like(lo)
         hi[:-1] = lo[1:]
@@ -365,7 +370,8 @@ def _mass_bins_main(law) -> "MassBins":
     cs = cs_w + s0
     counts = sizes_w[cs_w]
     if cs.size:
-        _part_probs(law, mb, cs, counts, shift[cs], v_first[cs], spacing[cs], lo_c[cs], hi_c[cs],
+        lower, upper = law._main_bin_edges(cs, lo_c, hi_c)
+        _part_probs(law, mb, cs, counts, shift[cs], v_first[cs], spacing[cs], lower, upper,
                     np.ones(cs.size, dtype=bool), probs, start[cs])
     # The engine's counters: one per main bin, or one per part of a split main bin (light bins are
     # not merged), so that the engine's single bincount gives both histograms (`counters_to_main`,
@@ -449,24 +455,28 @@ _LAT_Q = 16  # terms of exp(-x s - s^2/2) kept: the rest is below e^1.5 (1/16)^1
 
 
 def _stats_of_atoms(v: np.ndarray, p: np.ndarray):
-    """(mean, central moments 0..8, sum p**2) of atoms (values v, masses p)."""
+    """(mean, central moments 0..8, sum p**2, (anchor, offset)) of atoms (values v, masses p):
+    mean = anchor + offset, with the offset unrounded by the anchor's ulp."""
     collision = float(np.dot(p, p))
     fin = np.isfinite(v)
     if np.any(p[~fin] > 0):
-        return np.nan, np.full(9, np.nan), collision
+        return np.nan, np.full(9, np.nan), collision, (np.nan, 0.0)
     keep = fin & (p > 0)
     v, p = v[keep], p[keep]
     total = p.sum()
-    # Centre on the heaviest atom first so that a large mean with a tiny spread keeps its digits.
+    # Offsets from the heaviest atom (exact: the atoms are within a factor 2 of each other or far
+    # apart), and the mean as an offset from it: a large mean with a tiny spread keeps its digits
+    # (v - mean with the mean rounded to float64 would shift every offset by up to half an ulp).
     c = v[np.argmax(p)]
-    mean = c + float(np.dot(p, v - c)) / total
-    dv = v - mean
-    cm = np.empty(9)
     pw = p / total
+    offset = float(np.dot(pw, v - c))
+    mean = c + offset
+    dv = (v - c) - offset
+    cm = np.empty(9)
     for k in range(9):
         cm[k] = float(np.dot(pw, dv**k)) if k else 1.0
     cm[1] = 0.0
-    return float(mean), cm, collision
+    return float(mean), cm, collision, (float(c), offset)
 
 
 def _first_true(state, lo: int, hi: int, guess: int):
@@ -501,21 +511,20 @@ def _first_true(state, lo: int, hi: int, guess: int):
 def _lattice_stats(law, klo: int, khi: int):
     """`RoundedLaw._atom_stats` of a 32/64-bit law with many atoms, without a pass over them.
 
-    The keys klo..khi are cut into runs of one binade; inside a run the atoms are v0 + k H with
-    cells [v - H/2, v + H/2] (float32: H = h; float64: the cell edges round to the even neighbour,
-    so only odd-mantissa values have a cell, of width 2h, and H = 2h; the others have mass 0).
-    Rows of 2K + 1 such atoms around a centre x_r (standardized, in the law's frame) have masses
+    The keys klo..khi are cut into runs of one binade; inside a run the atoms are v0 + k h with
+    cells [v - h/2, v + h/2] (measured from the law's origin, exact: `_origin`). Rows of 2K + 1 such atoms around a centre x_r (standardized, in the law's frame) have masses
 
         p_k = w e^{l(x_r)} int_{-1/2}^{1/2} exp(-x_r s - s^2/2) dt,  s = k d + w t,
 
-    (l = log density relative to the frame's anchor, d = w = H / std): a polynomial in k from the
+    (l = log density relative to the frame's anchor, d = w = h / std): a polynomial in k from the
     Taylor series of exp(-x s - s^2/2) (Hermite polynomials; |x s| <= 1/16, 16 terms), so the
     row's sums of p, p k^m (m <= 8) and p^2 are closed forms in sum_k k^j. The masses are those
     of `_mass` to ~1e-16 relative (the same integral, the same standardization); the atoms at
     run ends, the bound atoms and rows' leftovers are enumerated (`_enumerate_keys`).
     None where this does not apply (the enumeration then does it all)."""
     fmt = law.fmt
-    dist = law.dist
+    dist = law._frame
+    origin = law._origin
     f = getattr(dist, "_f", None)
     if f is None or not hasattr(dist, "prob_cells") or law._via32:
         return None
@@ -528,8 +537,6 @@ def _lattice_stats(law, klo: int, khi: int):
         return None
     run_lo = [klo] + cuts
     run_hi = [c - 1 for c in cuts] + [khi]
-    sign_key = 1 << (fmt.bits - 1)
-    g = 2 if fmt.bits == 64 else 1
     sgn = -1.0 if dist._flip else 1.0
     anchor = f.a if f.right else f.mu
     t0, sigma, log_z = f.t0, f.sigma, f.log_z
@@ -537,19 +544,17 @@ def _lattice_stats(law, klo: int, khi: int):
     rows_v, rows_p0, rows_s, rows_c2, rows_n = [], [], [], [], []
     extra = []  # key ranges enumerated atom by atom
     for ka0, kb0 in zip(run_lo, run_hi):
-        if kb0 - ka0 < 2 + 4 * g:
+        if kb0 - ka0 < 6:
             extra.append((ka0, kb0))
             continue
         ka = ka0 + 1
-        if g == 2 and (ka & 1) != (1 if ka >= sign_key else 0):  # the first odd-mantissa value
-            ka += 1
         kb = kb0 - 1
-        n = (kb - ka) // g + 1
+        n = kb - ka + 1
         va = float(fmt.values_from_keys(np.array([ka], dtype=np.uint64))[0])
-        vb = float(fmt.values_from_keys(np.array([ka + (n - 1) * g], dtype=np.uint64))[0])
-        big_h = g * float(fmt.spacing(np.array([va]))[0])
+        vb = float(fmt.values_from_keys(np.array([kb], dtype=np.uint64))[0])
+        big_h = float(fmt.spacing(np.array([va]))[0])
         delta = big_h / sigma
-        u_ends = (np.array([sgn * va, sgn * vb]) - anchor) / sigma
+        u_ends = (sgn * (np.array([va, vb]) - origin) - anchor) / sigma
         x_max = float(np.max(np.abs(u_ends + t0 if f.right else u_ends)))
         half = int(_LAT_RHO / (max(x_max, 1.0) * delta) - 0.5) if delta > 0 else 0
         width = 2 * half + 1
@@ -558,11 +563,11 @@ def _lattice_stats(law, klo: int, khi: int):
             extra.append((ka0, kb0))
             continue
         extra.append((ka0, ka - 1))
-        done = ka + g * n_rows * width
+        done = ka + n_rows * width
         extra.append((done, kb0))
         # row centres: exact lattice values; standardized offsets as `_mass` forms them
         v_r = va + (np.arange(n_rows) * width + half) * big_h
-        u_r = (sgn * v_r - anchor) / sigma
+        u_r = (sgn * (v_r - origin) - anchor) / sigma
         x_r = u_r + t0 if f.right else u_r
         log_base = -0.5 * u_r * (2.0 * t0 + u_r) - log_z + math.log(delta)
         # h_q = coefficient of s^q in exp(-x s - s^2/2) = (-1)^q He_q(x) / q!
@@ -620,9 +625,10 @@ def _lattice_stats(law, klo: int, khi: int):
         c = float(ev[np.argmax(ep)])
     else:
         c = float(rv[i_row])
-    mean = c + (float(np.dot(rp0, rv - c)) + float(rs[:, 1].sum()) + float(np.dot(ep, ev - c))) / total
-    d_r = rv - mean
-    dv = ev - mean
+    offset = (float(np.dot(rp0, rv - c)) + float(rs[:, 1].sum()) + float(np.dot(ep, ev - c))) / total
+    mean = c + offset
+    d_r = (rv - c) - offset  # offsets from c, not from the rounded mean (see `_stats_of_atoms`)
+    dv = (ev - c) - offset
     cm = np.empty(9)
     cm[0], cm[1] = 1.0, 0.0
     for k in range(2, 9):
@@ -630,7 +636,7 @@ def _lattice_stats(law, klo: int, khi: int):
         for m in range(k + 1):
             acc += math.comb(k, m) * d_r ** (k - m) * rs[:, m]
         cm[k] = (float(acc.sum()) + float(np.dot(ep, dv**k))) / total
-    return float(mean), cm, collision
+    return float(mean), cm, collision, (c, offset)
 
 
 _SQRT2 = np.sqrt(2.0)
@@ -678,6 +684,34 @@ def _hist_cells(fmt: FloatFormat):
     return lo, hi, spacing
 
 
+def _origin(dist, fmt: FloatFormat) -> float:
+    """Where a law's X-edges are measured from: 0, except for a float64 `TruncatedNormal` whose
+    mass lies within a quarter of its distance from 0 (`bulk`), whose cells are measured from the
+    lattice value nearest its mean clipped to [a, b]. float64 cannot hold its own midpoints, but
+    (v - origin) + ulp(v)/2 is exact for every v within origin +- |origin|/4 (the difference has
+    a smaller exponent than v and the same grain), so each value there gets its own cell, odd
+    mantissas included: this is where a window holds few values per std. Elsewhere (mass near 0)
+    cells hold so many values per std that the half-ulp rounding of an edge is far below any
+    mass the checks resolve, and measuring from an origin would only lose the digits near 0."""
+    if fmt.bits != 64 or type(dist) is not TruncatedNormal:
+        return 0.0
+    centre = min(max(float(dist.loc), float(dist.a)), float(dist.b))
+    origin = float(fmt.round(np.array([centre]))[0])
+    x_lo, x_hi = (float(x) for x in dist.bulk(-800.0))
+    near = abs(origin) / 4.0
+    if not (np.isfinite(origin) and origin - near <= x_lo and x_hi <= origin + near):
+        return 0.0
+    return origin
+
+
+def _centred(dist, origin: float):
+    """`dist` shifted by -origin (itself for origin 0): the law whose masses `RoundedLaw._mass` takes."""
+    if origin == 0.0:
+        return dist
+    return type(dist)(float(dist.loc) - origin, float(dist.scale), float(dist.a) - origin,
+                      float(dist.b) - origin)
+
+
 class RoundedLaw:
     """Law of Y = RN(X), X ~ dist, in one floating format. Build it with `rounded_law`."""
 
@@ -688,13 +722,17 @@ class RoundedLaw:
         self.fmt = fmt
         self.rounding = rounding
         self._via32 = rounding == "torch"
-        self._a = float(dist.a)
-        self._b = float(dist.b)
-        self.rn_a = self._rn_bound(self._a)
-        self.rn_b = self._rn_bound(self._b)
+        # Masses are integrals of the law centred on `_origin` (`_centred`): X-edges below are
+        # X - origin, so float64 cells keep their exact midpoints.
+        self._origin = _origin(dist, fmt)
+        self._frame = _centred(dist, self._origin)
+        self._a = float(self._frame.a)
+        self._b = float(self._frame.b)
+        self.rn_a = self._rn_bound(float(dist.a))
+        self.rn_b = self._rn_bound(float(dist.b))
         # Integration limits of "every lattice value": excludes mass the format sends to NaN.
-        self._x_bottom = float(fmt.cell_edges(np.array([-np.inf if fmt.has_inf else -fmt.max_finite]), self._via32)[0][0])
-        self._x_top = float(fmt.cell_edges(np.array([np.inf if fmt.has_inf else fmt.max_finite]), self._via32)[1][0])
+        self._x_bottom = float(self._cells(np.array([-np.inf if fmt.has_inf else -fmt.max_finite]))[0][0])
+        self._x_top = float(self._cells(np.array([np.inf if fmt.has_inf else fmt.max_finite]))[1][0])
         self._keys = self._values = self._probs = None
         if fmt.bits <= 16:
             self._enumerate_all()
@@ -707,6 +745,12 @@ class RoundedLaw:
             self.support_hi = self._support_end(self.rn_b, -1)
         self.atom_a = float(self.atom_probs(self.rn_a))
         self.atom_b = float(self.atom_probs(self.rn_b))
+
+    @property
+    def origin(self) -> float:
+        """Where this law's X-edges (cell edges, `_mass` intervals) are measured from (`_origin`):
+        0, or for float64 a lattice value near the window."""
+        return self._origin
 
     # ------------------------------------------------------------------ building blocks
     def _rn(self, x):
@@ -723,7 +767,7 @@ class RoundedLaw:
         lo = np.maximum(np.asarray(lo, dtype=np.float64), self._a)
         hi = np.minimum(np.asarray(hi, dtype=np.float64), self._b)
         lo, hi = np.broadcast_arrays(lo, hi)
-        cells = getattr(self.dist, "prob_cells", None)
+        cells = getattr(self._frame, "prob_cells", None)
         # Far-tail bins of a wide format make dist.prob's intermediates overflow harmlessly.
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             if cells is not None:  # TruncatedNormal: one exp per short interval
@@ -731,7 +775,7 @@ class RoundedLaw:
             pos = hi > lo
             out = np.zeros(lo.shape)
             if pos.any():
-                out[pos] = self.dist.prob(lo[pos], hi[pos])
+                out[pos] = self._frame.prob(lo[pos], hi[pos])
         return out
 
     def _log_mass(self, lo, hi) -> np.ndarray:
@@ -742,11 +786,12 @@ class RoundedLaw:
         out = np.full(lo.shape, -np.inf)
         if pos.any():
             with np.errstate(over="ignore", under="ignore"):
-                out[pos] = self.dist.log_prob(lo[pos], hi[pos])
+                out[pos] = self._frame.log_prob(lo[pos], hi[pos])
         return out
 
     def _cells(self, v):
-        return self.fmt.cell_edges(v, self._via32)
+        """X-cells (minus the origin) of lattice values."""
+        return self.fmt.cell_edges(v, self._via32, self._origin)
 
     def _support_end(self, start: float, step: int) -> float:
         lo, hi = self._cells(np.array([start]))
@@ -900,7 +945,7 @@ class RoundedLaw:
 
     @functools.cached_property
     def _x_median(self) -> float:
-        return float(self.dist.ppf(0.5))
+        return float(self._frame.ppf(0.5))
 
     @staticmethod
     def _nan_in(v, p):
@@ -929,7 +974,7 @@ class RoundedLaw:
         k = np.where(move, fmt.step_key(k, -side)[0], k)
         klo, khi = (np.uint64(x) for x in fmt.finite_key_range)
         fast = np.isfinite(r) & (k >= klo) & (k <= khi)
-        edge = fmt.key_cell_edge(np.where(fast, k, klo), side, self._via32)
+        edge = fmt.key_cell_edge(np.where(fast, k, klo), side, self._via32, self._origin)
         if not fast.all():
             slow = ~fast
             w = self._ceil(v[slow]) if side < 0 else self._floor(v[slow])
@@ -937,6 +982,21 @@ class RoundedLaw:
         return edge
 
     # ------------------------------------------------------------------ histogram
+    def _main_bin_edges(self, bins: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+        """X-edges (minus the origin) of main bins (32/64-bit; `lo`, `hi`: `_hist_cells`): from
+        the format's table, or from the bins' end keys when measured from an origin, where the
+        table's float64 midpoints would not be exact."""
+        if self._origin == 0.0:
+            return lo[bins], hi[bins]
+        fmt = self.fmt
+        shift = np.uint64(fmt.bits - fmt.hist_bits)
+        klo, khi = (np.uint64(k) for k in fmt.finite_key_range)
+        first = np.asarray(bins).astype(np.uint64) << shift
+        last = first + ((np.uint64(1) << shift) - np.uint64(1))
+        first, last = np.clip(first, klo, khi), np.clip(last, klo, khi)
+        return (fmt.key_cell_edge(first, -1, self._via32, self._origin),
+                fmt.key_cell_edge(last, +1, self._via32, self._origin))
+
     def hist_bin_probs(self) -> np.ndarray:
         """Mass of each ordered-key histogram bin (float64[2**hist_bits]); cached."""
         return self._hist
@@ -952,18 +1012,18 @@ class RoundedLaw:
             lo, hi, _ = _hist_cells(fmt)
             i0, i1 = self._live_bins
             if i0 <= i1:
-                out[i0:i1 + 1] = self._mass(lo[i0:i1 + 1], hi[i0:i1 + 1])
+                out[i0:i1 + 1] = self._mass(*self._main_bin_edges(np.arange(i0, i1 + 1), lo, hi))
             for key, olo, ohi in fmt.overflow_cells(self._via32):
-                out[int(np.uint64(key) >> shift)] += float(self._mass(olo, ohi))
+                out[int(np.uint64(key) >> shift)] += float(self._mass(olo - self._origin, ohi - self._origin))
         out.setflags(write=False)
         return out
 
     @functools.cached_property
     def _bulk(self) -> tuple[float, float]:
-        """X-range outside which every interval has mass exactly 0.0 in float64 (beyond exp(-800);
-        [a, b] for a dist without `bulk`)."""
+        """X-range (absolute) outside which every interval has mass exactly 0.0 in float64 (beyond
+        exp(-800); [a, b] for a dist without `bulk`)."""
         bulk = getattr(self.dist, "bulk", None)
-        return (self._a, self._b) if bulk is None else tuple(float(x) for x in bulk(-800.0))
+        return (float(self.dist.a), float(self.dist.b)) if bulk is None else tuple(float(x) for x in bulk(-800.0))
 
     @functools.cached_property
     def _live_bins(self) -> tuple[int, int]:
@@ -999,8 +1059,15 @@ class RoundedLaw:
             return None
         if np.count_nonzero(self.hist_bin_probs() > 0) >= FINE_BINS_BELOW:
             return None
-        k_lo, k_hi = (int(k) for k in fmt.ordered_keys(np.array([self.support_lo, self.support_hi])))
+        # From the first to the last value that can hold mass: a half-infinite window's support
+        # reaches the end of the format, its mass only a few std beyond the mean.
+        x_lo, x_hi = self._bulk
+        lo = max(self.support_lo, float(self._floor(np.array([x_lo]))[0]))
+        hi = min(self.support_hi, float(self._ceil(np.array([x_hi]))[0]))
+        k_lo, k_hi = (int(k) for k in fmt.ordered_keys(np.array([lo, hi])))
         span = k_hi - k_lo + 1
+        if span > 1 << (fmt.bits - 2):  # the engine's signed key offsets must not overflow
+            return None
         shift = max(0, (span - 1).bit_length() - FINE_BINS_MAX.bit_length() + 1)
         return FineBins(k_lo, shift, ((span - 1) >> shift) + 1)
 
@@ -1021,14 +1088,14 @@ class RoundedLaw:
         fb = self.fine_bins
         fmt = self.fmt
         first = fb.key_lo + (np.arange(fb.n_bins + 1, dtype=np.uint64) << np.uint64(fb.shift))
-        lo_ext = fmt.key_cell_edge(first, -1, self._via32)
+        lo_ext = fmt.key_cell_edge(first, -1, self._via32, self._origin)
         hi = lo_ext[1:].copy()
         klo, khi = fmt.finite_key_range
         nxt = first[1:]
         # the upper edge of key k - 1 is the lower edge of key k for klo < k <= khi only
         odd = (nxt <= np.uint64(klo)) | (nxt > np.uint64(khi))
         if odd.any():
-            hi[odd] = fmt.key_cell_edge(nxt[odd] - np.uint64(1), +1, self._via32)
+            hi[odd] = fmt.key_cell_edge(nxt[odd] - np.uint64(1), +1, self._via32, self._origin)
         lo = lo_ext[:-1]
         for arr in (lo, hi):
             arr.setflags(write=False)
@@ -1096,9 +1163,10 @@ class RoundedLaw:
             return vals, self.atom_probs(vals)
         e_lo, e_hi = max(klo - 1, kf_lo), min(khi + 1, kf_hi)
         w = fmt.values_from_keys(np.arange(e_lo, e_hi + 1, dtype=np.uint64))
-        mid = w[:-1] + (w[1:] - w[:-1]) * 0.5
+        mid = (w[:-1] - self._origin) + (w[1:] - w[:-1]) * 0.5
         outer = np.inf if fmt.overflow == "saturate" else fmt._thr(self._via32)
-        parts = ([[-outer]] if klo == kf_lo else []) + [mid] + ([[outer]] if khi == kf_hi else [])
+        parts = (([[-outer - self._origin]] if klo == kf_lo else []) + [mid]
+                 + ([[outer - self._origin]] if khi == kf_hi else []))
         edges = np.concatenate(parts)
         vals = w[klo - e_lo: klo - e_lo + (khi - klo + 1)]
         return vals, self._mass(edges[:-1], edges[1:])
@@ -1159,8 +1227,8 @@ class RoundedLaw:
         return h * h / (12.0 * float(self.dist.var))
 
     @functools.cached_property
-    def _moments(self) -> tuple[float, np.ndarray]:
-        """(mean, central moments 0..8) of Y."""
+    def _moments(self) -> tuple[float, np.ndarray, tuple[float, float]]:
+        """(mean, central moments 0..8, (anchor, offset): mean = anchor + offset) of Y."""
         stats = self._atom_stats
         if stats is None:
             # 32/64-bit with >2**22 atoms in the bulk: the lattice is then fine against the spread
@@ -1168,12 +1236,18 @@ class RoundedLaw:
             # below 1e-10 in every case of the grid (`sheppard_bound`), far under any sampling error.
             d = self.dist
             cm = np.array([1.0, 0.0] + [float(d.central_moment(k)) for k in range(2, 9)])
-            return float(d.mean), cm
-        return stats[0], stats[1]
+            return float(d.mean), cm, (float(d.mean), 0.0)
+        return stats[0], stats[1], stats[3]
 
     @property
     def mean(self) -> float:
         return self._moments[0]
+
+    def mean_offset(self, center: float) -> float:
+        """E[Y] - center, without rounding E[Y] to float64 first: a float64 law a few ulps wide
+        has a mean whose own rounding (half an ulp) is many standard errors of a sample mean."""
+        anchor, offset = self._moments[2]
+        return (anchor - float(center)) + offset
 
     @property
     def var(self) -> float:
@@ -1215,7 +1289,7 @@ class RoundedLaw:
     def _int_f2(self, lo, hi) -> np.ndarray:
         """integral of f**2 over [lo, hi] (inside [a, b]), f the density of X, in log space:
         f**2 is a normal density of std sigma / sqrt(2) times 1 / (2 sqrt(pi) sigma Z**2)."""
-        d = self.dist
+        d = self._frame
         cls = type(d)
         log_z = float(np.asarray(cls(d.loc, d.scale, -np.inf, np.inf).log_prob(d.a, d.b)))
         with np.errstate(over="ignore"):  # float64 bins near the largest double: +-inf is right
@@ -1236,8 +1310,8 @@ class RoundedLaw:
             cut = run_starts[(run_starts > i0) & (run_starts <= i1)]
             first = np.concatenate([[i0], cut])
             last = np.concatenate([cut - 1, [i1]])
-            rlo = np.maximum(lo[first], self._a)
-            rhi = np.minimum(hi[last], self._b)
+            rlo = np.maximum(lo[first] - self._origin, self._a)
+            rhi = np.minimum(hi[last] - self._origin, self._b)
             ok = rhi > rlo
             total = float(np.sum(h[first[ok]] * self._int_f2(rlo[ok], rhi[ok])))
         # Exact terms for the atoms the bin rule gets wrong by a fraction of one atom.
@@ -1256,7 +1330,7 @@ class RoundedLaw:
         p = self._mass(clo, chi)
         total += float(np.sum(p * p) - np.sum(bin_h * self._int_f2(clo, chi)))
         for _, olo, ohi in fmt.overflow_cells(self._via32):
-            total += float(self._mass(olo, ohi)) ** 2
+            total += float(self._mass(olo - self._origin, ohi - self._origin)) ** 2
         return total
 
     def __repr__(self) -> str:

@@ -34,7 +34,7 @@ def _law_moments(law, scale: float, center: float):
     k[0] = 1.0
     for j in range(2, 9):
         k[j] = float(law.central_moment(j)) / scale**j
-    return (float(law.mean) - center) / scale, k
+    return law.mean_offset(center) / scale, k
 
 
 def _influence_polys(k: np.ndarray):
@@ -90,13 +90,15 @@ MIN_OFF_ATOM = 10.0
 
 
 def _off_atom_mass(law) -> float:
-    """Mass of the law outside its heaviest atom (1.0 where the atoms are not enumerated)."""
+    """Mass of the law outside its heaviest atom, or a bound above it: 1 - sum p^2 where the
+    atoms are not enumerated one by one (a 32/64-bit law with moments from its atoms; sum p^2 <=
+    max p), 1.0 where the moments are not the atoms' at all."""
     if not law.moments_from_atoms:
         return 1.0
     try:
         return float(max(0.0, 1.0 - np.max(law.probs)))
-    except ValueError:  # a format whose law is not enumerated
-        return 1.0
+    except ValueError:  # a 32/64-bit format: its atoms are summed, not listed
+        return float(max(0.0, 1.0 - law.collision_prob))
 
 
 @quiet

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import math
 
+import mpmath
 import numpy as np
 import pytest
 import torch
@@ -72,9 +73,9 @@ def _slow_mass(dist, lo, hi):
 
 
 @functools.lru_cache(maxsize=None)
-def _bin_cells(fmt):
-    """X-interval of each main bin's finite values (cell edges of its first and last finite key,
-    `key_cell_edge`) and its spacing; NaN for bins without finite values."""
+def _bin_cells(fmt, origin=0.0):
+    """X-interval (minus `origin`) of each main bin's finite values (cell edges of its first and
+    last finite key, `key_cell_edge`) and its spacing; NaN for bins without finite values."""
     shift = np.uint64(fmt.bits - fmt.hist_bits)
     k = np.arange(1 << fmt.hist_bits, dtype=np.uint64)
     klo, khi = (np.uint64(x) for x in fmt.finite_key_range)
@@ -82,7 +83,7 @@ def _bin_cells(fmt):
     last = np.minimum(((k + np.uint64(1)) << shift) - np.uint64(1), khi)
     empty = first > last
     first, last = np.where(empty, klo, first), np.where(empty, klo, last)
-    lo, hi = fmt.key_cell_edge(first, -1), fmt.key_cell_edge(last, +1)
+    lo, hi = fmt.key_cell_edge(first, -1, origin=origin), fmt.key_cell_edge(last, +1, origin=origin)
     h = fmt.spacing(fmt.values_from_keys(first))
     return tuple(np.where(empty, np.nan, x) for x in (lo, hi, h))
 
@@ -103,6 +104,24 @@ def _reference_stats(v, p):
 
 def _fresh(case, dtype):
     return R.RoundedLaw(TruncatedNormal(*case), float_format(dtype))
+
+
+def _frame(law):
+    """The law's dist in its own coordinates (X - law.origin), where its cell edges are measured."""
+    d, o = law.dist, law.origin
+    return TruncatedNormal(d.loc - o, d.scale, d.a - o, d.b - o) if o else d
+
+
+def _exact_edge(fmt, key, side):
+    """The cell edge of the value at `key` as an exact mpmath midpoint (float64 cannot hold it)."""
+    k = np.array([key], dtype=np.uint64)
+    v = fmt.values_from_keys(k)[0]
+    kn = np.clip(fmt.step_key(k, side)[0], *(np.uint64(x) for x in fmt.finite_key_range))
+    w = fmt.values_from_keys(kn)[0]
+    if w == v:  # the end of the finite range
+        return mpmath.mpf(side) * mpmath.inf
+    with mpmath.workprec(120):  # 54 bits hold it; mpmath's default 53 would round it again
+        return (mpmath.mpf(float(v)) + mpmath.mpf(float(w))) / 2
 
 
 # ------------------------------------------------------------------------------ interval masses
@@ -177,8 +196,8 @@ def test_a_few_masses_against_the_oracle():
         j = np.flatnonzero(mb.probs > 1e-200)
         for jj in j[np.linspace(0, j.size - 1, 5).astype(int)]:
             k0, k1 = mb.key_ranges([jj])
-            lo = law.fmt.key_cell_edge(k0, -1)[0]
-            hi = law.fmt.key_cell_edge(k1, +1)[0]
+            lo = _exact_edge(law.fmt, k0[0], -1)
+            hi = _exact_edge(law.fmt, k1[0], +1)
             ref = float(o.prob(max(lo, case[2]), min(hi, case[3])))
             assert mb.probs[jj] == pytest.approx(ref, rel=1e-12, abs=0)
 
@@ -188,12 +207,13 @@ def test_a_few_masses_against_the_oracle():
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_hist_and_fine_bins_against_bin_by_bin(case, dtype):
     law = _fresh(case, dtype)
-    lo, hi, _ = _bin_cells(law.fmt)
+    d, o = _frame(law), law.origin
+    lo, hi, _ = _bin_cells(law.fmt, o)
     ok = ~np.isnan(lo)
     ref = np.zeros(lo.size)
-    ref[ok] = _slow_mass(law.dist, lo[ok], hi[ok])
+    ref[ok] = _slow_mass(d, lo[ok], hi[ok])
     for key, olo, ohi in law.fmt.overflow_cells():
-        ref[int(key) >> (law.fmt.bits - law.fmt.hist_bits)] += float(_slow_mass(law.dist, [olo], [ohi])[0])
+        ref[int(key) >> (law.fmt.bits - law.fmt.hist_bits)] += float(_slow_mass(d, [olo - o], [ohi - o])[0])
     _close(law.hist_bin_probs(), ref, what="hist")
     if law.fine_bins is not None:
         v_lo, v_hi = law.fine_bin_bounds()
@@ -202,8 +222,9 @@ def test_hist_and_fine_bins_against_bin_by_bin(case, dtype):
         fb = law.fine_bins
         first = fb.key_lo + (np.arange(fb.n_bins, dtype=np.uint64) << np.uint64(fb.shift))
         last = first + np.uint64((1 << fb.shift) - 1)
-        assert np.array_equal(e_lo, law.fmt.key_cell_edge(first, -1), equal_nan=True)
-        assert np.array_equal(e_hi, law.fmt.key_cell_edge(last, +1), equal_nan=True)
+        o = law.origin
+        assert np.array_equal(e_lo, law.fmt.key_cell_edge(first, -1, origin=o), equal_nan=True)
+        assert np.array_equal(e_hi, law.fmt.key_cell_edge(last, +1, origin=o), equal_nan=True)
 
 
 # ------------------------------------------------------------------------------ mass bins
@@ -289,11 +310,12 @@ def test_mass_bins_against_the_original_layout_and_slow_masses(case, dtype):
     k1c = np.clip(k1, np.uint64(kf_lo), np.uint64(kf_hi))
     ok = k0c <= k1c
     ref = np.zeros(mb.n_bins)
-    lo = fmt.key_cell_edge(k0c, -1)
-    hi = fmt.key_cell_edge(k1c, +1)
-    ref[ok] = _slow_mass(law.dist, lo[ok], hi[ok])
+    d, o = _frame(law), law.origin
+    lo = fmt.key_cell_edge(k0c, -1, origin=o)
+    hi = fmt.key_cell_edge(k1c, +1, origin=o)
+    ref[ok] = _slow_mass(d, lo[ok], hi[ok])
     for key, olo, ohi in fmt.overflow_cells():
-        ref[mb.bin_of_keys(np.array([key], dtype=np.uint64))[0]] += float(_slow_mass(law.dist, [olo], [ohi])[0])
+        ref[mb.bin_of_keys(np.array([key], dtype=np.uint64))[0]] += float(_slow_mass(d, [olo - o], [ohi - o])[0])
     _close(mb.probs, ref, what="mass bins")
     assert abs(math.fsum(mb.probs) - 1.0) < 1e-12
 
@@ -303,7 +325,7 @@ MANY_ATOMS = [
     ((1.0, 0.01, -math.inf, math.inf), torch.float32),  # 2.9e6 atoms, two binades
     ((0.0, 1.0, 30.0, math.inf), torch.float32),  # 1.1e6 atoms in a far tail
     ((-3.0, 0.004, -3.01, math.inf), torch.float32),  # mirrored frame, a bound atom
-    ((1e4, 3e-9, 1e4 - 1e-6, math.inf), torch.float64),  # float64: only odd mantissas get mass
+    ((1e4, 3e-9, 1e4 - 1e-6, math.inf), torch.float64),  # float64: cells measured from the origin
     ((5.0, 0.004, -math.inf, 5.003), torch.float32),
 ]
 
@@ -318,8 +340,8 @@ def test_lattice_moments_against_atom_by_atom(case, dtype):
     coll = law.collision_prob
     keys = np.arange(klo, khi + 1, dtype=np.uint64)
     v = law.fmt.values_from_keys(keys)
-    lo, hi = law.fmt.cell_edges(v)
-    p = _slow_mass(law.dist, lo, hi)
+    lo, hi = law.fmt.cell_edges(v, origin=law.origin)
+    p = _slow_mass(_frame(law), lo, hi)
     ref_mean, ref_cm, ref_coll = _reference_stats(v, p)
     assert abs(mean - ref_mean) <= 1e-13 * math.sqrt(ref_cm[2])
     scale = np.maximum(np.abs(ref_cm), ref_cm[2] ** (np.arange(9) / 2))
