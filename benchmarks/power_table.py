@@ -1,6 +1,7 @@
 """The README's MDE table and power table, computed (issue 4: "computed by code, not typed").
 
-Run: ``python benchmarks/power_table.py [--run] [--alpha 1e-3]``. Prints two markdown tables.
+Run: ``python benchmarks/power_table.py [--run] [--alpha 1e-3]``. Prints the markdown tables (a),
+(a') and (b) below (and (c) with ``--simulate``).
 
 (a) **MDE table.** Per check, the minimum detectable effect at the `pr` n (2**22) and the `nightly`
 n (2**27) for two representative (case, dtype): normal-2sigma float32 and abs-bounds-trap bfloat16.
@@ -11,8 +12,16 @@ probability 0.5 at level alpha (= alpha_fail, 1e-3) in one stage; units per row 
 ks: CDF distance D; atoms: obs/exp extra mass at the better-powered bound; tails: obs/exp deficit
 of the 1e-3 tail; moments: mean shift in law sigma, std ratio, skewness / excess-kurtosis
 differences; extremes: KS distance of the row-extreme PITs; independence: |r| lag-1 along the last
-dim). A statistical fail needs p < alpha at stage 1 and again at stage 2 on 4x n: at an effect equal
-to the MDE at n, stage 2 (4x n) has power ~1, so P(fail) ~ 0.5.
+dim; position: Cohen's w of the smallest position class tested against the rest of the tensor).
+A statistical fail needs p < alpha at stage 1 and again at stage 2 on 4x n: at an effect equal
+to the MDE at n, stage 2 (4x n) has power ~1, so P(fail) ~ 0.5. The atoms cell gives the hits
+that fail where the better-powered atom expects far below one sample (`atoms_cell`).
+
+(a') **MDE per shape class at pr.** The same MDEs for each (case, dtype) of (a), at its grid shape
+and at every shape class the `pr` profile draws it at on a CPU (`shape_classes_at`: the rule of
+the session's ``shapes_for``), each at the n the engine draws for that group (`drawn_n`:
+`Profile.samples`, whole calls, at least two): the calls, the n, and the MDE of ks, gof, atoms,
+the moments' mean shift and position (whose smallest class holds one element per call).
 
 (b) **Power table.** Per known-bad built-in (`candidates.REGISTRY`, ``known_bad=True``), on the case
 and dtype where its defect shows (`PLAN`, the same as tests/calibration/test_power.py): each named check
@@ -69,7 +78,7 @@ torch.set_num_threads(1)
 
 from candidates import REGISTRY, resolve  # noqa: E402
 from candidates.builtin import FALLBACK_RATE, HOLE_AT, HOLE_MASS  # noqa: E402
-from harness.cases import PROFILES, case_by_id  # noqa: E402
+from harness.cases import BIG_SHAPE_CASES, PROFILES, SHAPE_CLASSES, case_by_id, shaped  # noqa: E402
 from harness.checks.stat_common import binom_mde_ratio  # noqa: E402
 from harness.checks.stat_counts import atom_sides, tail_sets  # noqa: E402
 from harness.checks.stat_extremes import extremes_mde  # noqa: E402
@@ -79,6 +88,7 @@ from harness.checks.stat_local import (LocalBins, critical_excess, hole_guarante
                                        check_scan, check_spikes, scan_families, scan_mde,
                                        spikes_mde, synthetic_summary)
 from harness.checks.stat_moments import moments_mde  # noqa: E402
+from harness.checks.statistical import check_mdes  # noqa: E402
 from harness.checks.power import mde_table, samples_drawn  # noqa: E402
 from harness.runner import CaseRunner, RunConfig  # noqa: E402
 from reference.dtypes import dtype_name  # noqa: E402
@@ -145,26 +155,110 @@ def _round_up(n: float) -> float:
 # ------------------------------------------------------------------------------ (a) MDE table
 
 
+def atoms_cell(law, n: int, alpha: float) -> str:
+    """The atoms MDE as a reader takes it: an obs/exp ratio at an atom of real mass, or the hits
+    that fail where the better-powered atom expects almost nothing at n (the +-100 sigma trap's
+    bounds have mass 0; bf16's zero then decides, ~2e-39)."""
+    sides = atom_sides(law)
+    if not sides or n <= 0:
+        return "—"
+    level = alpha / len(sides)
+    ratio, name, p = min((binom_mde_ratio(n, p, level, upward=True), name, p)
+                         for name, _, p, _ in sides)
+    if math.isinf(ratio):
+        return "any hit (the atoms have mass 0)"
+    if n * p < 1e-3:
+        hits = max(1, round(ratio * n * p))
+        return f"{hits} hit{'s' if hits > 1 else ''} on {name} (mass {p:.2g})"
+    return g3(ratio)
+
+
 def mde_markdown(alpha: float) -> str:
     cases = [case_by_id(c) for c, _ in MDE_CASES]
     df = mde_table({"pr": PROFILES["pr"], "nightly": PROFILES["nightly"]}, cases,
                    [d for _, d in MDE_CASES], alpha)
     cols = []
     for case_id, dtype in MDE_CASES:
+        law = _law(case_by_id(case_id), dtype)
         for prof in ("pr", "nightly"):
             sub = df[(df.case == case_id) & (df.dtype == dtype_name(dtype)) & (df.profile == prof)]
-            cols.append((f"{case_id} {dtype_name(dtype)} {prof} (n={int(sub.n.iloc[0]):,})",
-                         dict(zip(sub.check, sub.mde))))
+            n = int(sub.n.iloc[0])
+            cols.append((f"{case_id} {dtype_name(dtype)} {prof} (n={n:,})",
+                         dict(zip(sub.check, sub.mde)), atoms_cell(law, n, alpha)))
     units = dict(zip(df.check, df.unit))
 
-    def cell(check, v):
-        if check == "atoms" and isinstance(v, float) and math.isinf(v):
-            return "any hit (bound atoms have mass 0)"
+    def cell(check, col):
+        v = col[1].get(check)
+        if check == "atoms":
+            return col[2]
         if units[check] == "ratio" and isinstance(v, float) and math.isfinite(v):
             return f"{v:.6f}"
         return g3(v)
-    rows = [[check, units[check]] + [cell(check, c[1].get(check)) for c in cols] for check in units]
+    rows = [[check, units[check]] + [cell(check, c) for c in cols] for check in units]
     return markdown(["check", "unit"] + [c[0] for c in cols], rows)
+
+
+# ------------------------------------------------------------------------------ (a') per shape class
+
+#: The columns of the per-shape-class table: (check in `check_mdes`, header).
+SHAPE_MDE_CHECKS = (("ks", "ks (D)"), ("gof", "gof (w)"), ("atoms", "atoms (obs/exp)"),
+                    ("moments.mean", "moments mean (σ)"), ("position", "position (w)"))
+
+
+def shape_classes_at(profile, case_id: str, device: str = "cpu") -> list:
+    """The shape classes `profile` draws `case_id` at on `device` without --shapes: the rule of
+    `harness.plugin.session.HarnessSession.shapes_for` (the profile's cases and classes; CUDA-only
+    classes on CUDA; the big ones at pr only on `BIG_SHAPE_CASES`; dtype-bound ones ignored)."""
+    if profile.shape_cases is not None and case_id not in profile.shape_cases:
+        return []
+    big_cases = BIG_SHAPE_CASES.get(profile.name)
+    out = []
+    for name in profile.shape_classes:
+        shape = SHAPE_CLASSES[name]
+        if shape.cuda_only and not device.startswith("cuda"):
+            continue
+        if shape.kind == "big" and big_cases is not None and case_id not in big_cases:
+            continue
+        out.append(shape)
+    return out
+
+
+def drawn_n(profile, case, device: str = "cpu") -> int:
+    """The stage-1 n the engine draws for `case` (a grid case or a shape-axis one): the profile's
+    n for it (`Profile.samples`), in whole calls, at least `min_calls`."""
+    return samples_drawn(profile.samples(device, case), tuple(case.shape), profile.min_calls)
+
+
+def shape_mde_rows(case_id: str, dtype, alpha: float, profile_name: str = "pr") -> list:
+    """[label, calls, n, MDE per SHAPE_MDE_CHECKS] for the case's grid shape and each shape class
+    `profile_name` draws it at (no sampling: `check_mdes` at the n drawn)."""
+    profile = PROFILES[profile_name]
+    base = case_by_id(case_id)
+    law = _law(base, dtype)
+    cases = [(f"grid {base.shape_text}", base)]
+    cases += [(shape.name, shaped(base, shape)) for shape in shape_classes_at(profile, case_id)]
+    rows = []
+    for label, case in cases:
+        n = drawn_n(profile, case)
+        mdes = check_mdes(law, n, tuple(case.shape), alpha)
+        rows.append([label, n // max(1, case.numel), n]
+                    + [mdes[check][0] for check, _ in SHAPE_MDE_CHECKS])
+    return rows
+
+
+def shape_mde_markdown(alpha: float, profile_name: str = "pr") -> str:
+    """One table per MDE_CASES entry: rows the grid shape and the shape classes, columns the calls
+    and n drawn and the MDE of the main checks."""
+    out = []
+    for case_id, dtype in MDE_CASES:
+        law = _law(case_by_id(case_id), dtype)
+        rows = [[label, f"{calls:,}", f"{n:,}"]
+                + [atoms_cell(law, n, alpha) if check == "atoms" else g3(v)
+                   for (check, _), v in zip(SHAPE_MDE_CHECKS, mdes)]
+                for label, calls, n, *mdes in shape_mde_rows(case_id, dtype, alpha, profile_name)]
+        header = ["shape class", "calls", "n drawn"] + [h for _, h in SHAPE_MDE_CHECKS]
+        out.append(f"**{case_id} {dtype_name(dtype)}**\n\n" + markdown(header, rows))
+    return "\n\n".join(out)
 
 
 # ------------------------------------------------------------------------------ (b) power table
@@ -444,7 +538,7 @@ def check_rows(name, case, dtype, alpha):
     shape = tuple(case.shape)
     out = []
     for check in cand.caught_by:
-        pred, eff, unit = None, None, ""
+        pred, eff = None, None
         if check == "hang":
             out.append((check, "first call does not return", "1 call"))
             continue
@@ -631,6 +725,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     print(f"### MDE per check (alpha {args.alpha:g}, power 0.5, one stage)\n")
     print(mde_markdown(args.alpha))
+    print(f"\n### MDE per shape class at pr (alpha {args.alpha:g}, power 0.5, one stage)\n")
+    print(shape_mde_markdown(args.alpha))
     print(f"\n### Power: known-bad built-ins (alpha {args.alpha:g}; pr n = 2^22, nightly n = 2^27)\n")
     print(power_markdown(args.alpha, args.run))
     if args.simulate:

@@ -57,6 +57,11 @@ class PathCandidate:
     def __call__(self, tensor, mean, std, a, b, generator=None):
         if self.path == "compile":
             if self._compiled is None:
+                # Dynamo's caches are per code object: after 8 recompiles (each group's mean,
+                # std, a, b are new constants) a frame silently runs eager, and which groups get
+                # there depends on what the worker ran before. A fresh start per group keeps
+                # every group compiled, whatever -n and the order.
+                torch.compiler.reset()
                 self._compiled = torch.compile(self._call)
             return self._compiled(tensor, mean, std, a, b, generator)
         if self.path == "deterministic":

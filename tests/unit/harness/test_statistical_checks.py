@@ -764,3 +764,66 @@ def test_localized_mdes_meet_the_issue_targets():
     assert mdes_pr["scan"][0] < 1e-5
     bins = LocalBins.of(law)
     assert critical_excess(1 << 22, bins.q_max, ALPHA / bins.n_positive) == mdes_pr["spikes"][0]
+
+
+# ------------------------------------------------------------------------------- position's MDE
+def _position_alternative(masses: np.ndarray, share: float, w: float) -> np.ndarray:
+    """Group masses q of one position class whose Cohen's w against the rest (law `masses`) is
+    `w` in the 2 x G homogeneity test: sum (q - p)^2 / m = w^2, m = share q + (1 - share) p, the
+    pooled masses. The class's lower half of the law gains mass, its upper half loses it."""
+    from scipy import optimize
+
+    sign = np.where(np.arange(masses.size) < masses.size // 2, 1.0, -1.0)
+    direction = masses * (sign - np.sum(masses * sign))  # sums to 0
+
+    def w2(delta):
+        q = masses + delta * direction
+        return float(np.sum((q - masses) ** 2 / (share * q + (1 - share) * masses)))
+    delta = optimize.brentq(lambda t: w2(t) - w * w, 0.0, 0.99 / np.max(np.abs(direction / masses)))
+    return masses + delta * direction
+
+
+def test_position_mde_is_the_effect_its_smallest_class_detects_half_the_time():
+    """position_mde (Cohen's w of the smallest class tested vs the rest, Bonferroni over the
+    classes, power 0.5 at alpha in one stage) is the MDE the check reports on a real Summary of
+    that n and shape, and a class drawn from a law at that w is detected in ~half of the draws
+    (the check's own per-class statistic, `_class_test`, at alpha / classes tested).
+
+    61x67 x 320 calls: the smallest classes (first, last) hold 320 elements, 20 per coarse group.
+    False failure: the MDE equality is deterministic (the law, n and shape); the power, 0.499 in
+    a recorded run of these 2000 draws (sd 0.011), must lie in 0.5 +- 0.12: more than 6 sd from
+    any power in [0.45, 0.55] (the chi-square approximation at 20 per cell), P < 1e-9."""
+    from harness.bins import position_bins
+    from harness.checks.stat_position import _class_test, check_position, position_mde
+
+    dtype, shape, calls = torch.float32, (61, 67), 320
+    law = law_of(0.0, 1.0, -2.0, 2.0, dtype)
+    n = calls * math.prod(shape)
+    out = check_position(summarize(law, _exact(law, n, 30, dtype), shape, dtype), law, alpha=ALPHA)
+    mde = position_mde(law, n, shape, ALPHA)
+    assert out.mde == pytest.approx(mde, rel=1e-12)
+    assert check_mdes(law, n, shape)["position"][0] == mde
+    classes = len(out.details["classes_tested"])
+    assert classes >= 8, out.details  # first, last, tail-4/8/32, row-first/last, row-tail-8
+    _, masses = position_bins(law)
+    n_class, n_rest = calls, n - calls
+    q = _position_alternative(masses, n_class / n, mde)
+    rng = np.random.default_rng(31)
+    reps, hits = 2000, 0
+    for _ in range(reps):
+        counts = rng.multinomial(n_class, q).astype(np.float64)
+        rest = rng.multinomial(n_rest, masses).astype(np.float64)
+        hits += min(1.0, classes * _class_test(counts, counts + rest, masses)[2]) < ALPHA
+    assert 0.38 <= hits / reps <= 0.62, hits / reps
+
+
+def test_moments_are_not_judged_on_a_float32_law_that_is_one_atom_but_for_1e_13():
+    """explore-1-0016 float32: a window 2.2e-6 wide at 19.6 holds two float32 values, the second
+    with mass ~1e-13. The law's skewness is 2.6e6, which no sample of any size shows; every sample
+    is RN(a) and the moments must say "not applicable", not "skewness nan vs 2.6e6"."""
+    law = law_of(19.62446063866697, 1.7898025448111547e-06, 19.624516734977806,
+                 19.624518892439646, torch.float32)
+    assert law.moments_from_atoms and law.skewness > 1e6
+    values = np.full(1 << 17, law.rn_a)
+    out = STATISTICAL_CHECKS["moments"](summarize(law, values, (256,), torch.float32), law, alpha=ALPHA)
+    assert not out.applicable and "one atom but for" in out.message, out.message
