@@ -412,3 +412,17 @@ def test_cache_is_bounded_in_bytes(monkeypatch):
     assert again[0] is laws[7]  # recent: kept
     assert again[1] is not laws[0]  # old: dropped for the budget (a fresh, equal law)
     assert np.array_equal(again[1].hist_bin_probs(), laws[0].hist_bin_probs())
+
+
+def test_prob_cells_of_a_window_wider_than_float64_resolves_its_midpoint():
+    """explore-2-0188 (float64, a = -inf): the quantile search asks for P(Y > v) at v = -5e120,
+    a window ~1e127 std wide whose ends, formed as midpoint -+ half-width, are pure rounding
+    noise; it was taken as "beyond the bulk" and given mass 0, and the law's 1e-30 quantile keys
+    came out crossed (no atoms to take the moments of)."""
+    d = TruncatedNormal(-3218.645926899255, 2.607206066583672e-07, -math.inf, -3218.6459213638595)
+    lo = np.array([-1.7976931348623157e308, -5.079650129903784e120, -6.835162378272585e73, -1e74])
+    hi = np.full(lo.shape, d.b)
+    assert np.array_equal(d.prob_cells(lo, hi), d.prob(lo, hi))
+    law = _fresh((d.loc, d.scale, d.a, d.b), torch.float64)
+    klo, khi = law._bulk_keys
+    assert klo < khi and law.std == pytest.approx(float(d.std), rel=1e-6)
