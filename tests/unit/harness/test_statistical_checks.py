@@ -827,3 +827,26 @@ def test_moments_are_not_judged_on_a_float32_law_that_is_one_atom_but_for_1e_13(
     values = np.full(1 << 17, law.rn_a)
     out = STATISTICAL_CHECKS["moments"](summarize(law, values, (256,), torch.float32), law, alpha=ALPHA)
     assert not out.applicable and "one atom but for" in out.message, out.message
+
+
+def test_moments_of_a_two_point_law_test_the_mean_only():
+    """explore-3-0206 float64: a window one ulp wide at 4946 is two atoms of mass 0.500004 and
+    0.499996. Its variance and kurtosis are stationary in p there, their delta-method sds ~0, and
+    an exact sample's z for them was -6.5 (a false alarm at stage 2, p 3e-10). The mean carries
+    all there is: exact samples pass over seeds, a 1% shift of p fails."""
+    law = law_of(4946.039068307277, 1.9318391685805e-08, 4946.039068319545, 4946.039068319546,
+                 torch.float64)
+    lo, hi = law.support_lo, law.support_hi
+    p_lo = float(law.atom_probs(np.array([lo]))[0])
+    n = 1 << 17
+
+    def sample(p, seed):
+        rng = np.random.default_rng(seed)
+        return np.where(rng.random(n) < p, lo, hi)
+
+    ps = [STATISTICAL_CHECKS["moments"](summarize(law, sample(p_lo, s), (256,), torch.float64),
+                                        law, alpha=ALPHA).p_value for s in range(20)]
+    assert min(ps) > 5e-8, ps  # any of 20 valid p-values below 5e-8: probability <= 1e-6
+    shifted = STATISTICAL_CHECKS["moments"](summarize(law, sample(p_lo - 0.01, 99), (256,),
+                                                      torch.float64), law, alpha=ALPHA)
+    assert shifted.p_value < 1e-12 and "mean" in shifted.message
