@@ -16,7 +16,7 @@ the engine's int64 key offsets, an IndexError).
   (`reference.rounded._origin`): every odd-mantissa value had mass 0, and the moments of a
   window a few ulps wide were taken about a mean rounded by half an ulp. 40-60 s on one core.
 * nightly (``-m slow``): `--explore 256` at `smoke` x 10 explore seeds (~17 min per seed in one
-  process; ~8 min through ``pytest suites -n 2``, the README's figure).
+  process here; 226-335 s through ``pytest suites -n 2`` on 2 cores, the README's figure).
 
 The candidate is `exact` alone: `scipy`, the other gold sampler, is a float64 inverse CDF whose own
 accuracy in the far tails the explorer visits (40 std) is not the harness's to vouch for.
