@@ -58,7 +58,7 @@ def group_totals(summary: Summary, law, edges: np.ndarray, groups: int) -> np.nd
     return totals
 
 
-def _class_test(counts: np.ndarray, totals: np.ndarray, masses: np.ndarray):
+def class_test(counts: np.ndarray, totals: np.ndarray, masses: np.ndarray):
     """(X2, df, p, w, n_eff, worst group, observed, expected) of one class against the rest of
     the draw (a 2 x G homogeneity chi-square, groups merged by the law's masses to expect
     POSITION_MIN_EXPECTED in the class); None when the class or the rest is too small for two
@@ -110,7 +110,7 @@ def check_position(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     totals = group_totals(summary, law, edges, position_counts.shape[1])
     tested = []
     for name, counts in zip(classes, position_counts):
-        result = _class_test(counts, totals, masses)
+        result = class_test(counts, totals, masses)
         if result is not None:
             tested.append((name, int(counts.sum()), result))
     if not tested:

@@ -376,6 +376,22 @@ def _close_rank_pools() -> None:
     ranks.close_pools()
 
 
+def _has_line_number(entry) -> bool:
+    try:
+        entry.lineno
+    except TypeError:  # tb_lineno is None
+        return False
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_keyboard_interrupt(excinfo):
+    """Ctrl-C: keep the traceback entries that have a line number. A KeyboardInterrupt that lands
+    on an instruction without one (tb_lineno None, seen in the xdist controller) made pytest's
+    own report of it raise TypeError, so the run exited 1 (failed) instead of 2 (interrupted)."""
+    excinfo.traceback = excinfo.traceback.filter(_has_line_number)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session):
     _CONFIG["config"] = session.config

@@ -787,14 +787,14 @@ def test_position_mde_is_the_effect_its_smallest_class_detects_half_the_time():
     """position_mde (Cohen's w of the smallest class tested vs the rest, Bonferroni over the
     classes, power 0.5 at alpha in one stage) is the MDE the check reports on a real Summary of
     that n and shape, and a class drawn from a law at that w is detected in ~half of the draws
-    (the check's own per-class statistic, `_class_test`, at alpha / classes tested).
+    (the check's own per-class statistic, `class_test`, at alpha / classes tested).
 
     61x67 x 320 calls: the smallest classes (first, last) hold 320 elements, 20 per coarse group.
     False failure: the MDE equality is deterministic (the law, n and shape); the power, 0.499 in
     a recorded run of these 2000 draws (sd 0.011), must lie in 0.5 +- 0.12: more than 6 sd from
     any power in [0.45, 0.55] (the chi-square approximation at 20 per cell), P < 1e-9."""
     from harness.bins import position_bins
-    from harness.checks.stat_position import _class_test, check_position, position_mde
+    from harness.checks.stat_position import class_test, check_position, position_mde
 
     dtype, shape, calls = torch.float32, (61, 67), 320
     law = law_of(0.0, 1.0, -2.0, 2.0, dtype)
@@ -813,7 +813,7 @@ def test_position_mde_is_the_effect_its_smallest_class_detects_half_the_time():
     for _ in range(reps):
         counts = rng.multinomial(n_class, q).astype(np.float64)
         rest = rng.multinomial(n_rest, masses).astype(np.float64)
-        hits += min(1.0, classes * _class_test(counts, counts + rest, masses)[2]) < ALPHA
+        hits += min(1.0, classes * class_test(counts, counts + rest, masses)[2]) < ALPHA
     assert 0.38 <= hits / reps <= 0.62, hits / reps
 
 
