@@ -130,25 +130,79 @@ class MassBins:
     split one (light main bins are not merged), so its one bincount gives the main histogram too.
     It looks up ``raw_table[c]`` (packed ``counter start << SHIFT_BITS | shift``; for main bins
     indexed by the *raw* top bits, whose low bits run backwards for negative values) and puts its
-    raw counters in order once (raw counter ``i`` is counter ``raw_order[i]``), then
+    raw counters in order once (`order_raw`: raw counter ``i`` is counter ``raw_order[i]``), then
     `counters_to_mass` / `counters_to_main`. It depends on the law alone, so the engine and the
-    checks agree without talking."""
+    checks agree without talking.
+
+    Memory is what a new law costs (a fresh page costs more than the arithmetic on it), so a law
+    keeps only what the engine and the checks read on every run: the engine's table, the mass
+    bins' first counters and masses, and the raw counter order (the identity but for the split
+    negative bins) as those runs (``backward``), not as 1.6e6 indices. ``start``, ``shift`` and
+    ``split`` over the coarse bins (for labels and tests) and ``main_first`` are derived from them."""
 
     bits: int  # of the format
     low_bits: int  # key bits below the coarse bin: 12 / 44 (main bins) or the fine bins' shift
     fine: "FineBins | None"  # the coarse bins are these fine bins (else the main bins)
     n_bins: int
-    start: np.ndarray  # int64[coarse bins]
-    shift: np.ndarray  # int64[coarse bins]
-    split: np.ndarray  # bool[coarse bins]
     probs: np.ndarray  # float64[n_bins]
     raw_table: np.ndarray  # int32 (float32) / int64 (float64) [coarse bins]
-    raw_order: np.ndarray  # int64[n_counters]
+    backward: tuple  # ((count, int64[first counters]), ...): runs of counters the engine sees reversed
     n_counters: int  # the engine's counters
-    main_first: "np.ndarray | None"  # int64[main bins]: first counter of each main bin (main layout)
-    mass_first: "np.ndarray | None"  # int64[n_bins]: first counter of each mass bin (None: the same)
+    mass_first: "np.ndarray | None"  # int32[n_bins]: first counter of each mass bin (None: the same)
 
     SHIFT_BITS = 6  # shift <= 44 < 2**6
+
+    def _packed(self) -> np.ndarray:
+        """int64[coarse bins]: (first counter << SHIFT_BITS) | shift of each coarse bin, in order."""
+        t = self.raw_table.astype(np.int64)
+        if self.fine is not None:
+            return t
+        half = t.size // 2  # raw bins 0..half-1 are ordered bins half.., the others run backwards
+        return np.concatenate([t[half:][::-1], t[:half]])
+
+    @functools.cached_property
+    def start(self) -> np.ndarray:
+        """int64[coarse bins]: the mass bin of each coarse bin's first key (see the class note)."""
+        first_counter = self._packed() >> self.SHIFT_BITS
+        if self.mass_first is None:
+            return first_counter
+        return np.searchsorted(self.mass_first, first_counter, side="right") - 1
+
+    @functools.cached_property
+    def shift(self) -> np.ndarray:
+        """int64[coarse bins]: a key's low bits shifted right by this give its part of the bin."""
+        return self._packed() & ((1 << self.SHIFT_BITS) - 1)
+
+    @property
+    def split(self) -> np.ndarray:
+        """bool[coarse bins]: the coarse bins split into parts."""
+        return self.shift != self.low_bits
+
+    @property
+    def main_first(self) -> "np.ndarray | None":
+        """int64[main bins]: first counter of each main bin (main layout; None over fine bins)."""
+        return None if self.fine is not None else self._packed() >> self.SHIFT_BITS
+
+    def order_raw(self, raw: np.ndarray) -> np.ndarray:
+        """The counters in order from the engine's raw counters, as a new array; the same map
+        takes ordered counters to raw ones (it reverses runs, so it is its own inverse)."""
+        out = np.array(raw, copy=True)
+        for count, firsts in self.backward:
+            idx = firsts[:, None] + np.arange(count)
+            out[idx] = raw[idx[:, ::-1]]
+        return out
+
+    @property
+    def raw_order(self) -> np.ndarray:
+        """int64[n_counters]: raw counter ``i`` is counter ``raw_order[i]`` (built on each call)."""
+        return self.order_raw(np.arange(self.n_counters, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the tables (the derived ones included once built)."""
+        arrays = [self.probs, self.raw_table, self.mass_first] + [f for _, f in self.backward]
+        arrays += [vars(self).get(name) for name in ("start", "shift")]
+        return sum(a.nbytes for a in arrays if a is not None)
 
     def counters_to_mass(self, counts: np.ndarray) -> np.ndarray:
         """Mass-bin counts from the engine's counters (in order)."""
@@ -157,7 +211,7 @@ class MassBins:
     def counters_to_main(self, counts: np.ndarray) -> "np.ndarray | None":
         """Main-histogram counts from the engine's counters (in order); None over fine bins,
         whose counters do not refine the main bins (the engine counts those itself)."""
-        return None if self.main_first is None else np.add.reduceat(counts, self.main_first)
+        return None if self.fine is not None else np.add.reduceat(counts, self.main_first)
 
     def _coarse_first_key(self, c: np.ndarray) -> np.ndarray:
         c = np.asarray(c, dtype=np.int64)
@@ -182,8 +236,9 @@ class MassBins:
         # the coarse bins of j: the last coarse bin starting at or before j (a merged run: its last)
         c_last = np.searchsorted(self.start, j, side="right") - 1
         c_first = np.searchsorted(self.start, j, side="left")
-        split = self.split[c_last]
-        sh = self.shift[c_last].astype(np.uint64)
+        sh = self.shift[c_last]
+        split = sh != self.low_bits
+        sh = sh.astype(np.uint64)
         offset = (j - self.start[c_last]).astype(np.uint64)
         lo_split = self._coarse_first_key(c_last) + (offset << sh)
         hi_split = lo_split + (np.uint64(1) << sh) - np.uint64(1)
@@ -230,13 +285,14 @@ def _mass_bins(law) -> "MassBins":
     m = np.concatenate([[0.0], law.fine_bin_probs(), [0.0]])
     splittable = np.ones(m.size, dtype=bool)
     splittable[[0, -1]] = False
-    start, shift, split, sizes, n_bins = _split_and_merge(m, splittable, low_bits)
-    mb = MassBins(fmt.bits, low_bits, fb, n_bins, start, shift, split, np.empty(0),
-                  np.empty(0), np.empty(0), 0, None, None)
-    probs = np.bincount(start[~split], weights=m[~split], minlength=n_bins)
-    cs = np.flatnonzero(split)
+    layout = _split_and_merge(m, splittable, low_bits)
+    n_bins = layout.n_bins
+    start, shift = layout.start_per_coarse(m.size), layout.shift_per_coarse(m.size)
+    mb = MassBins(fmt.bits, low_bits, fb, n_bins, np.empty(0), np.empty(0), (), 0, None)  # keys only
+    probs = np.empty(n_bins)
+    probs[layout.open_start] = np.add.reduceat(m, layout.opens)
+    cs = layout.split_bins
     if cs.size:
-        counts = sizes[cs]
         lo_e, hi_e = law._fine_edges  # cell edges of fine bin i: [lo_e[i], hi_e[i]]
         v_first, v_last = law.fine_bin_bounds()
         # Fine bins inside one binade (one sign, one exponent) hold values v0 + i h.
@@ -246,16 +302,14 @@ def _mass_bins(law) -> "MassBins":
                    & (v_last != 0) & np.isfinite(v_first) & np.isfinite(v_last))
         fine_i = cs - 1
         h = fmt.spacing(np.where(uniform, v_first, 1.0))
-        _part_probs(law, mb, cs, counts, shift[cs], v_first[fine_i], h[fine_i], lo_e[fine_i],
-                    hi_e[fine_i], uniform[fine_i], probs, start[cs])
-    c_start, n_counters, main_first, mass_first = start, n_bins, None, None
-    raw_order = np.arange(n_bins, dtype=np.int64)
-    packed = (c_start << MassBins.SHIFT_BITS) | shift
+        _part_probs(law, mb, cs, layout.split_parts, layout.split_shift, v_first[fine_i], h[fine_i],
+                    lo_e[fine_i], hi_e[fine_i], uniform[fine_i], probs, layout.split_start)
+    # one counter per mass bin, in order
+    packed = (start.astype(np.int64) << MassBins.SHIFT_BITS) | shift
     raw_table = packed.astype(np.int32 if fmt.bits <= 32 else np.int64)
-    for arr in (start, shift, split, probs, raw_table, raw_order):
+    for arr in (probs, raw_table):
         arr.setflags(write=False)
-    return MassBins(fmt.bits, low_bits, fb, n_bins, start, shift, split, probs, raw_table,
-                    raw_order, n_counters, main_first, mass_first)
+    return MassBins(fmt.bits, low_bits, fb, n_bins, probs, raw_table, (), n_bins, None)
 
 
 def _expand(base: np.ndarray, counts: np.ndarray, step: int = 1) -> np.ndarray:
@@ -290,19 +344,39 @@ def _part_probs(law, mb, cs, counts, sub_shift, first_value, spacing, lower_edge
     u = np.flatnonzero(uniform)
     steps = getattr(law._frame, "prob_steps", None)
     if u.size:
-        out[first[u]] = law._mass(lower_edge[u], edge1[u])
-        out[first[u] + counts[u] - 1] = law._mass(last_lo[u], upper_edge[u])
-        for cnt in np.unique(counts[u]):
-            if cnt <= 2:
-                continue
-            g = u[counts[u] == cnt]
-            pos = first[g, None] + np.arange(1, cnt - 1)
-            if steps is not None:
-                out[pos] = steps(edge1[g], step[g], int(cnt) - 2)
-            else:
-                k = np.arange(int(cnt) - 2)
-                out[pos] = law._mass(edge1[g, None] + k * step[g, None],
-                                     edge1[g, None] + (k + 1) * step[g, None])
+        # Parts 0 and count-1 reach the bin's own edges; where those lie on its parts' lattice
+        # (float32: inside a binade; float64: the lower one, of the same parity as part 1's),
+        # they join the lattice row, else their masses are taken on their own.
+        low_in = lower_edge[u] == edge1[u] - step[u]
+        high_in = upper_edge[u] == last_lo[u] + step[u]
+        alone = u[~low_in]
+        out[first[alone]] = law._mass(lower_edge[alone], edge1[alone])
+        alone = u[~high_in]
+        out[first[alone] + counts[alone] - 1] = law._mass(last_lo[alone], upper_edge[alone])
+        skip_lo, skip_hi = (~low_in).astype(np.int64), (~high_in).astype(np.int64)
+        row_parts = counts[u] - skip_lo - skip_hi
+        keep = row_parts > 0
+        rows, skip_lo, skip_hi, row_parts = u[keep], skip_lo[keep], skip_hi[keep], row_parts[keep]
+        row_lo0 = np.where(skip_lo == 1, edge1[rows], lower_edge[rows])
+        # Runs of bins of one part count and pattern whose parts follow each other in `out`
+        # (neighbours in a binade): their rows are one strided block of it, written in place;
+        # the bins of short runs, grouped, are scattered.
+        cnt, f = counts[rows], first[rows]
+        same = ((cnt[1:] == cnt[:-1]) & (f[1:] == f[:-1] + cnt[:-1]) & (skip_lo[1:] == skip_lo[:-1])
+                & (skip_hi[1:] == skip_hi[:-1]))
+        cut = np.flatnonzero(~same) + 1
+        run_lo, run_hi = np.r_[0, cut], np.r_[cut, rows.size]
+        long = (run_hi - run_lo) >= _STRIDED_RUN_MIN
+        for r0, r1 in zip(run_lo[long], run_hi[long]):
+            c, f0, k0 = int(cnt[r0]), int(f[r0]), int(skip_lo[r0])
+            block = out[f0:f0 + (r1 - r0) * c].reshape(r1 - r0, c)[:, k0:k0 + int(row_parts[r0])]
+            _lattice_probs(law, steps, row_lo0[r0:r1], step[rows[r0:r1]], block.shape[1], block)
+        short = np.flatnonzero(np.repeat(~long, run_hi - run_lo))
+        groups = np.stack([skip_lo[short], row_parts[short]]) if short.size else np.zeros((2, 0))
+        for k0, n in (np.unique(groups, axis=1).T if short.size else ()):
+            g = short[(skip_lo[short] == k0) & (row_parts[short] == n)]
+            pos = f[g, None] + (k0 + np.arange(n))
+            out[pos] = _lattice_probs(law, steps, row_lo0[g], step[rows[g]], int(n), None)
     o = np.flatnonzero(~uniform)
     if o.size:
         c_of, offset = _runs(cs[o], counts[o])
@@ -315,6 +389,23 @@ def _part_probs(law, mb, cs, counts, sub_shift, first_value, spacing, lower_edge
         ends = np.cumsum(counts[o]) - 1
         hi[ends] = upper_edge[o]
         out[_expand(first[o], counts[o])] = law._mass(lo, hi)
+
+
+#: Runs of at least this many split bins of one part count, next to each other, have their parts'
+#: masses written in place (`_part_probs`).
+_STRIDED_RUN_MIN = 8
+
+
+def _lattice_probs(law, steps, lo0, step, n, out):
+    """Masses of n parts of `step` from lo0 on, per row (into `out` if given)."""
+    if steps is not None:
+        return steps(lo0, step, n, out=out)
+    k = np.arange(n)
+    masses = law._mass(lo0[:, None] + k * step[:, None], lo0[:, None] + (k + 1) * step[:, None])
+    if out is None:
+        return masses
+    out[...] = masses
+    return out
 
 
 @functools.lru_cache(maxsize=None)
@@ -351,92 +442,174 @@ def _mass_bins_main(law) -> "MassBins":
     if r0 > r1:  # no mass anywhere (cannot happen for a law; kept total)
         s0 = s1 = 0
     m = m_all[s0:s1 + 1]
-    start_w, shift_w, split_w, sizes_w, n_bins = _split_and_merge(m, splittable[s0:s1 + 1], low_bits)
-    start = np.empty(n_main, dtype=np.int64)
-    start[:s0] = 0
-    start[s0:s1 + 1] = start_w
-    start[s1 + 1:] = start_w[-1]
-    shift = np.full(n_main, low_bits, dtype=np.int64)
-    shift[s0:s1 + 1] = shift_w
-    split = np.zeros(n_main, dtype=bool)
-    split[s0:s1 + 1] = split_w
-    mb = MassBins(fmt.bits, low_bits, None, n_bins, start, shift, split, np.empty(0),
-                  np.empty(0), np.empty(0), 0, None, None)
+    layout = _split_and_merge(m, splittable[s0:s1 + 1], low_bits)
+    n_bins = layout.n_bins
+    keys_only = MassBins(fmt.bits, low_bits, None, n_bins, np.empty(0), np.empty(0), (), 0, None)
 
-    unsplit = ~split_w
-    # (a split bin's mass lands on its first part, which is overwritten below)
-    probs = np.bincount(start_w, weights=m, minlength=n_bins)
-    cs_w = np.flatnonzero(split_w)
-    cs = cs_w + s0
-    counts = sizes_w[cs_w]
+    # (a split bin's mass lands on its first part, which is overwritten below, with its others)
+    probs = np.empty(n_bins)
+    probs[layout.open_start] = np.add.reduceat(m, layout.opens)
+    cs = layout.split_bins + s0
+    counts = layout.split_parts
     if cs.size:
         lower, upper = law._main_bin_edges(cs, lo_c, hi_c)
-        _part_probs(law, mb, cs, counts, shift[cs], v_first[cs], spacing[cs], lower, upper,
-                    np.ones(cs.size, dtype=bool), probs, start[cs])
+        _part_probs(law, keys_only, cs, counts, layout.split_shift, v_first[cs], spacing[cs], lower,
+                    upper, np.ones(cs.size, dtype=bool), probs, layout.split_start)
     # The engine's counters: one per main bin, or one per part of a split main bin (light bins are
     # not merged), so that the engine's single bincount gives both histograms (`counters_to_main`,
     # `counters_to_mass`): the mass bins refine the main bins' counters, which sum to the main ones.
-    # counter of main bin i: i + the extra counters of the split bins before it (a step function)
-    cum = np.concatenate([[0], np.cumsum(counts - 1)])
-    seg = np.diff(np.concatenate([[0], cs + 1, [n_main]]))
-    c_start = np.arange(n_main, dtype=np.int64)
-    c_start += np.repeat(cum, seg)
-    n_counters = n_main + int(cum[-1])
-    main_first = c_start
-    mass_first = np.empty(n_bins, dtype=np.int64)
-    starts_run = unsplit & np.r_[True, start_w[1:] != start_w[:-1]]
-    mass_first[start_w[starts_run]] = c_start[s0:s1 + 1][starts_run]
+    # Main bin c's first counter is c + extra[k], k the split bins before it.
+    extra = np.concatenate([[0], np.cumsum(counts - 1)])
+    n_counters = n_main + int(extra[-1])
+
+    def first_counter(c):
+        return c + extra[np.searchsorted(cs, c, side="left")]
+
+    mass_first = np.repeat((first_counter(layout.opens + s0) - layout.open_start).astype(np.int32),
+                           layout.open_size)
+    mass_first += _arange32(n_bins)
     if s0 > 0:
         mass_first[0] = 0  # mass bin 0 starts at main bin 0, left of the window
     # The engine indexes main bins by the raw top bits and adds the *raw* low bits shifted; for
     # a negative value the ordered low bits are the raw ones complemented, so inside a split
-    # negative main bin the raw counters run backwards.
-    raw_order = np.arange(n_counters, dtype=np.int64)
-    for cnt in np.unique(counts):  # split bins of one part count at a time: 2-D index blocks
-        g = cs[counts == cnt]
-        j = np.arange(cnt)
-        first_counter = c_start[g][:, None] + j
-        mass_first[start[g][:, None] + j] = first_counter
-        neg = first_counter[g < half]
-        raw_order[neg] = neg[:, ::-1]
-    # raw_table[raw bin] = packed[ordered bin]; raw bins 0..half-1 are ordered bins half..2 half-1,
-    # raw bins half.. are ordered bins half-1 down to 0 (`_raw_to_ordered_bins`).
-    raw_table = np.empty(n_main, dtype=np.int32 if fmt.bits <= 32 else np.int64)
-    for dst, src in ((raw_table[:half], slice(half, None)), (raw_table[half:], slice(half - 1, None, -1))):
-        dst[:] = c_start[src]
-        dst <<= MassBins.SHIFT_BITS
-        np.bitwise_or(dst, shift[src], out=dst, casting="unsafe")
-    for arr in (start, shift, split, probs, raw_table, raw_order, main_first, mass_first):
+    # negative main bin the raw counters run backwards (`MassBins.backward`).
+    negative = cs < half
+    backward = []
+    for cnt in np.unique(counts[negative]):
+        firsts = first_counter(cs[negative & (counts == cnt)]).astype(np.int64)
+        firsts.setflags(write=False)
+        backward.append((int(cnt), firsts))
+    # The engine's table: that of a law without split bins, plus the extra counters before each
+    # main bin (a step function of it) and the split bins' shifts.
+    raw_table = _plain_raw_table(fmt).copy()
+    if cs.size:
+        steps = np.repeat((extra[:-1] << MassBins.SHIFT_BITS).astype(np.int32), np.diff(np.r_[s0, cs + 1]))
+        _add_in_key_order(raw_table, s0, int(cs[-1]) + 1, steps)
+        _add_in_key_order(raw_table, int(cs[-1]) + 1, n_main, int(extra[-1]) << MassBins.SHIFT_BITS)
+        raw_of = np.where(cs >= half, cs - half, (n_main - 1) - cs)
+        raw_table[raw_of] -= low_bits - layout.split_shift
+    for arr in (probs, raw_table, mass_first):
         arr.setflags(write=False)
-    return MassBins(fmt.bits, low_bits, None, n_bins, start, shift, split, probs, raw_table,
-                    raw_order, n_counters, main_first, mass_first)
+    return MassBins(fmt.bits, low_bits, None, n_bins, probs, raw_table, tuple(backward), n_counters,
+                    mass_first)
 
 
-def _split_and_merge(m: np.ndarray, splittable: np.ndarray, low_bits: int):
-    """(start, shift, split, sizes, n_bins) of the mass bins over coarse bins of masses m (sizes:
-    parts of a split bin; 1 where a mass bin starts, else 0)."""
+@functools.lru_cache(maxsize=None)
+def _plain_raw_table(fmt: FloatFormat) -> np.ndarray:
+    """The main layout's engine table of a law without split bins: main bin c's counter is c, its
+    shift the key bits below it, laid out by raw top bits (`_raw_to_ordered_bins`)."""
+    low_bits = fmt.bits - fmt.hist_bits
+    ordered = _raw_to_ordered_bins(fmt.hist_bits)
+    table = ((ordered << MassBins.SHIFT_BITS) | low_bits).astype(np.int32 if fmt.bits <= 32 else np.int64)
+    table.setflags(write=False)
+    return table
+
+
+def _add_in_key_order(raw_table: np.ndarray, lo: int, hi: int, values) -> None:
+    """raw_table[raw bin of ordered bin c] += values[c - lo] (or the scalar) for c in [lo, hi):
+    ordered bins half.. are raw bins 0.., ordered bins below half raw bins n-1 down (in place)."""
+    half = raw_table.size // 2
+    vec = not np.isscalar(values)
+    if lo < min(hi, half):  # ordered lo .. min(hi, half) - 1 are raw n-1-lo down to n-min(hi, half)
+        top = min(hi, half)
+        view = raw_table[raw_table.size - top:raw_table.size - lo][::-1]
+        view += values[:top - lo] if vec else values
+    if max(lo, half) < hi:
+        start = max(lo, half)
+        view = raw_table[start - half:hi - half]
+        view += values[start - lo:] if vec else values
+
+
+_ARANGE32: list = [np.arange(0, dtype=np.int32)]
+
+
+def _arange32(n: int) -> np.ndarray:
+    """A read-only view of 0..n-1 (int32), from one table grown by doubling (no array per call)."""
+    table = _ARANGE32[0]
+    if table.size < n:
+        table = np.arange(1 << max(n - 1, 1).bit_length(), dtype=np.int32)
+        table.setflags(write=False)
+        _ARANGE32[0] = table
+    return table[:n]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where the mass bins lie over coarse bins 0..size-1 (`_split_and_merge`), compactly: the
+    coarse bins that open a mass bin (`opens`, increasing; a merged run of light bins runs to the
+    next one), the first mass bin of each and how many it opens (2**r for a split bin, else 1),
+    and the split ones again with their part counts, shifts and first mass bins."""
+
+    low_bits: int
+    n_bins: int
+    opens: np.ndarray  # int64
+    open_start: np.ndarray  # int64
+    open_size: np.ndarray  # int64
+    split_bins: np.ndarray  # int64, a subset of opens
+    split_parts: np.ndarray  # int64: 2**r
+    split_shift: np.ndarray  # int64: low_bits - r
+    split_start: np.ndarray  # int64
+
+    def start_per_coarse(self, size: int) -> np.ndarray:
+        """int64[size]: the mass bin of each coarse bin's first key."""
+        return np.repeat(self.open_start, np.diff(np.r_[self.opens, size]))
+
+    def shift_per_coarse(self, size: int) -> np.ndarray:
+        """int64[size]: each coarse bin's shift."""
+        shift = np.full(size, self.low_bits, dtype=np.int64)
+        shift[self.split_bins] = self.split_shift
+        return shift
+
+
+_LAYOUT_BLOCK = 1 << 15  # coarse bins per block of `_split_and_merge` (its scratch stays in cache)
+
+
+def _split_and_merge(m: np.ndarray, splittable: np.ndarray, low_bits: int) -> _Layout:
+    """The mass bins over coarse bins of masses m (see `MassBins`): a new bin where the status
+    (zero / light / alone / split) changes, at every coarse bin that stands alone or is split,
+    and where the cumulative mass enters a new window of MASS_BIN_MASS / 2 (a merged run of light
+    bins then holds < MASS_BIN_MASS). One pass in cache-sized blocks (the cumulative mass carried
+    from block to block, so it is `np.cumsum(m)` to the bit), keeping only the bins that open a
+    mass bin. A split bin's 2**r parts hold > MASS_BIN_MASS / 2 each, so there are fewer than
+    2 / MASS_BIN_MASS + (coarse bins) bins: int32 counts them."""
     half = MASS_BIN_MASS / 2
-    light, mid, heavy = m > 0, m > half, m > MASS_BIN_MASS
-    split = heavy & splittable if low_bits > 0 else np.zeros(m.size, dtype=bool)
+    can_split = low_bits > 0
+    opens, splits = [], []
+    carry, prev_status, prev_window = 0.0, None, None
+    cum = np.empty(min(m.size, _LAYOUT_BLOCK))
+    for s in range(0, m.size, _LAYOUT_BLOCK):
+        mb = m[s:s + _LAYOUT_BLOCK]
+        n = mb.size
+        split = (mb > MASS_BIN_MASS) & splittable[s:s + n] if can_split else np.zeros(n, dtype=bool)
+        status = (mb > 0).view(np.int8) + (mb > half).view(np.int8)
+        status += split.view(np.int8)
+        c = cum[:n]
+        c[...] = mb
+        c[0] += carry
+        np.cumsum(c, out=c)
+        carry = float(c[-1])
+        c /= half
+        np.floor(c, out=c)
+        new = np.empty(n, dtype=bool)
+        s1, s0 = status[1:], status[:-1]
+        new[1:] = (s1 != s0) | (s1 >= 2) | ((s1 == 1) & (c[1:] != c[:-1]))
+        new[0] = prev_status is None or (
+            status[0] != prev_status or status[0] >= 2 or (status[0] == 1 and c[0] != prev_window))
+        prev_status, prev_window = int(status[-1]), float(c[-1])
+        opens.append(np.flatnonzero(new) + s)
+        splits.append(np.flatnonzero(split) + s)
+    opens = np.concatenate(opens) if opens else np.zeros(1, dtype=np.int64)
+    cs = np.concatenate(splits) if splits else np.zeros(0, dtype=np.int64)
     with np.errstate(divide="ignore"):
-        r = np.ceil(np.log2(m[split] / MASS_BIN_MASS))
+        r = np.ceil(np.log2(m[cs] / MASS_BIN_MASS))
     r = np.clip(r, 1, min(low_bits, MASS_BIN_MAX_SPLIT)).astype(np.int64)
-    # A new bin where the status (zero / light / alone / split) changes, at every coarse bin that
-    # stands alone or is split, and where the cumulative mass enters a new window of
-    # MASS_BIN_MASS / 2 (a merged run of light bins then holds < MASS_BIN_MASS).
-    status = light.view(np.int8) + mid.view(np.int8) + split.view(np.int8)
-    window = np.floor(np.cumsum(m) / half)
-    new = np.ones(m.size, dtype=bool)
-    new[1:] = (status[1:] != status[:-1]) | (status[1:] >= 2) | (
-        (status[1:] == 1) & (window[1:] != window[:-1]))
-    sizes = new.astype(np.int64)
-    sizes[split] = np.int64(1) << r
-    ends = np.cumsum(sizes)
-    start = ends - 1  # a merged bin's index; a split bin's first part:
-    start[split] = ends[split] - sizes[split]
-    shift = np.full(m.size, low_bits, dtype=np.int64)
-    shift[split] = low_bits - r
-    return start, shift, split, sizes, int(ends[-1])
+    open_size = np.ones(opens.size, dtype=np.int64)
+    at = np.searchsorted(opens, cs)  # every split bin opens its parts
+    open_size[at] = np.int64(1) << r
+    open_start = np.cumsum(open_size) - open_size
+    n_bins = int(open_size.sum())
+    return _Layout(low_bits, n_bins, opens, open_start, open_size, cs, open_size[at], low_bits - r,
+                   open_start[at])
 
 
 def _raw_to_ordered_bins(hist_bits: int) -> np.ndarray:
@@ -762,21 +935,29 @@ class RoundedLaw:
         # beyond a fnuz format's range really rounds to NaN.
         return x if np.isnan(r) and np.isinf(x) else r
 
-    def _mass(self, lo, hi) -> np.ndarray:
-        """P(lo <= X <= hi) for X-intervals, clipped to [a, b]; 0 for empty or NaN intervals."""
-        lo = np.maximum(np.asarray(lo, dtype=np.float64), self._a)
-        hi = np.minimum(np.asarray(hi, dtype=np.float64), self._b)
-        lo, hi = np.broadcast_arrays(lo, hi)
+    def _mass(self, lo, hi, out=None) -> np.ndarray:
+        """P(lo <= X <= hi) for X-intervals, clipped to [a, b]; 0 for empty or NaN intervals.
+        out: 1-D float64 to write into (1-D intervals only; a `TruncatedNormal` law)."""
         cells = getattr(self._frame, "prob_cells", None)
         # Far-tail bins of a wide format make dist.prob's intermediates overflow harmlessly.
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            if cells is not None:  # TruncatedNormal: one exp per short interval
+            if cells is not None:  # TruncatedNormal: one exp per short interval; it clips itself
+                lo, hi = np.broadcast_arrays(np.asarray(lo, dtype=np.float64),
+                                             np.asarray(hi, dtype=np.float64))
+                if out is not None:
+                    return cells(lo, hi, out=out)
                 return np.asarray(cells(lo, hi), dtype=np.float64).reshape(lo.shape)
+            lo = np.maximum(np.asarray(lo, dtype=np.float64), self._a)
+            hi = np.minimum(np.asarray(hi, dtype=np.float64), self._b)
+            lo, hi = np.broadcast_arrays(lo, hi)
             pos = hi > lo
-            out = np.zeros(lo.shape)
+            res = np.zeros(lo.shape)
             if pos.any():
-                out[pos] = self._frame.prob(lo[pos], hi[pos])
-        return out
+                res[pos] = self._frame.prob(lo[pos], hi[pos])
+        if out is not None:
+            out[...] = res
+            return out
+        return res
 
     def _log_mass(self, lo, hi) -> np.ndarray:
         lo = np.maximum(np.asarray(lo, dtype=np.float64), self._a)
@@ -982,15 +1163,18 @@ class RoundedLaw:
         return edge
 
     # ------------------------------------------------------------------ histogram
-    def _main_bin_edges(self, bins: np.ndarray, lo: np.ndarray, hi: np.ndarray):
-        """X-edges (minus the origin) of main bins (32/64-bit; `lo`, `hi`: `_hist_cells`): from
-        the format's table, or from the bins' end keys when measured from an origin, where the
-        table's float64 midpoints would not be exact."""
+    def _main_bin_edges(self, bins, lo: np.ndarray, hi: np.ndarray):
+        """X-edges (minus the origin) of main bins (32/64-bit; `lo`, `hi`: `_hist_cells`; bins: an
+        index array or a slice): from the format's table (a slice: views of it), or from the
+        bins' end keys when measured from an origin, where the table's float64 midpoints would not
+        be exact."""
         if self._origin == 0.0:
             return lo[bins], hi[bins]
         fmt = self.fmt
         shift = np.uint64(fmt.bits - fmt.hist_bits)
         klo, khi = (np.uint64(k) for k in fmt.finite_key_range)
+        if isinstance(bins, slice):
+            bins = np.arange(bins.start, bins.stop)
         first = np.asarray(bins).astype(np.uint64) << shift
         last = first + ((np.uint64(1) << shift) - np.uint64(1))
         first, last = np.clip(first, klo, khi), np.clip(last, klo, khi)
@@ -1012,7 +1196,7 @@ class RoundedLaw:
             lo, hi, _ = _hist_cells(fmt)
             i0, i1 = self._live_bins
             if i0 <= i1:
-                out[i0:i1 + 1] = self._mass(*self._main_bin_edges(np.arange(i0, i1 + 1), lo, hi))
+                self._mass(*self._main_bin_edges(slice(i0, i1 + 1), lo, hi), out=out[i0:i1 + 1])
             for key, olo, ohi in fmt.overflow_cells(self._via32):
                 out[int(np.uint64(key) >> shift)] += float(self._mass(olo - self._origin, ohi - self._origin))
         out.setflags(write=False)
@@ -1333,6 +1517,16 @@ class RoundedLaw:
             total += float(self._mass(olo - self._origin, ohi - self._origin)) ** 2
         return total
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the numpy tables the law holds (the ones built so far)."""
+        total = 0
+        for v in list(vars(self).values()):
+            for x in (v if isinstance(v, tuple) else (v,)):
+                if isinstance(x, (np.ndarray, MassBins)):
+                    total += x.nbytes
+        return total
+
     def __repr__(self) -> str:
         d = self.dist
         return (
@@ -1343,24 +1537,9 @@ class RoundedLaw:
 
 _CACHE: "OrderedDict[tuple, RoundedLaw]" = OrderedDict()
 _CACHE_SIZE = 256
-#: ... and at most this many bytes of law tables (a 32/64-bit law with its 2**20 bin masses and its
-#: mass bins holds ~60 MB: 256 of them would not fit in memory; the least recently used go first).
+#: ... and at most this many bytes of law tables (a float32 N(0, 1) law with its 2**20 bin masses and
+#: its mass bins holds ~22 MB: 256 of them would not fit in memory; the least recently used go first).
 _CACHE_BYTES = 1 << 30
-
-
-def _law_nbytes(law: RoundedLaw) -> int:
-    """Bytes of the numpy tables a law holds (built ones only)."""
-    total = 0
-    for v in list(vars(law).values()):
-        items = v if isinstance(v, tuple) else (v,)
-        for x in items:
-            if isinstance(x, np.ndarray):
-                total += x.nbytes
-            elif isinstance(x, MassBins):
-                total += sum(a.nbytes for a in (x.start, x.shift, x.split, x.probs, x.raw_table,
-                                                 x.raw_order, x.main_first, x.mass_first)
-                             if a is not None)
-    return total
 
 
 def rounded_law(dist, dtype, rounding: str = "rn") -> RoundedLaw:
@@ -1377,10 +1556,10 @@ def rounded_law(dist, dtype, rounding: str = "rn") -> RoundedLaw:
         _CACHE[key] = law
         if len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
-        total = sum(_law_nbytes(x) for x in _CACHE.values())
+        total = sum(x.nbytes for x in _CACHE.values())
         while total > _CACHE_BYTES and len(_CACHE) > 1:
             _, old = _CACHE.popitem(last=False)
-            total -= _law_nbytes(old)
+            total -= old.nbytes
     else:
         _CACHE.move_to_end(key)
     return law

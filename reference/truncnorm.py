@@ -346,13 +346,19 @@ class _Frame:
         out[np.isnan(lo) | np.isnan(hi)] = np.nan
         return out
 
-    def cell_prob(self, lo, hi):
-        """P(lo <= X <= hi) for many windows (1-D arrays): the midpoint series (module note) where a
-        window is short, `log_prob` elsewhere; 0 where lo >= hi after clipping or either is NaN.
-        Blocks of _CELL_BLOCK windows (cache-sized; the series' order is chosen per block)."""
-        out = np.empty(lo.shape)
+    def cell_prob(self, lo, hi, out=None, mirrored=False):
+        """P(lo <= X <= hi) for many windows (1-D arrays), into `out` (new if None): the midpoint
+        series (module note) where a window is short, `log_prob` elsewhere; 0 where lo >= hi
+        after clipping or either is NaN. Blocks of _CELL_BLOCK windows (cache-sized; the series'
+        order is chosen per block). mirrored: the windows are [-hi, -lo] (negated block by block,
+        so a mirrored law takes no whole-array copies)."""
+        out = np.empty(lo.shape) if out is None else out
         for s in range(0, lo.size, _CELL_BLOCK):
-            self._cell_block(lo[s:s + _CELL_BLOCK], hi[s:s + _CELL_BLOCK], out[s:s + _CELL_BLOCK])
+            block = slice(s, s + _CELL_BLOCK)
+            if mirrored:
+                self._cell_block(np.negative(hi[block]), np.negative(lo[block]), out[block])
+            else:
+                self._cell_block(lo[block], hi[block], out[block])
         return out
 
     def _cell_block(self, lo, hi, out):
@@ -370,13 +376,14 @@ class _Frame:
             u += 0.5 * w
             self._mid_mass(u, w, out, lo, hi)
 
-    def _mid_mass(self, u, w, out, lo, hi):
+    def _mid_mass(self, u, w, out, lo, hi, u_range=None):
         """Masses of windows of standardized width w whose midpoints sit u from the anchor, into
         out; windows outside the series' domain (or of negative or NaN width) from
-        `log_prob(lo, hi)` (lo, hi: callables or arrays giving their absolute ends)."""
+        `log_prob(lo, hi)` (lo, hi: callables or arrays giving their absolute ends). u_range:
+        (min, max) of u when the caller knows them (rows of a lattice: their ends)."""
         t0 = self.t0
         w_min, w_max = float(np.min(w)), float(np.max(w))
-        u_min, u_max = float(np.min(u)), float(np.max(u))
+        u_min, u_max = u_range if u_range is not None else (float(np.min(u)), float(np.max(u)))
         cut = self._bulk_u
         # A window's ends as midpoint -+ half its width are exact enough only for widths far
         # below 1/ulp of the midpoint: a window from -1e120 to b has both at ~1e127, and their
@@ -431,7 +438,7 @@ class _Frame:
             b = w * w
             b *= 0.5
             out *= _short_series(A, b, order)
-        if float(np.max(out, initial=0.0)) > 1.0:
+        if not self._below_one(u_min, u_max, w_max, c_bound) and float(np.max(out, initial=0.0)) > 1.0:
             np.minimum(out, 1.0, out=out)
         if fast is not None:
             slow = ~fast
@@ -448,12 +455,26 @@ class _Frame:
                 p = np.exp(self.log_prob(lo_s, hi_s))
                 out[slow] = np.where(np.isnan(p), 0.0, p)
 
-    def step_prob(self, lo0, step, n, sign=1.0):
+    def _below_one(self, u_min, u_max, w_max, c_bound) -> bool:
+        """Whether every series mass of a block is below 1 (so no clamp is needed): a mass is at
+        most phi(m) / phi(t0) / Z * w * I with I <= exp(|c| / 2), |c| <= c_bound."""
+        if not (np.isfinite(u_min) and np.isfinite(u_max) and 0.0 <= w_max < np.inf):
+            return False
+        if self.right:  # -u (u + 2 t0) / 2 is largest at u = -t0, or at an end
+            peak = min(max(-self.t0, u_min), u_max)
+            e_max = -peak * (peak + 2.0 * self.t0) / 2.0
+        else:
+            e_max = 0.0 if u_min <= 0.0 <= u_max else -min(u_min * u_min, u_max * u_max) / 2.0
+        with np.errstate(divide="ignore"):
+            return e_max - self.log_z + math.log(w_max) + 0.5 * c_bound < -1e-6 if w_max > 0 else True
+
+    def step_prob(self, lo0, step, n, sign=1.0, out=None):
         """Masses of the windows with ends lo0 + sign j step and lo0 + sign (j + 1) step, j = 0..n-1,
-        for rows (1-D lo0, step) of windows inside [a, b] (frame coordinates): (rows, n). The
-        midpoints' offsets are formed per row as (lo0 - anchor) / sigma + sign (j + 1/2) step /
-        sigma: exact lattices of windows (cells, bins) give `cell_prob`'s masses to ~1e-16."""
-        out = np.empty((lo0.size, n))
+        for rows (1-D lo0, step) of windows inside [a, b] (frame coordinates): (rows, n), into
+        `out` if given (any float64 (rows, n) view). The midpoints' offsets are formed per row as
+        (lo0 - anchor) / sigma + sign (j + 1/2) step / sigma: exact lattices of windows (cells,
+        bins) give `cell_prob`'s masses to ~1e-16."""
+        out = np.empty((lo0.size, n)) if out is None else out
         u0 = (lo0 - (self.a if self.right else self.mu)) / self.sigma
         w0 = step / self.sigma
         j = np.arange(n) + 0.5
@@ -466,8 +487,10 @@ class _Frame:
             ends = lambda d, sl=sl: lo0[sl, None] + (sign * (j + d)) * step[sl, None]
             lo = (lambda: ends(-0.5)) if sign > 0 else (lambda: ends(0.5))
             hi = (lambda: ends(0.5)) if sign > 0 else (lambda: ends(-0.5))
+            row_ends = np.concatenate([u[:, 0], u[:, -1]])  # each row is monotone in j
             with np.errstate(invalid="ignore", over="ignore"):
-                self._mid_mass(u, w, out[sl], lo, hi)  # w: one column, broadcast
+                u_range = (float(np.min(row_ends)), float(np.max(row_ends)))
+                self._mid_mass(u, w, out[sl], lo, hi, u_range)  # w: one column, broadcast
         return out
 
     @functools.cached_property
@@ -793,20 +816,24 @@ class TruncatedNormal:
         """P(lo <= X <= hi), relative-accurate also deep in a tail and for 1e-12-sigma windows."""
         return np.exp(self.log_prob(lo, hi))
 
-    def prob_steps(self, lo0, step, n: int):
+    def prob_steps(self, lo0, step, n: int, out=None):
         """P(lo0 + j step <= X <= lo0 + (j + 1) step) for j = 0..n-1 and rows (1-D arrays lo0,
         step > 0): (rows, n), as `prob_cells` of the same intervals to ~1e-16 (the midpoints are
-        formed in one step per row). Rows that reach outside [a, b] go to `prob_cells` itself."""
+        formed in one step per row). Rows that reach outside [a, b] go to `prob_cells` itself.
+        out: a float64 (rows, n) array or view to write into."""
         lo0 = np.asarray(lo0, dtype=float).ravel()
         step = np.asarray(step, dtype=float).ravel()
-        out = np.empty((lo0.size, n))
+        if out is None:
+            out = np.empty((lo0.size, n))
+        elif out.shape != (lo0.size, n) or out.dtype != np.float64:
+            raise ValueError(f"prob_steps: out must be float64{(lo0.size, n)}, got {out.dtype}{out.shape}")
         if n == 0 or lo0.size == 0:
             return out
         top = lo0 + n * step
         inside = (lo0 >= self.a) & (top <= self.b)
         sign = -1.0 if self._flip else 1.0  # the frame's rows run the other way
         if inside.all():
-            return self._f.step_prob(sign * lo0, step, n, sign)
+            return self._f.step_prob(sign * lo0, step, n, sign, out=out)
         if inside.any():
             out[inside] = self._f.step_prob(sign * lo0[inside], step[inside], n, sign)
         if not inside.all():
@@ -825,16 +852,17 @@ class TruncatedNormal:
             lo, hi = -hi, -lo
         return max(lo, self.a), min(hi, self.b)
 
-    def prob_cells(self, lo, hi):
+    def prob_cells(self, lo, hi, out=None):
         """`prob` for many windows at once, cheaper where they are short against the local scale
         (lattice cells, histogram bins): one exp per window (midpoint series, see `_SHORT_MAX_W`)
         instead of the Gauss-Legendre rule; the same values to ~1e-15 relative (~3e-13 at 40
         sigma, where both carry the rounding of the standardized point); longer windows go to
-        `prob` itself. 0 where lo >= hi or either is NaN (`prob` gives NaN for NaN)."""
+        `prob` itself. 0 where lo >= hi or either is NaN (`prob` gives NaN for NaN). out: a
+        float64 1-D array of the windows' count to write into (1-D windows only)."""
         shape, (lo, hi) = _flat(lo, hi)
-        if self._flip:
-            lo, hi = -hi, -lo
-        return _shaped(self._f.cell_prob(lo, hi), shape)
+        if out is not None and (out.shape != lo.shape or out.dtype != np.float64):
+            raise ValueError(f"prob_cells: out must be float64{lo.shape}, got {out.dtype}{out.shape}")
+        return _shaped(self._f.cell_prob(lo, hi, out, mirrored=self._flip), shape)
 
     # -- quantiles ---------------------------------------------------------------------------------
 

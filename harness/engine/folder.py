@@ -220,7 +220,7 @@ class Folder:
         self.mass_low_mask = (1 << mb.low_bits) - 1  # main-bin layout
         self.raw_mass = torch.zeros(mb.n_counters, dtype=torch.int64, device=self.device)
         self.s.mass_hist = np.zeros(mb.n_bins, dtype=np.int64)
-        if mb.main_first is not None:
+        if mb.fine is None:
             # The counters refine the main bins: the main histogram comes from them (one bincount
             # for a few chunks, instead of two per chunk); non-finite elements are found by the
             # chunk's min/max instead of by their main bins.
@@ -228,11 +228,15 @@ class Folder:
                                        device=self.device)
         if watch:
             bins = np.asarray(sorted(set(int(j) for j in watch)), dtype=np.int64)
-            counters = np.arange(mb.n_counters, dtype=np.int64)
-            mass_of = (counters if mb.mass_first is None
-                       else np.searchsorted(mb.mass_first, counters, side="right") - 1)
-            watched_ordered = np.isin(mass_of, bins)
-            self.watch_raw = torch.as_tensor(watched_ordered[mb.raw_order], device=self.device)
+            watched_ordered = np.zeros(mb.n_counters, dtype=bool)
+            if mb.mass_first is None:
+                watched_ordered[bins] = True
+            else:  # mass bin j has counters mass_first[j] .. mass_first[j + 1] - 1
+                ends = np.append(mb.mass_first, mb.n_counters)
+                first, count = ends[bins], ends[bins + 1] - ends[bins]
+                watched_ordered[np.repeat(first - (np.cumsum(count) - count), count)
+                                + np.arange(int(count.sum()))] = True
+            self.watch_raw = torch.as_tensor(mb.order_raw(watched_ordered), device=self.device)
             self.s.watch_bins = tuple(int(j) for j in bins)
 
     def _fold_mass(self, packed: torch.Tensor, low: torch.Tensor, ints: torch.Tensor) -> None:
@@ -511,8 +515,7 @@ class Folder:
         counters = None
         self._flush_mass()
         if self.mass is not None:
-            counters = np.zeros(self.mass.n_counters, dtype=np.int64)
-            counters[self.mass.raw_order] = self.raw_mass.cpu().numpy()
+            counters = self.mass.order_raw(self.raw_mass.cpu().numpy())
         if self.raw_hist is not None:
             hist = np.zeros(1 << s.hist_bits, dtype=np.int64)
             hist[raw_to_ordered(s.hist_bits)] = self.raw_hist.cpu().numpy()

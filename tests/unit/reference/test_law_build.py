@@ -401,8 +401,11 @@ def test_collision_from_bins_against_bin_by_bin(case, dtype):
 
 
 def test_cache_is_bounded_in_bytes(monkeypatch):
-    """The cache keeps the most recent laws within its byte budget (a float32 law holds ~60 MB)."""
-    monkeypatch.setattr(R, "_CACHE_BYTES", 200 << 20)
+    """The cache keeps the most recent laws within its byte budget (a float32 law holds ~22 MB)."""
+    first = rounded_law(TruncatedNormal(0.5, 1.0, -2.0, 2.0), torch.float32)
+    first.mass_bins
+    assert 10 << 20 < first.nbytes < 40 << 20
+    monkeypatch.setattr(R, "_CACHE_BYTES", 4 * first.nbytes)
     laws = []
     for i in range(8):
         law = rounded_law(TruncatedNormal(1e-3 * i + 0.5, 1.0, -2.0, 2.0), torch.float32)
