@@ -18,8 +18,8 @@ to the MDE at n, stage 2 (4x n) has power ~1, so P(fail) ~ 0.5. The atoms cell g
 that fail where the better-powered atom expects far below one sample (`atoms_cell`).
 
 (a') **MDE per shape class at pr.** The same MDEs for each (case, dtype) of (a), at its grid shape
-and at every shape class the `pr` profile draws it at on a CPU (`shape_classes_at`: the rule of
-the session's ``shapes_for``), each at the n the engine draws for that group (`drawn_n`:
+and at every shape class the `pr` profile draws it at on a CPU (`harness.cases.shape_classes_for`,
+the session's rule), each at the n the engine draws for that group (`drawn_n`:
 `Profile.samples`, whole calls, at least two): the calls, the n, and the MDE of ks, gof, atoms,
 the moments' mean shift and position (whose smallest class holds one element per call).
 
@@ -78,7 +78,7 @@ torch.set_num_threads(1)
 
 from candidates import REGISTRY, resolve  # noqa: E402
 from candidates.builtin import FALLBACK_RATE, HOLE_AT, HOLE_MASS  # noqa: E402
-from harness.cases import BIG_SHAPE_CASES, PROFILES, SHAPE_CLASSES, case_by_id, shaped  # noqa: E402
+from harness.cases import PROFILES, case_by_id, shape_classes_for, shaped  # noqa: E402
 from harness.checks.stat_common import binom_mde_ratio  # noqa: E402
 from harness.checks.stat_counts import atom_sides, tail_sets  # noqa: E402
 from harness.checks.stat_extremes import extremes_mde  # noqa: E402
@@ -205,24 +205,6 @@ SHAPE_MDE_CHECKS = (("ks", "ks (D)"), ("gof", "gof (w)"), ("atoms", "atoms (obs/
                     ("moments.mean", "moments mean (σ)"), ("position", "position (w)"))
 
 
-def shape_classes_at(profile, case_id: str, device: str = "cpu") -> list:
-    """The shape classes `profile` draws `case_id` at on `device` without --shapes: the rule of
-    `harness.plugin.session.HarnessSession.shapes_for` (the profile's cases and classes; CUDA-only
-    classes on CUDA; the big ones at pr only on `BIG_SHAPE_CASES`; dtype-bound ones ignored)."""
-    if profile.shape_cases is not None and case_id not in profile.shape_cases:
-        return []
-    big_cases = BIG_SHAPE_CASES.get(profile.name)
-    out = []
-    for name in profile.shape_classes:
-        shape = SHAPE_CLASSES[name]
-        if shape.cuda_only and not device.startswith("cuda"):
-            continue
-        if shape.kind == "big" and big_cases is not None and case_id not in big_cases:
-            continue
-        out.append(shape)
-    return out
-
-
 def drawn_n(profile, case, device: str = "cpu") -> int:
     """The stage-1 n the engine draws for `case` (a grid case or a shape-axis one): the profile's
     n for it (`Profile.samples`), in whole calls, at least `min_calls`."""
@@ -236,7 +218,8 @@ def shape_mde_rows(case_id: str, dtype, alpha: float, profile_name: str = "pr") 
     base = case_by_id(case_id)
     law = _law(base, dtype)
     cases = [(f"grid {base.shape_text}", base)]
-    cases += [(shape.name, shaped(base, shape)) for shape in shape_classes_at(profile, case_id)]
+    cases += [(shape.name, shaped(base, shape))
+              for shape in shape_classes_for(case_id, profile, on_cuda=False)]
     rows = []
     for label, case in cases:
         n = drawn_n(profile, case)

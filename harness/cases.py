@@ -355,5 +355,30 @@ PROFILES = {
 #: Where the big shapes are drawn at pr: one case (the trap, the model-init call), every dtype.
 BIG_SHAPE_CASES = {"pr": ("abs-bounds-trap",)}
 
+
+def shape_classes_for(case_id: str, profile: Profile, on_cuda: bool, dtype: str | None = None,
+                      names=None) -> list:
+    """The shape classes a grid case is drawn at: `names` (--shapes) or the profile's selection
+    for its cases; the CUDA-only classes only on CUDA, a dtype-bound one only in its dtype (dtype
+    None: not filtered), the big ones at pr only on `BIG_SHAPE_CASES` (unless named)."""
+    if names is None:
+        if profile.shape_cases is not None and case_id not in profile.shape_cases:
+            return []
+        names = profile.shape_classes
+        big_cases = BIG_SHAPE_CASES.get(profile.name)
+    else:
+        big_cases = None
+    out = []
+    for name in names:
+        shape = SHAPE_CLASSES[name]
+        if shape.cuda_only and not on_cuda:
+            continue
+        if dtype is not None and shape.dtypes and dtype not in shape.dtypes:
+            continue
+        if shape.kind == "big" and big_cases is not None and case_id not in big_cases:
+            continue
+        out.append(shape)
+    return out
+
 STAGE2_FACTOR = 4
 MAX_CHUNK_ELEMENTS = 1 << 24

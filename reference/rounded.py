@@ -857,7 +857,7 @@ def _hist_cells(fmt: FloatFormat):
     return lo, hi, spacing
 
 
-def _origin(dist, fmt: FloatFormat) -> float:
+def _origin(dist, fmt: FloatFormat, bulk: tuple[float, float]) -> float:
     """Where a law's X-edges are measured from: 0, except for a float64 `TruncatedNormal` whose
     mass lies within a quarter of its distance from 0 (`bulk`), whose cells are measured from the
     lattice value nearest its mean clipped to [a, b]. float64 cannot hold its own midpoints, but
@@ -870,7 +870,7 @@ def _origin(dist, fmt: FloatFormat) -> float:
         return 0.0
     centre = min(max(float(dist.loc), float(dist.a)), float(dist.b))
     origin = float(fmt.round(np.array([centre]))[0])
-    x_lo, x_hi = (float(x) for x in dist.bulk(-800.0))
+    x_lo, x_hi = bulk  # (the law's `_bulk`)
     near = abs(origin) / 4.0
     if not (np.isfinite(origin) and origin - near <= x_lo and x_hi <= origin + near):
         return 0.0
@@ -897,7 +897,7 @@ class RoundedLaw:
         self._via32 = rounding == "torch"
         # Masses are integrals of the law centred on `_origin` (`_centred`): X-edges below are
         # X - origin, so float64 cells keep their exact midpoints.
-        self._origin = _origin(dist, fmt)
+        self._origin = _origin(dist, fmt, self._bulk)
         self._frame = _centred(dist, self._origin)
         self._a = float(self._frame.a)
         self._b = float(self._frame.b)
@@ -935,9 +935,10 @@ class RoundedLaw:
         # beyond a fnuz format's range really rounds to NaN.
         return x if np.isnan(r) and np.isinf(x) else r
 
-    def _mass(self, lo, hi, out=None) -> np.ndarray:
+    def _mass(self, lo, hi, out=None, ordered=False) -> np.ndarray:
         """P(lo <= X <= hi) for X-intervals, clipped to [a, b]; 0 for empty or NaN intervals.
-        out: 1-D float64 to write into (1-D intervals only; a `TruncatedNormal` law)."""
+        out: 1-D float64 to write into (1-D intervals only; a `TruncatedNormal` law). ordered:
+        the intervals follow each other in increasing order (a hint for `prob_cells`)."""
         cells = getattr(self._frame, "prob_cells", None)
         # Far-tail bins of a wide format make dist.prob's intermediates overflow harmlessly.
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
@@ -945,7 +946,7 @@ class RoundedLaw:
                 lo, hi = np.broadcast_arrays(np.asarray(lo, dtype=np.float64),
                                              np.asarray(hi, dtype=np.float64))
                 if out is not None:
-                    return cells(lo, hi, out=out)
+                    return cells(lo, hi, out=out, ordered=ordered)
                 return np.asarray(cells(lo, hi), dtype=np.float64).reshape(lo.shape)
             lo = np.maximum(np.asarray(lo, dtype=np.float64), self._a)
             hi = np.minimum(np.asarray(hi, dtype=np.float64), self._b)
@@ -1196,7 +1197,8 @@ class RoundedLaw:
             lo, hi, _ = _hist_cells(fmt)
             i0, i1 = self._live_bins
             if i0 <= i1:
-                self._mass(*self._main_bin_edges(slice(i0, i1 + 1), lo, hi), out=out[i0:i1 + 1])
+                self._mass(*self._main_bin_edges(slice(i0, i1 + 1), lo, hi), out=out[i0:i1 + 1],
+                           ordered=True)
             for key, olo, ohi in fmt.overflow_cells(self._via32):
                 out[int(np.uint64(key) >> shift)] += float(self._mass(olo - self._origin, ohi - self._origin))
         out.setflags(write=False)

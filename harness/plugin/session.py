@@ -30,7 +30,7 @@ from ..checks import CANDIDATE_API_CHECKS
 from ..checks.sharded import SHARDED_CHECK_NAMES
 from ..fleet.groups import GroupLedger, group_of_nodeid
 from ..fleet.partition import plan
-from ..cases import BIG_SHAPE_CASES, PROFILES, SHAPE_CLASSES, shaped
+from ..cases import PROFILES, shape_classes_for, shaped
 from ..cases import on_path as case_on_path
 from ..explore import EXPLORE_FWER
 from ..runner import (RunConfig, RunnerCache, all_check_names, checks_for, on_path,
@@ -194,28 +194,11 @@ class HarnessSession:
         """The shape classes `case` is drawn at in this run (`harness.cases.SHAPES`): --shapes, or
         the profile's selection; the big CUDA-only ones only on CUDA, a dtype-bound one in its
         dtype, the big ones at pr only on `BIG_SHAPE_CASES`."""
-        opt, profile = self.options, PROFILES[self.options.profile]
         if case.shape_class or case.path != "eager" or case.own_shape:
             return []  # a case named as one shape or path, or given with its shape, is just that
-        if opt.shapes is not None:
-            names = opt.shapes
-        elif profile.shape_cases is None or case.id in profile.shape_cases:
-            names = profile.shape_classes
-        else:
-            return []
-        big_cases = BIG_SHAPE_CASES.get(profile.name) if opt.shapes is None else None
-        on_cuda = torch.device(device).type == "cuda"
-        out = []
-        for name in names:
-            shape = SHAPE_CLASSES[name]
-            if shape.cuda_only and not on_cuda:
-                continue
-            if shape.dtypes and dtype_name(dtype) not in shape.dtypes:
-                continue
-            if shape.kind == "big" and big_cases is not None and case.id not in big_cases:
-                continue
-            out.append(shape)
-        return out
+        return shape_classes_for(case.id, PROFILES[self.options.profile],
+                                 torch.device(device).type == "cuda", dtype_name(dtype),
+                                 self.options.shapes)
 
     def sharded_combos(self):
         """The sharded groups: candidates x the sharded selection x devices x layouts."""
