@@ -461,12 +461,9 @@ def _mass_bins_main(law) -> "MassBins":
     # Main bin c's first counter is c + extra[k], k the split bins before it.
     extra = np.concatenate([[0], np.cumsum(counts - 1)])
     n_counters = n_main + int(extra[-1])
-
-    def first_counter(c):
-        return c + extra[np.searchsorted(cs, c, side="left")]
-
-    mass_first = np.repeat((first_counter(layout.opens + s0) - layout.open_start).astype(np.int32),
-                           layout.open_size)
+    splits_before = np.cumsum(layout.open_split) - layout.open_split
+    open_counter = layout.opens + s0 + extra[splits_before]
+    mass_first = np.repeat((open_counter - layout.open_start).astype(np.int32), layout.open_size)
     mass_first += _arange32(n_bins)
     if s0 > 0:
         mass_first[0] = 0  # mass bin 0 starts at main bin 0, left of the window
@@ -474,9 +471,10 @@ def _mass_bins_main(law) -> "MassBins":
     # a negative value the ordered low bits are the raw ones complemented, so inside a split
     # negative main bin the raw counters run backwards (`MassBins.backward`).
     negative = cs < half
+    split_counter = cs + extra[:-1]
     backward = []
     for cnt in np.unique(counts[negative]):
-        firsts = first_counter(cs[negative & (counts == cnt)]).astype(np.int64)
+        firsts = split_counter[negative & (counts == cnt)].astype(np.int64)
         firsts.setflags(write=False)
         backward.append((int(cnt), firsts))
     # The engine's table: that of a law without split bins, plus the extra counters before each
@@ -545,6 +543,7 @@ class _Layout:
     opens: np.ndarray  # int64
     open_start: np.ndarray  # int64
     open_size: np.ndarray  # int64
+    open_split: np.ndarray  # bool: the opening bin is split
     split_bins: np.ndarray  # int64, a subset of opens
     split_parts: np.ndarray  # int64: 2**r
     split_shift: np.ndarray  # int64: low_bits - r
@@ -596,20 +595,22 @@ def _split_and_merge(m: np.ndarray, splittable: np.ndarray, low_bits: int) -> _L
         new[0] = prev_status is None or (
             status[0] != prev_status or status[0] >= 2 or (status[0] == 1 and c[0] != prev_window))
         prev_status, prev_window = int(status[-1]), float(c[-1])
-        opens.append(np.flatnonzero(new) + s)
-        splits.append(np.flatnonzero(split) + s)
+        at = np.flatnonzero(new)
+        opens.append(at + s)
+        splits.append(split[at])  # (every split bin opens its parts)
     opens = np.concatenate(opens) if opens else np.zeros(1, dtype=np.int64)
-    cs = np.concatenate(splits) if splits else np.zeros(0, dtype=np.int64)
+    split_open = np.concatenate(splits) if splits else np.zeros(opens.size, dtype=bool)
+    at = np.flatnonzero(split_open)
+    cs = opens[at]
     with np.errstate(divide="ignore"):
         r = np.ceil(np.log2(m[cs] / MASS_BIN_MASS))
     r = np.clip(r, 1, min(low_bits, MASS_BIN_MAX_SPLIT)).astype(np.int64)
     open_size = np.ones(opens.size, dtype=np.int64)
-    at = np.searchsorted(opens, cs)  # every split bin opens its parts
     open_size[at] = np.int64(1) << r
     open_start = np.cumsum(open_size) - open_size
     n_bins = int(open_size.sum())
-    return _Layout(low_bits, n_bins, opens, open_start, open_size, cs, open_size[at], low_bits - r,
-                   open_start[at])
+    return _Layout(low_bits, n_bins, opens, open_start, open_size, split_open, cs, open_size[at],
+                   low_bits - r, open_start[at])
 
 
 def _raw_to_ordered_bins(hist_bits: int) -> np.ndarray:

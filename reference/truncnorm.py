@@ -475,8 +475,7 @@ class _Frame:
             e_max = -peak * (peak + 2.0 * self.t0) / 2.0
         else:
             e_max = 0.0 if u_min <= 0.0 <= u_max else -min(u_min * u_min, u_max * u_max) / 2.0
-        with np.errstate(divide="ignore"):
-            return e_max - self.log_z + math.log(w_max) + 0.5 * c_bound < -1e-6 if w_max > 0 else True
+        return w_max == 0.0 or e_max - self.log_z + math.log(w_max) + 0.5 * c_bound < -1e-6
 
     def step_prob(self, lo0, step, n, sign=1.0, out=None):
         """Masses of the windows with ends lo0 + sign j step and lo0 + sign (j + 1) step, j = 0..n-1,
