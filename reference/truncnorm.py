@@ -205,6 +205,28 @@ def _short_series(A, b, order):
     return out
 
 
+def _short_series_rows(A, b, order):
+    """`_short_series` where b is one value per row (a column): the series' coefficients in A are
+    then columns, sum_j C[i][j] b^j, and Horner in A takes 2 passes per order over the block
+    (A is overwritten)."""
+    coef = []
+    for i in range(order + 1):
+        q = _SHORT_COEF[i][order - i] + 0.0 * b
+        for j in range(order - i - 1, -1, -1):
+            q = q * b + _SHORT_COEF[i][j]
+        coef.append(q)
+    if order == 1:
+        A *= coef[1]
+        A += coef[0]
+        return A
+    acc = A * coef[order]
+    for i in range(order - 1, 0, -1):
+        acc += coef[i]
+        acc *= A
+    acc += coef[0]
+    return acc
+
+
 def _where_not(mask, fn, arg):
     """fn(arg) where mask is False (NaN elsewhere), evaluating fn only on those elements."""
     n = int(np.count_nonzero(mask))
@@ -447,7 +469,10 @@ class _Frame:
                 A *= A
             b = w * w
             b *= 0.5
-            out *= _short_series(A, b, order)
+            if column and A.shape == out.shape:
+                out *= _short_series_rows(A, b, order)
+            else:
+                out *= _short_series(A, b, order)
         if not self._below_one(u_min, u_max, w_max, c_bound) and float(np.max(out, initial=0.0)) > 1.0:
             np.minimum(out, 1.0, out=out)
         if fast is not None:
@@ -665,7 +690,11 @@ class _Frame:
         norm = dens.sum()
         m = float((dens * u).sum() / norm)
         d = u - m
-        mu = np.array([float((dens * d**k).sum() / norm) for k in range(_MAX_MOMENT + 1)])
+        mu = np.zeros(_MAX_MOMENT + 1)
+        term = dens.copy()
+        for k in range(1, _MAX_MOMENT + 1):  # dens d^k by products (d**k is a pow per node)
+            term *= d
+            mu[k] = float(term.sum() / norm)
         mu[0], mu[1] = 1.0, 0.0
         anchor = self.a if self.right else self.mu
         return anchor + self.sigma * m, mu, mu[4] - 3.0 * mu[2] ** 2
