@@ -137,20 +137,28 @@ class MassBins:
     Memory is what a new law costs (a fresh page costs more than the arithmetic on it), so a law
     keeps only what the engine and the checks read on every run: the engine's table, the mass
     bins' first counters and masses, and the raw counter order (the identity but for the split
-    negative bins) as those runs (``backward``), not as 1.6e6 indices. ``start``, ``shift`` and
-    ``split`` over the coarse bins (for labels and tests) and ``main_first`` are derived from them."""
+    negative bins) as those runs (``backward``), not as 1.6e6 indices. The main layout's engine
+    table is kept as what makes it (its split bins and their shifts, `_MainTable`) and built when
+    asked (`raw_table`: the engine takes it once per run, and owns it). ``start``, ``shift`` and
+    ``split`` over the coarse bins (for labels and tests) and ``main_first`` are derived."""
 
     bits: int  # of the format
     low_bits: int  # key bits below the coarse bin: 12 / 44 (main bins) or the fine bins' shift
     fine: "FineBins | None"  # the coarse bins are these fine bins (else the main bins)
     n_bins: int
     probs: np.ndarray  # float64[n_bins]
-    raw_table: np.ndarray  # int32 (float32) / int64 (float64) [coarse bins]
+    table: "np.ndarray | _MainTable"  # the engine's table (fine layout), or how to build it (main)
     backward: tuple  # ((count, int64[first counters]), ...): runs of counters the engine sees reversed
     n_counters: int  # the engine's counters
     mass_first: "np.ndarray | None"  # int32[n_bins]: first counter of each mass bin (None: the same)
 
     SHIFT_BITS = 6  # shift <= 44 < 2**6
+
+    @property
+    def raw_table(self) -> np.ndarray:
+        """int32 (float32) / int64 (float64) [coarse bins]: the engine's table, indexed by raw main
+        bin (main layout: a new, writable array on each call) or by fine bin (read-only)."""
+        return self.table if isinstance(self.table, np.ndarray) else self.table.build()
 
     def _packed(self) -> np.ndarray:
         """int64[coarse bins]: (first counter << SHIFT_BITS) | shift of each coarse bin, in order."""
@@ -181,7 +189,7 @@ class MassBins:
     @property
     def main_first(self) -> "np.ndarray | None":
         """int64[main bins]: first counter of each main bin (main layout; None over fine bins)."""
-        return None if self.fine is not None else self._packed() >> self.SHIFT_BITS
+        return None if self.fine is not None else self.table.first_counters()
 
     def order_raw(self, raw: np.ndarray) -> np.ndarray:
         """The counters in order from the engine's raw counters, as a new array; the same map
@@ -200,7 +208,7 @@ class MassBins:
     @property
     def nbytes(self) -> int:
         """Bytes of the tables (the derived ones included once built)."""
-        arrays = [self.probs, self.raw_table, self.mass_first] + [f for _, f in self.backward]
+        arrays = [self.probs, self.table, self.mass_first] + [f for _, f in self.backward]
         arrays += [vars(self).get(name) for name in ("start", "shift")]
         return sum(a.nbytes for a in arrays if a is not None)
 
@@ -477,19 +485,62 @@ def _mass_bins_main(law) -> "MassBins":
         firsts = split_counter[negative & (counts == cnt)].astype(np.int64)
         firsts.setflags(write=False)
         backward.append((int(cnt), firsts))
-    # The engine's table: that of a law without split bins, plus the extra counters before each
-    # main bin (a step function of it) and the split bins' shifts.
-    raw_table = _plain_raw_table(fmt).copy()
-    if cs.size:
-        steps = np.repeat((extra[:-1] << MassBins.SHIFT_BITS).astype(np.int32), np.diff(np.r_[s0, cs + 1]))
-        _add_in_key_order(raw_table, s0, int(cs[-1]) + 1, steps)
-        _add_in_key_order(raw_table, int(cs[-1]) + 1, n_main, int(extra[-1]) << MassBins.SHIFT_BITS)
-        raw_of = np.where(cs >= half, cs - half, (n_main - 1) - cs)
-        raw_table[raw_of] -= low_bits - layout.split_shift
-    for arr in (probs, raw_table, mass_first):
+    for arr in (probs, mass_first):
         arr.setflags(write=False)
-    return MassBins(fmt.bits, low_bits, None, n_bins, probs, raw_table, tuple(backward), n_counters,
+    table = _MainTable(fmt, s0, cs, extra, layout.split_shift)
+    return MassBins(fmt.bits, low_bits, None, n_bins, probs, table, tuple(backward), n_counters,
                     mass_first)
+
+
+@dataclass(frozen=True, eq=False)
+class _MainTable:
+    """The engine's table of a main layout, as what makes it: that of a law without split bins
+    (`_plain_raw_table`), plus the extra counters of the split bins before each main bin (a step
+    function of the bin) and the split bins' shifts."""
+
+    fmt: FloatFormat
+    s0: int  # the window's first main bin: the step function is 0 before it
+    split_bins: np.ndarray  # int64, ordered main bins, increasing
+    extra: np.ndarray  # int64[split bins + 1]: extra counters before the k-th split bin (and all)
+    split_shift: np.ndarray  # int64
+
+    def __post_init__(self):
+        for arr in (self.split_bins, self.extra, self.split_shift):
+            arr.setflags(write=False)
+
+    @property
+    def nbytes(self) -> int:
+        return self.split_bins.nbytes + self.extra.nbytes + self.split_shift.nbytes
+
+    def _step_runs(self):
+        """(values, lengths) of the step function over main bins s0 .. last split bin."""
+        cs = self.split_bins
+        return self.extra[:-1], np.diff(np.r_[self.s0, cs + 1])
+
+    def first_counters(self) -> np.ndarray:
+        """int64[main bins]: each ordered main bin's first counter."""
+        n_main = 1 << self.fmt.hist_bits
+        first = np.arange(n_main, dtype=np.int64)
+        cs = self.split_bins
+        if cs.size:
+            values, lengths = self._step_runs()
+            first[self.s0:int(cs[-1]) + 1] += np.repeat(values, lengths)
+            first[int(cs[-1]) + 1:] += int(self.extra[-1])
+        return first
+
+    def build(self) -> np.ndarray:
+        """A new engine table: packed (first counter << SHIFT_BITS | shift) by raw main bin."""
+        fmt, cs = self.fmt, self.split_bins
+        n_main, half = 1 << fmt.hist_bits, 1 << (fmt.hist_bits - 1)
+        table = _plain_raw_table(fmt).copy()
+        if cs.size:
+            values, lengths = self._step_runs()
+            steps = np.repeat((values << MassBins.SHIFT_BITS).astype(np.int32), lengths)
+            _add_in_key_order(table, self.s0, int(cs[-1]) + 1, steps)
+            _add_in_key_order(table, int(cs[-1]) + 1, n_main, int(self.extra[-1]) << MassBins.SHIFT_BITS)
+            raw_of = np.where(cs >= half, cs - half, (n_main - 1) - cs)
+            table[raw_of] -= (fmt.bits - fmt.hist_bits) - self.split_shift
+        return table
 
 
 @functools.lru_cache(maxsize=None)

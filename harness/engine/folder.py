@@ -216,7 +216,8 @@ class Folder:
         if mb is None or self.exact_hist:
             return
         self.mass = mb
-        self.mass_table = torch.from_numpy(mb.raw_table.copy()).to(self.device)
+        table = mb.raw_table  # (the main layout's is built for us: ours to keep)
+        self.mass_table = torch.from_numpy(table if table.flags.writeable else table.copy()).to(self.device)
         self.mass_low_mask = (1 << mb.low_bits) - 1  # main-bin layout
         self.raw_mass = torch.zeros(mb.n_counters, dtype=torch.int64, device=self.device)
         self.s.mass_hist = np.zeros(mb.n_bins, dtype=np.int64)
