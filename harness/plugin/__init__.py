@@ -428,7 +428,7 @@ def pytest_sessionfinish(session, exitstatus):
     if empty_share and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK  # N > groups: this shard has nothing to run
     if s.options.explore and session.exitstatus != pytest.ExitCode.INTERRUPTED:
-        for b in s.shrink_failures(lambda text: _say(config, text)):
+        for b in s.shrink_failures(lambda text: _say(config, text), workers=_workers(config)):
             _say(config, f"harness: {b.line}\n  reproduce: {b.repro}")
     if not s.report_dir or s.row_log is None:
         return
@@ -453,6 +453,8 @@ def _invocation(config):
 
 def _workers(config) -> int:
     workers = getattr(config.option, "numprocesses", None)
+    if isinstance(workers, str):  # "auto" / "logical", if xdist has not resolved it
+        return os.cpu_count() or 1
     return workers if workers is not None else 0
 
 

@@ -35,7 +35,8 @@ from ..cases import on_path as case_on_path
 from ..explore import EXPLORE_FWER
 from ..runner import (RunConfig, RunnerCache, all_check_names, checks_for, on_path,
                       run_candidate_check, runs_on_sharded_group)
-from ..runner.shrink import SHRINK_CASES, fails, shrink
+from ..runner.shrink import PARAMETERS as SHRINK_PARAMETERS
+from ..runner.shrink import SHRINK_CASES, ShrinkTask, run_tasks
 from ..sharded.layout import Layout
 from ..sharded.runner import ShardedRunnerCache, sharded_skip_reason
 from .crashes import CrashLedger
@@ -414,33 +415,42 @@ class HarnessSession:
                                                       files=files))
         return self.written
 
-    def shrink_failures(self, say=None) -> list:
+    def shrink_failures(self, say=None, workers: int = 1) -> list:
         """Shrink the failing explored cases (`harness.runner.shrink`: the first SHRINK_CASES per
-        candidate, dtype and device) and write REPORT_DIR/boundaries.json; the boundaries."""
+        candidate, dtype and device, each parameter a task, over `workers` processes) and write
+        REPORT_DIR/boundaries.json; the boundaries."""
         failing: dict = {}
         for row in self.rows:
             case = self.case_of(row.get("case", ""))
             if case is None or "explore" not in case.tags or row.get("verdict") != "fail":
                 continue
-            key = (row.get("candidate_spec"), row["dtype"], row["device"])
+            key = (str(row.get("candidate_spec")), row["dtype"], row["device"])
             cases = failing.setdefault(key, [])
             if case not in cases:
                 cases.append(case)
         by_spec = {c.spec: c for c in self.candidates}
-        found = []
-        for (spec, dtype_text, device), cases in failing.items():
-            candidate, dtype = by_spec.get(spec), DTYPES[dtype_text]
+        tasks = []
+        for (spec, dtype_text, device), cases in sorted(failing.items()):
+            candidate = by_spec.get(spec)
             if candidate is None:
                 continue
             for case in sorted(cases, key=lambda c: c.id)[:SHRINK_CASES]:
                 if say is not None:
                     say(f"harness: shrinking {case.id} ({dtype_text}) for {candidate.name}")
-                boundaries = shrink(case, dtype_text,
-                                    lambda c: fails(candidate, c, dtype, device, self.run_config))
-                for b in boundaries:
-                    b.repro = self.repro(candidate, None, dtype, device, "*", spec=b.repro,
-                                         alpha_fail=case.alpha_fail).replace(" -k test_*", "")
-                found += boundaries
+                tasks += [ShrinkTask(candidate, case, dtype_text, device, self.run_config, param)
+                          for param in SHRINK_PARAMETERS]
+        found = []
+        for task, result in zip(tasks, run_tasks(tasks, workers)):
+            if isinstance(result, str):
+                if say is not None:
+                    say(f"harness: {task.case.id} ({task.dtype_name}): {result}")
+                continue
+            if result is None:
+                continue
+            result.repro = self.repro(task.candidate, None, DTYPES[task.dtype_name], task.device,
+                                      "*", spec=result.repro,
+                                      alpha_fail=task.case.alpha_fail).replace(" -k test_*", "")
+            found.append(result)
         if self.report_dir:
             with open(os.path.join(self.report_dir, BOUNDARIES_FILE), "w", encoding="utf-8") as fh:
                 json.dump([b.as_dict() for b in found], fh, indent=1, default=str)

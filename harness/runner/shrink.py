@@ -14,7 +14,15 @@ last failing and passing values, and its reproduce line names the failing side.
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
+
+import torch
+
+from reference.dtypes import DTYPES
 
 from ..cases import Case, case_spec
 from ..checks import CASE_API_CHECKS
@@ -116,33 +124,85 @@ def _anchor(point: dict, param: str) -> float | None:
     return value
 
 
+def shrink_parameter(case: Case, dtype_name: str, param: str, failing) -> Boundary | None:
+    """The boundary of `case`'s failing region along `param` (None: it does not bound it);
+    `failing(case) -> bool` judges a probe."""
+    origin = _point(case)
+    anchor = _anchor(origin, param)
+    start = _get(origin, param)
+    if anchor is None or anchor == start:
+        return None
+    if failing(probe_case(case, _with(origin, param, anchor), f"{param}-anchor")):
+        return None  # fails at the textbook value too: this parameter does not bound it
+    to, back = _coordinates(param, origin)
+    fail_t, pass_t = to(start), to(anchor)
+    for k in range(STEPS):
+        mid = (fail_t + pass_t) / 2.0
+        if failing(probe_case(case, _with(origin, param, back(mid)), f"{param}-{k}")):
+            fail_t = mid
+        else:
+            pass_t = mid
+    fail_v, pass_v = back(fail_t), back(pass_t)
+    boundary = (fail_v + pass_v) / 2.0
+    direction = ">=" if fail_v > pass_v else "<="
+    failing_case = probe_case(case, _with(origin, param, fail_v), f"{param}-fail")
+    return Boundary(case.id, dtype_name, param, boundary, fail_v, pass_v, direction, origin,
+                    _line(param, direction, boundary, origin, dtype_name), failing_case.spec)
+
+
 def shrink(case: Case, dtype_name: str, failing) -> list[Boundary]:
     """The boundaries of `case`'s failing region; `failing(case) -> bool` judges a probe."""
-    origin = _point(case)
-    found = []
-    for param in PARAMETERS:
-        anchor = _anchor(origin, param)
-        start = _get(origin, param)
-        if anchor is None or anchor == start:
-            continue
-        if failing(probe_case(case, _with(origin, param, anchor), f"{param}-anchor")):
-            continue  # fails at the textbook value too: this parameter does not bound it
-        to, back = _coordinates(param, origin)
-        fail_t, pass_t = to(start), to(anchor)
-        for k in range(STEPS):
-            mid = (fail_t + pass_t) / 2.0
-            if failing(probe_case(case, _with(origin, param, back(mid)), f"{param}-{k}")):
-                fail_t = mid
-            else:
-                pass_t = mid
-        fail_v, pass_v = back(fail_t), back(pass_t)
-        boundary = (fail_v + pass_v) / 2.0
-        direction = ">=" if fail_v > pass_v else "<="
-        failing_case = probe_case(case, _with(origin, param, fail_v), f"{param}-fail")
-        found.append(Boundary(case.id, dtype_name, param, boundary, fail_v, pass_v, direction,
-                              origin, _line(param, direction, boundary, origin, dtype_name),
-                              failing_case.spec))
-    return found
+    found = (shrink_parameter(case, dtype_name, param, failing) for param in PARAMETERS)
+    return [b for b in found if b is not None]
+
+
+@dataclass(frozen=True)
+class ShrinkTask:
+    """One parameter of one failing case, for one candidate, dtype and device: a bisection whose
+    probes depend on nothing else (their seeds come from their own ids), so tasks run in any
+    order, in any process, with the same boundaries."""
+
+    candidate: object  # candidates.Candidate (pickled by its spec)
+    case: Case
+    dtype_name: str
+    device: str
+    config: object  # RunConfig
+    param: str
+
+
+def run_task(task: ShrinkTask) -> Boundary | None:
+    """Shrink one task here (also the pool's entry point)."""
+    dtype = DTYPES[task.dtype_name]
+    return shrink_parameter(task.case, task.dtype_name, task.param,
+                            lambda c: fails(task.candidate, c, dtype, task.device, task.config))
+
+
+def _pool_start(threads: int) -> None:
+    torch.set_num_threads(threads)
+
+
+def run_tasks(tasks: list, workers: int = 1) -> list:
+    """Each task's Boundary, None, or a one-line reason it has none: here one after another
+    (workers <= 1), or over `workers` spawned processes, so that shrinking uses the run's
+    workers and a probe that crashes its process ends its tasks, not the run."""
+    if workers <= 1 or len(tasks) <= 1:
+        return [run_task(t) for t in tasks]
+    n = min(workers, len(tasks))
+    threads = max(1, (os.cpu_count() or 1) // n)
+    out: list = [None] * len(tasks)
+    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_pool_start, initargs=(threads,)) as pool:
+        futures = {pool.submit(run_task, t): i for i, t in enumerate(tasks)}
+        for future in as_completed(futures):
+            i = futures[future]
+            try:
+                out[i] = future.result()
+            except BrokenProcessPool:
+                out[i] = (f"not shrunk along {tasks[i].param}: a shrinking process died (the "
+                          f"candidate crashed it, or it ran out of memory)")
+            except Exception as exc:  # the probe's own error: the run's rows already hold it
+                out[i] = f"not shrunk along {tasks[i].param}: {type(exc).__name__}: {exc}"
+    return out
 
 
 def _num(x: float) -> str:
