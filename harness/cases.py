@@ -380,5 +380,6 @@ def shape_classes_for(case_id: str, profile: Profile, on_cuda: bool, dtype: str 
         out.append(shape)
     return out
 
+
 STAGE2_FACTOR = 4
 MAX_CHUNK_ELEMENTS = 1 << 24

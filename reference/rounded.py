@@ -343,7 +343,8 @@ def _part_probs(law, mb, cs, counts, sub_shift, first_value, spacing, lower_edge
     part j > 0 is below + (v - below) * 0.5 with below = v0 + (j 2**s - 1) h and v - below = h,
     both exact -- the very operations of `FloatFormat.key_cell_edge`, so the same float64 --, and
     parts 1 .. count-2 are a lattice of step 2**s h from part 1's edge (`prob_steps`); parts 0 and
-    count-1 run to the bin's own edges. Other bins: their parts' edges from `key_cell_edge`."""
+    count-1 run to the bin's own edges, and join the lattice where those edges lie on it. Other
+    bins: their parts' edges from `key_cell_edge`."""
     fmt = law.fmt
     first = dest  # position of each bin's part 0 in `out`
     step = np.ldexp(spacing, sub_shift.astype(np.int32))
@@ -380,8 +381,7 @@ def _part_probs(law, mb, cs, counts, sub_shift, first_value, spacing, lower_edge
             block = out[f0:f0 + (r1 - r0) * c].reshape(r1 - r0, c)[:, k0:k0 + int(row_parts[r0])]
             _lattice_probs(law, steps, row_lo0[r0:r1], step[rows[r0:r1]], block.shape[1], block)
         short = np.flatnonzero(np.repeat(~long, run_hi - run_lo))
-        groups = np.stack([skip_lo[short], row_parts[short]]) if short.size else np.zeros((2, 0))
-        for k0, n in (np.unique(groups, axis=1).T if short.size else ()):
+        for k0, n in np.unique(np.stack([skip_lo[short], row_parts[short]]), axis=1).T:
             g = short[(skip_lo[short] == k0) & (row_parts[short] == n)]
             pos = f[g, None] + (k0 + np.arange(n))
             out[pos] = _lattice_probs(law, steps, row_lo0[g], step[rows[g]], int(n), None)

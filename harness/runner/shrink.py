@@ -9,6 +9,9 @@ anchor fails too, p does not bound the region. Each probe is a whole group (ever
 case but the API ones) at the run's profile and the explored case's own error level, its seeds
 derived from the probe's own id, so a shrink is reproducible; the boundary is the midpoint of the
 last failing and passing values, and its reproduce line names the failing side.
+
+Each parameter of each failing case is one `ShrinkTask`; `run_tasks` runs them one after another
+or over the run's workers (spawned processes), with the same boundaries either way.
 """
 
 from __future__ import annotations
