@@ -1,4 +1,4 @@
-"""Built-in candidates for other libraries' truncated-normal samplers (issue 13).
+"""Built-in candidates for other libraries' truncated-normal samplers.
 
 ``LIBRARIES`` maps each registered name to a `LibraryEntry`: which module of this package adapts it,
 which distribution it needs and what to ``pip install``. Nothing here imports a library, or even an
@@ -24,6 +24,9 @@ name                   sampler                                            conven
 ``timm``               ``timm.layers.trunc_normal_``                      torch.nn.init (absolute)
 ``timm-tf``            ``timm.layers.trunc_normal_tf_``                   σ-unit bounds
 ``paddle``             ``paddle.nn.init.trunc_normal_``                   absolute bounds
+``mlx``                ``mlx.core.random.truncated_normal``               σ-unit bounds, then
+                                                                          ``x * std + mean`` in dtype
+``numpyro``            ``numpyro.distributions.TruncatedNormal.sample``   absolute bounds
 =====================  =================================================  ============================
 
 Each adapter module's docstring says what its library computes and how the adapter calls it.
@@ -57,6 +60,9 @@ LIBRARIES: dict[str, LibraryEntry] = {
     "timm": LibraryEntry("timm", "timm.layers.trunc_normal_", "timm"),
     "timm-tf": LibraryEntry("timm", "timm.layers.trunc_normal_tf_", "timm"),
     "paddle": LibraryEntry("paddle", "paddle.nn.init.trunc_normal_", "paddlepaddle"),
+    "mlx": LibraryEntry("mlx", "mlx.core.random.truncated_normal", "'mlx[cpu]'"),
+    "numpyro": LibraryEntry("numpyro", "numpyro.distributions.TruncatedNormal.sample",
+                            "numpyro 'jax[cpu]'"),
 }
 
 

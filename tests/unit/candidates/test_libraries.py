@@ -31,17 +31,18 @@ from candidates.libraries.common import draw_seed, fixed_two_sigma, to_torch, ze
 from harness.cases import GRID, case_by_id
 
 ROOT = Path(__file__).resolve().parents[3]
-LIBRARY_MODULES = ("jax", "keras", "tensorflow", "timm", "paddle", "flax")
+LIBRARY_MODULES = ("jax", "keras", "tensorflow", "timm", "paddle", "flax", "mlx.core", "numpyro")
 # The library each candidate needs in order to draw (keras-jax also needs jax).
 NEEDS = {"jax": ("jax",), "jax-init": ("jax",), "keras-torch": ("keras",),
          "keras-jax": ("keras", "jax"), "keras-numpy": ("keras",), "tensorflow": ("tensorflow",),
          "tensorflow-param": ("tensorflow",), "timm": ("timm",), "timm-tf": ("timm",),
-         "paddle": ("paddle",)}
+         "paddle": ("paddle",), "mlx": ("mlx.core",), "numpyro": ("numpyro", "jax")}
 
 # What the skip reason must tell the user to install.
 PACKAGE = {"jax": "jax[cpu]", "jax-init": "jax[cpu]", "keras-torch": "keras", "keras-jax": "keras",
            "keras-numpy": "keras", "tensorflow": "tensorflow-cpu", "tensorflow-param": "tensorflow-cpu",
-           "timm": "timm", "paddle": "paddlepaddle", "timm-tf": "timm"}
+           "timm": "timm", "paddle": "paddlepaddle", "timm-tf": "timm", "mlx": "mlx[cpu]",
+           "numpyro": "numpyro"}
 
 
 def installed(name: str) -> bool:
@@ -248,7 +249,7 @@ def test_output_lands_in_the_tensor_in_bounds(name):
 # ----------------------------------------------------------------------------- end to end
 
 
-E2E = [n for n in ("jax", "keras-torch", "timm", "timm-tf") if installed(n)]
+E2E = [n for n in ("jax", "keras-torch", "timm", "timm-tf", "mlx", "numpyro") if installed(n)]
 
 
 @pytest.mark.skipif(not E2E, reason="none of jax, keras, timm is installed")
