@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import time
+import warnings
 
 import pandas as pd
 
@@ -26,7 +27,7 @@ from reports.store import results_frame
 
 from .cases import Case, case_by_id
 from .plugin.options import (DEFAULT_ALPHA, DEFAULT_CASE_TIMEOUT, OptionError, parse_options)
-from .plugin.session import Combo, HarnessSession
+from .plugin.session import REPORT_WRITE_FAILED, Combo, HarnessSession
 from .seeds import DEFAULT_RUN_SEED
 
 __all__ = ["check", "law", "OptionError"]
@@ -99,7 +100,10 @@ def check(candidate="torch", *, cases=None, dtypes=None, devices=None, profile: 
     cases, dtypes, devices: ids / names (or `harness.cases.Case`, torch dtypes), default: the
         grid, the four float dtypes, cpu and every CUDA device present.
     profile, seed: as ``--profile`` and ``--seed``.
-    report_dir: also write the report there (results, summary.md, index.html, manifest.json).
+    report_dir: also write the report there (results, summary.md, index.html, manifest.json),
+        holding the directory's run lock meanwhile (another run holding it: OptionError). A
+        write that fails (a full disk) is a warning naming the file and the errno; the rows are
+        still returned, with ``df.attrs["report_fault"]`` saying what failed.
     progress: show a progress bar (tqdm: groups done and to go, samples drawn in the current
         group); in a notebook it is a widget where ipywidgets is installed.
     options: any other option of ``pytest suites`` without its dashes (`OPTIONS`), e.g.
@@ -109,7 +113,17 @@ def check(candidate="torch", *, cases=None, dtypes=None, devices=None, profile: 
     """
     ns = _namespace(candidate, cases, dtypes, devices, profile, seed, report_dir, options)
     session = HarnessSession(parse_options(ns, tuple(DTYPES), environ={}))
-    session.open_report()
+    taken_over = session.open_report(f"harness.check(report_dir={report_dir!r})")
+    if taken_over:
+        warnings.warn(taken_over, stacklevel=2)
+    try:
+        return _run(session, progress)
+    finally:
+        session.release_report()
+
+
+def _run(session: HarnessSession, progress: bool) -> pd.DataFrame:
+    """Every planned test of `session`, in order, then its report; the rows as a DataFrame."""
     tests = session.planned_tests()
     session.mark_collected(f"suites/test_conformance.py::test_{check_name}[{param.id}]"
                            for check_name, param in tests)
@@ -132,9 +146,14 @@ def check(candidate="torch", *, cases=None, dtypes=None, devices=None, profile: 
     run = session.run_facts()
     run["command"] = f"harness.check({', '.join(c.spec or c.name for c in session.candidates)})"
     session.finish_report(0, run["command"], run)
+    if session.fault is not None:
+        warnings.warn(session.fault_line().replace(f" (exit {REPORT_WRITE_FAILED})", ""),
+                      stacklevel=3)
     info = {"run_id": "api", "started": time.strftime("%Y-%m-%dT%H:%M:%S",
                                                       time.localtime(session.started))}
-    return results_frame(session.rows, info)
+    frame = results_frame(session.rows, info)
+    frame.attrs["report_fault"] = str(session.fault) if session.fault is not None else None
+    return frame
 
 
 def law(case, dtype, rounding: str = "rn"):

@@ -57,9 +57,9 @@ def _merge(args) -> int:
     merged = merge(args.dirs, args.out, allow_partial=args.allow_partial)
     print(f"merged {len(args.dirs)} report(s) into {merged.path}")
     cov = merged.coverage
+    for line in merged.partial:
+        print(f"reports merge: {line}", file=sys.stderr)
     if cov is None:
-        for line in merged.partial:
-            print(f"reports merge: {line}", file=sys.stderr)
         if merged.partial and not args.allow_partial:
             print("reports merge: INCOMPLETE: an input did not finish (exit 1; --allow-partial "
                   "accepts a partial run)", file=sys.stderr)
@@ -79,6 +79,10 @@ def _merge(args) -> int:
         print(f"reports merge: {status}{accepted}", file=sys.stderr)
         return 0 if args.allow_partial else 1
     print(status)
+    if merged.partial and not args.allow_partial:
+        print("reports merge: INCOMPLETE: an input did not finish (exit 1; --allow-partial "
+              "accepts a partial run)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -31,7 +31,7 @@ import warnings
 
 import numpy as np
 
-from .store import CASE_DATA_DIR
+from .store import CASE_DATA_DIR, DISK_ERRNOS
 
 #: Coalesced groups across the visible value range (where samples are or the law expects some)...
 TARGET_GROUPS = 1500
@@ -436,6 +436,11 @@ def render_figures(df, report_dir: str) -> dict:
             name = figure_name(meta)
             render_figure(data, os.path.join(report_dir, name), checks[key])
             out[key] = name
+        except OSError as exc:
+            if exc.errno in DISK_ERRNOS:  # the disk, not the data: the run reports it as a fault
+                raise
+            warnings.warn(f"reports: no figure for {os.path.basename(path)}: "
+                          f"{type(exc).__name__}: {exc}", stacklevel=2)
         except Exception as exc:  # one bad file must not cost the others their figures
             warnings.warn(f"reports: no figure for {os.path.basename(path)}: "
                           f"{type(exc).__name__}: {exc}", stacklevel=2)

@@ -14,6 +14,13 @@ and run). A worker that finds a lease it does not hold asks whether the holder s
 The lease file is created atomically with its content (written to a temporary name, then
 hard-linked to the lease name, which fails if the name exists), so nobody ever reads a half-written
 holder from a live process.
+
+The same holder names the run that writes a report directory: ``REPORT_DIR/run.lock``
+(`lock_report_dir`), taken before anything in the directory is touched and given back when the
+report is written. A second run into a held directory is refused with one line naming the holder;
+a lock whose holder is proven dead (SIGKILL, a lost machine on this host) is taken over, with a line
+saying so; the readers (`reports compare`, `reports merge`) say when the run that writes a directory
+is still going (`report_dir_writer`).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import os
 import socket
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 
@@ -35,9 +42,15 @@ class Holder:
     worker: str  # xdist worker id, or "main"
     run: str  # xdist's test run uid (shared by a run's workers), or ""
     since: float  # when the lease was taken (time.time())
+    command: str = ""  # what the holder runs (the run lock names it to whoever is refused)
 
     def describe(self) -> str:
         return f"{self.worker} (pid {self.pid} on {self.host})"
+
+    def describe_run(self) -> str:
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.since))
+        what = f": {self.command}" if self.command else ""
+        return f"pid {self.pid} on {self.host}, since {since}{what}"
 
 
 def _proc_stat(pid: int) -> tuple[str, str] | None:
@@ -126,8 +139,8 @@ def read_holder(path: Path) -> Holder | None:
 def _try_create(path: Path, holder: Holder) -> bool:
     """Create `path` holding `holder`, atomically; False if it already exists."""
     tmp = path.with_name(f".{path.name}.{holder.pid}.{time.monotonic_ns()}.tmp")
-    tmp.write_text(json.dumps(asdict(holder)), encoding="utf-8")
     try:
+        tmp.write_text(json.dumps(asdict(holder)), encoding="utf-8")
         os.link(tmp, path)
         return True
     except FileExistsError:
@@ -165,12 +178,106 @@ def release(path: Path) -> None:
 
 @contextmanager
 def lease(path: Path | None):
-    """Hold the lease at `path` for the enclosed block (None: no lease). Raises LeaseHeld."""
+    """Hold the lease at `path` for the enclosed block (None: no lease). Raises LeaseHeld.
+
+    A lease that cannot be written (a full disk, a directory removed under the run) is not held:
+    the block runs without one, so only a crash inside it goes unrecognized, and the run that
+    collects the rows reports the disk fault itself (its row log fails on the same disk)."""
     if path is None:
         yield
         return
-    acquire(path)
+    try:
+        acquire(path)
+        held = True
+    except LeaseHeld:
+        raise
+    except OSError:
+        held = False
     try:
         yield
     finally:
-        release(path)
+        if held:
+            try:
+                release(path)
+            except OSError:
+                pass
+
+
+# ------------------------------------------------------------------------------------------------
+# The run lock of a report directory
+
+#: The lock file of a report directory: it names the run that writes the directory.
+RUN_LOCK = "run.lock"
+
+
+class ReportDirHeld(Exception):
+    """Another run holds the report directory; str() is one line naming it."""
+
+
+def _run_lock(report_dir: str) -> Path:
+    return Path(report_dir) / RUN_LOCK
+
+
+def lock_report_dir(report_dir: str, command: str = "") -> str | None:
+    """Take `report_dir`'s run lock for this process (the directory must exist).
+
+    Raises ReportDirHeld when a run that is alive, or whose liveness this host cannot tell (another
+    host), holds it. A lock whose holder is proven dead, or that is unreadable, is taken over; the
+    return value is then a line saying so, else None. Two runs taking over one dead lock at once:
+    the stale file is renamed away before the new lock is created, and a run that renamed a lock
+    other than the one it judged dead puts it back, so exactly one of them gets the directory."""
+    path = _run_lock(report_dir)
+    me = replace(current_holder(), command=command)
+    note = None
+    for _ in range(4):
+        if _try_create(path, me):
+            return note
+        holder = read_holder(path)
+        if holder is not None and is_me(holder):
+            return note  # this process took it already (an earlier call that was not released)
+        alive = holder_alive(holder) if holder is not None else False
+        if alive is not False:
+            unknown = (" (on another host: this one cannot tell whether it still runs; remove "
+                       f"{path} if it does not)") if alive is None else ""
+            raise ReportDirHeld(f"--report-dir: {str(report_dir)!r} is in use by another run "
+                                f"({holder.describe_run()}){unknown}; wait for it to finish or "
+                                f"give this run another --report-dir")
+        stale = path.with_name(f".{RUN_LOCK}.stale.{me.pid}.{time.monotonic_ns()}")
+        try:
+            os.rename(path, stale)
+        except FileNotFoundError:
+            continue  # another run took the dead lock over first: try again, against it
+        if read_holder(stale) != holder:  # not the lock judged dead: give it back
+            try:
+                os.link(stale, path)
+            except FileExistsError:
+                pass
+            stale.unlink(missing_ok=True)
+            continue
+        stale.unlink(missing_ok=True)
+        note = (f"harness: took over {path}: the run that held it ({holder.describe_run()}) is gone"
+                if holder is not None else f"harness: took over {path}: it was unreadable")
+    raise ReportDirHeld(f"--report-dir: {str(report_dir)!r}: could not take {RUN_LOCK} (other runs "
+                        f"keep taking it)")
+
+
+def unlock_report_dir(report_dir: str) -> None:
+    """Give `report_dir`'s run lock back if this process holds it (never another run's)."""
+    try:
+        release(_run_lock(report_dir))
+    except OSError:
+        pass
+
+
+def report_dir_writer(report_dir: str) -> str | None:
+    """A line naming the run still writing `report_dir` (its lock held by a live process, or by a
+    process on another host), None when no run holds the directory or its holder is dead."""
+    holder = read_holder(_run_lock(report_dir))
+    if holder is None or is_me(holder):
+        return None
+    alive = holder_alive(holder)
+    if alive is False:
+        return None
+    return (f"a run is still writing it ({holder.describe_run()})" if alive
+            else f"{RUN_LOCK} names a run on another host that may still be writing it "
+                 f"({holder.describe_run()})")

@@ -8,8 +8,9 @@ compare` a complete NEW from one that was cut short (`reports.report`):
 
 * ``status``: "running" (written at start-up; still there: the run never finished), "complete"
   (every test collected has its row) or "partial" (cut short: ``-x``, Ctrl-C, a worker lost);
-  ``rows``: how many rows the results hold; ``files``: the sha256 of results.parquet and
-  results.csv, so a truncated or altered artifact is found;
+  ``reason``: why a partial run is partial, where the run knows (a write that failed: the file
+  and the errno); ``rows``: how many rows the results hold; ``files``: the sha256 of
+  results.parquet and results.csv, so a truncated or altered artifact is found;
 
 * ``shard``: ``{"id", "count", "source"}`` for a grid partition (harness.partition), or null for
   an unpartitioned run;
@@ -34,7 +35,7 @@ import platform
 import subprocess
 import time
 
-from .store import ReportError
+from .store import ReportError, write_atomically
 
 MANIFEST_FILE = "manifest.json"
 FORMAT = 1
@@ -93,12 +94,14 @@ def iso(ts: float) -> str:
 def build_manifest(*, shard: dict | None, partition: dict, assignment: dict, groups, tests: dict,
                    config: dict, started: float, finished: float | None, exitstatus: int | None,
                    command: str = "", machine: dict | None = None, status: str = "complete",
-                   rows: int | None = None, files: dict | None = None) -> dict:
+                   rows: int | None = None, files: dict | None = None,
+                   reason: str | None = None) -> dict:
     """The manifest of one process's run (see the module docstring for the fields)."""
     if status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
     finished_iso = iso(finished) if finished is not None else None
-    return {"format": FORMAT, "status": status, "rows": rows, "files": files or {},
+    return {"format": FORMAT, "status": status, "reason": reason, "rows": rows,
+            "files": files or {},
             "shard": shard, "partition": partition,
             "assignment": dict(sorted(assignment.items())), "groups": sorted(groups),
             "tests": dict(sorted(tests.items())), "config": config,
@@ -109,12 +112,15 @@ def build_manifest(*, shard: dict | None, partition: dict, assignment: dict, gro
 
 
 def write_manifest(report_dir: str, manifest: dict) -> str:
+    """Write manifest.json whole or not at all (a reader never sees half a manifest); DiskFault
+    when it cannot be written."""
     path = os.path.join(report_dir, MANIFEST_FILE)
-    os.makedirs(report_dir, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(manifest, fh, indent=1, default=str)
-    os.replace(tmp, path)  # a reader never sees half a manifest
+
+    def dump(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(manifest, fh, indent=1, default=str)
+
+    write_atomically(path, dump)
     return path
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from .leases import ReportDirHeld, lock_report_dir, unlock_report_dir
 from .manifest import FORMAT, read_manifest, write_manifest
 from .map import BOUNDARIES, read_boundaries
 from .render import write_views
@@ -331,6 +332,18 @@ def merge(dirs: list[str], out: str, allow_partial: bool = False) -> Merged:
     names = [s.dir for s in inputs]
     df = merge_frames([s.frame for s in inputs], names)
     os.makedirs(os.path.join(out, CASE_DATA_DIR), exist_ok=True)
+    try:  # one writer per directory: a run or another merge into `out` is refused
+        lock_report_dir(out, "reports merge")  # a dead writer's lock is taken over silently
+    except ReportDirHeld as exc:
+        raise ReportError(f"merge: --out {exc}".replace("--report-dir: ", "")) from None
+    try:
+        return _write_merged(inputs, names, df, out, coverage, partial, allow_partial)
+    finally:
+        unlock_report_dir(out)
+
+
+def _write_merged(inputs, names, df, out, coverage, partial, allow_partial) -> Merged:
+    """The merged report's files, written into `out` while this process holds it."""
     for d in names:
         src = os.path.join(d, CASE_DATA_DIR)
         if os.path.isdir(src):

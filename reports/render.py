@@ -13,7 +13,7 @@ import warnings
 from .figures import render_figures
 from .html import write_index
 from .map import MAP_NAME, has_explored, read_boundaries, render_map
-from .store import device_name, environment, results_frame, write_tables
+from .store import DiskFault, device_name, environment, results_frame, write_tables, writing
 from .summary import summary_markdown
 
 
@@ -29,14 +29,16 @@ def write_views(df, env: dict, report_dir: str, figures: bool = True) -> None:
             map_image = MAP_NAME
         except Exception as exc:  # a broken map must not cost the report
             warnings.warn(f"reports: no failure map: {type(exc).__name__}: {exc}", stacklevel=2)
-    with open(os.path.join(report_dir, "summary.md"), "w", encoding="utf-8") as fh:
+    summary = os.path.join(report_dir, "summary.md")
+    with writing(summary), open(summary, "w", encoding="utf-8") as fh:
         fh.write(summary_markdown(df, env, boundaries))
     write_index(df, env, report_dir, figs, map_image, boundaries)
 
 
 def write_run(rows: list[dict], report_dir: str, run: dict | None = None) -> str:
     """Write results.parquet, results.csv, environment.json, summary.md, index.html and the
-    figures; return the directory (absolute). `run`: the run's facts (plain values: profile,
+    figures; return the directory (absolute). DiskFault (one line: the file and the errno) when a
+    write fails; what was written before stays. `run`: the run's facts (plain values: profile,
     seed, candidates, devices, the case order, ``started`` as a time.time() stamp, ...)."""
     import torch
 
@@ -52,10 +54,14 @@ def write_run(rows: list[dict], report_dir: str, run: dict | None = None) -> str
     write_tables(df, report_dir)
     env = environment(run) | {"run_id": run_info["run_id"], "started": run_info["started"],
                               "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    with open(os.path.join(report_dir, "environment.json"), "w", encoding="utf-8") as fh:
+    env_path = os.path.join(report_dir, "environment.json")
+    with writing(env_path), open(env_path, "w", encoding="utf-8") as fh:
         json.dump(env, fh, indent=2, default=str)
     try:
-        write_views(df, env, report_dir)
+        with writing(report_dir):
+            write_views(df, env, report_dir)
+    except DiskFault:  # the disk, not the view: the run reports it as a fault
+        raise
     except Exception:  # the table is the record; a broken view must not cost the run its report
         with open(os.path.join(report_dir, "views-error.txt"), "w", encoding="utf-8") as fh:
             fh.write(traceback.format_exc())

@@ -6,8 +6,10 @@ trusted: a results file that does not match the sha256 its manifest records (a t
 altered artifact), results.parquet and results.csv that disagree, a table without rows or
 without the harness's columns. It reports as *partial* (`Report.partial`, a reason) what can be
 read but is not a whole run: a run that never wrote its results (only the row log is there), a
-manifest still saying "running" (the run was killed), or fewer rows than tests collected (cut
-short: ``-x``, Ctrl-C, a lost worker). A report without a manifest (written by hand, or by an
+manifest still saying "running" (the run was killed), a manifest saying "partial" (with the
+reason the run gave, e.g. a write that failed), fewer rows than tests collected (cut short:
+``-x``, Ctrl-C, a lost worker), or a directory whose run lock is still held by a live run
+(`reports.leases`: it is being written now). A report without a manifest (written by hand, or by an
 older harness) cannot say; it is read as it is.
 """
 
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from .leases import report_dir_writer
 from .manifest import read_manifest
 from .store import ReportError, file_digest, read_environment, read_results
 
@@ -59,8 +62,14 @@ def read_report(report_dir: str, allow_empty: bool = False) -> Report:
         if file_digest(path) != digest:
             raise ReportError(f"{report_dir!r}: {name} does not match the sha256 manifest.json "
                               f"records for it: the file is truncated or altered")
-    frame = read_results(report_dir, allow_empty)
-    partial = frame.attrs.get("partial")
+    writer = report_dir_writer(report_dir)
+    try:
+        frame = read_results(report_dir, allow_empty)
+    except ReportError as exc:
+        if writer is None:
+            raise
+        raise ReportError(f"{exc} ({writer})") from None
+    partial = writer or frame.attrs.get("partial")
     if manifest is not None:
         rows = manifest.get("rows")
         if partial is None and isinstance(rows, int) and rows != len(frame):
@@ -71,5 +80,6 @@ def read_report(report_dir: str, allow_empty: bool = False) -> Report:
             partial = "the run did not finish (manifest.json still says running)"
         partial = partial or cut_short(manifest, frame)
         if partial is None and status == "partial":
-            partial = "the run was cut short (manifest.json says partial)"
+            partial = (f"the run was cut short: {manifest['reason']}" if manifest.get("reason")
+                       else "the run was cut short (manifest.json says partial)")
     return Report(report_dir, frame, read_environment(report_dir), manifest, partial)

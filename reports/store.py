@@ -18,6 +18,7 @@ Nothing here reads a harness object: the harness hands over rows and plain dicts
 
 from __future__ import annotations
 
+import errno
 import glob
 import hashlib
 import json
@@ -25,6 +26,7 @@ import os
 import platform
 import shlex
 import sys
+from contextlib import contextmanager
 
 import pandas as pd
 
@@ -53,7 +55,8 @@ COLUMNS = ("run_id", "started", "candidate", "candidate_version", "case", "dtype
            "alpha_suspect", "alpha_fail", "effect", "effect_unit", "mde", "n_target",
            "budget_limited", "samples_per_s", "normal_samples_per_s", "speed_vs_normal", "mean",
            "std", "a", "b", "shape", "shape_class", "path", "torch_version", "device_name", "profile", "worker", "repro",
-           "xfail_cause", "candidate_spec", "group", "details")
+           "xfail_cause", "candidate_spec", "group", "bits", "bits_lo", "bits_hi", "law_bits",
+           "resolution", "details")
 
 
 SORT_KEYS = ["candidate", "case", "dtype", "device", "check"]
@@ -66,7 +69,7 @@ VOLATILE = ("run_id", "started", "candidate_s", "harness_s", "worker", "device_n
 
 #: Text columns: forced to strings so parquet does not guess a type from the first row.
 TEXT_COLUMNS = ("message", "details", "repro", "xfail_cause", "shape", "shape_class", "path",
-                "effect_unit",
+                "effect_unit", "resolution",
                 "candidate_version", "candidate", "case", "dtype", "device", "check", "verdict",
                 "profile", "worker", "candidate_spec", "torch_version", "device_name", "run_id",
                 "started", "group")
@@ -82,6 +85,50 @@ INT_COLUMNS = ("seed", "seed_stage2", "n", "n_stage1", "n_stage2", "n_target")
 
 class ReportError(Exception):
     """A report directory that cannot be read; str() is a one-line reason for the user."""
+
+
+#: The errnos of a disk that cannot take a write (full, failing, read-only, or the directory gone),
+#: as opposed to a bad file: a reader that skips a bad file must not skip these.
+DISK_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EIO", "EROFS",
+                                                          "ENOENT") if hasattr(errno, name))
+
+
+class DiskFault(Exception):
+    """A write into the report directory failed (a full disk, an I/O error, the directory removed
+    under the run); str() is one line naming the file and the errno."""
+
+    def __init__(self, path: str, exc: OSError):
+        self.path = str(getattr(exc, "filename", None) or path)
+        self.errno = exc.errno
+        code = errno.errorcode.get(exc.errno, "?") if exc.errno is not None else "?"
+        super().__init__(f"{self.path}: {code} (errno {exc.errno}): {exc.strerror or exc}")
+
+
+@contextmanager
+def writing(path: str):
+    """Turn an OSError raised while writing `path` into a DiskFault naming it."""
+    try:
+        yield
+    except DiskFault:
+        raise
+    except OSError as exc:
+        raise DiskFault(path, exc) from None
+
+
+def write_atomically(path: str, write) -> None:
+    """`write(tmp)` then rename onto `path`: a failed write leaves no half file under the name
+    readers trust (the temporary is removed); DiskFault on failure."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with writing(path):
+        try:
+            write(tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+            raise
 
 
 def _int_array(values) -> pd.arrays.IntegerArray:
@@ -189,9 +236,12 @@ def case_data_path(report_dir: str, candidate: str, case: str, dtype: str, devic
 
 
 def write_tables(df: pd.DataFrame, report_dir: str) -> None:
-    df.to_csv(os.path.join(report_dir, "results.csv"), index=False)
+    """results.csv and results.parquet, each written whole or not at all (DiskFault)."""
+    write_atomically(os.path.join(report_dir, "results.csv"),
+                     lambda tmp: df.to_csv(tmp, index=False))
     text = {c: "string" for c in TEXT_COLUMNS if c in df.columns}
-    df.astype(text).to_parquet(os.path.join(report_dir, "results.parquet"), index=False)
+    write_atomically(os.path.join(report_dir, "results.parquet"),
+                     lambda tmp: df.astype(text).to_parquet(tmp, index=False))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -285,22 +335,61 @@ ROW_LOG = "rows.jsonl"
 
 class RowLog:
     """Append-only log of a run's rows in a report directory (opened at start-up, so a directory
-    that cannot be written fails before anything is drawn)."""
+    that cannot be written fails before anything is drawn).
+
+    A write that fails (a full disk, an I/O error) or a log removed under the run (its directory
+    deleted) raises DiskFault once; the log is then closed to further rows, and `count` stays the
+    number of rows whose lines reached the file whole."""
 
     def __init__(self, report_dir: str):
         self.path = os.path.join(report_dir, ROW_LOG)
-        self._fh = open(self.path, "w", encoding="utf-8")  # a new run: the old log goes
+        with writing(self.path):
+            self._fh = open(self.path, "w", encoding="utf-8")  # a new run: the old log goes
         self.count = 0
+        self.fault: DiskFault | None = None
 
     def append(self, rows) -> None:
-        for row in rows:
-            self._fh.write(json.dumps(row, default=str) + "\n")
-            self.count += 1
-        self._fh.flush()  # in the OS's hands: survives the death of this process
+        rows = list(rows)
+        if self.fault is not None or not rows:
+            return
+        try:
+            with writing(self.path):
+                self._check_present()
+                self._fh.write("".join(json.dumps(row, default=str) + "\n" for row in rows))
+                self._fh.flush()  # in the OS's hands: survives the death of this process
+        except DiskFault as fault:
+            self.fault = fault
+            self._abandon()
+            raise
+        self.count += len(rows)
+
+    def _check_present(self) -> None:
+        if os.fstat(self._fh.fileno()).st_nlink == 0:
+            raise FileNotFoundError(errno.ENOENT, "removed during the run (its report directory "
+                                                  "was deleted or replaced)")
+
+    def _abandon(self) -> None:
+        """Close without flushing what the failed write left in the buffer (it would fail again)."""
+        try:
+            os.close(self._fh.fileno())
+        except OSError:
+            pass
+        try:
+            self._fh.close()
+        except (OSError, ValueError):
+            pass
 
     def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.close()
+        if self._fh.closed:
+            return
+        try:
+            with writing(self.path):
+                self._check_present()
+                self._fh.close()
+        except DiskFault as fault:
+            self.fault = self.fault or fault
+            self._abandon()
+            raise
 
 
 def read_row_log(report_dir: str) -> tuple[list[dict], int]:

@@ -9,6 +9,7 @@ reports, `harness.plugin.rows`) and the report written once, there, at the end (
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter, defaultdict
 
 import pytest
@@ -25,7 +26,7 @@ from ..sharded import ranks
 from . import crashes
 from .options import OptionError, add_options, parse_options
 from .rows import ROW_KEY, latest_rows, row_key, row_skeleton, throughput
-from .session import CHECK_ORDER, ApiCombo, Combo, HarnessSession
+from .session import CHECK_ORDER, REPORT_WRITE_FAILED, ApiCombo, Combo, HarnessSession
 from .xfails import stale_lines
 
 #: xdist modes whose scheduling the harness takes over (plain -n gives "load"); any other mode
@@ -72,9 +73,11 @@ def pytest_configure(config):
         crashes.allow_restarts(config, len(s.candidates))
         if not (config.option.collectonly or config.option.help or config.option.version):
             try:  # what could fail at the end fails now, before a worker starts
-                s.open_report()
+                taken_over = s.open_report(command_line(_invocation(config)))
             except OptionError as exc:
                 raise pytest.UsageError(str(exc)) from None
+            if taken_over:
+                _say_early(config, taken_over)
         return
     if workerinput.get("harness_cuda_device") is not None:
         # Pin the worker to the CUDA device the controller gave it (worker index modulo device
@@ -352,20 +355,27 @@ def pytest_runtest_logreport(report):
         if node is not None and not crash:
             s.ledger.record(group_of_nodeid(report.nodeid), node.gateway.id)
         if rows:
-            s.record(rows)
+            _record(config, s, rows)
             return
         skeleton = s.node_params.get(report.nodeid) or s.skeleton_from_nodeid(report.nodeid)
         if skeleton is None:
             return
         if report.skipped:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-            s.record([skeleton | {"verdict": "skip",
-                                  "message": str(reason).removeprefix("Skipped: ")[:300]}])
+            _record(config, s, [skeleton | {"verdict": "skip",
+                                            "message": str(reason).removeprefix("Skipped: ")[:300]}])
         elif report.failed:
             # No row rode on the report: the worker crashed or the test body blew up.
             text = str(report.longrepr).strip().splitlines()
-            s.record([skeleton | {"verdict": "error",
-                                  "message": (text[-1] if text else "no result")[:300]}])
+            _record(config, s, [skeleton | {"verdict": "error",
+                                            "message": (text[-1] if text else "no result")[:300]}])
+
+
+def _record(config, s: HarnessSession, rows: list) -> None:
+    """Record rows; say at once when the row log has just failed (the run goes on)."""
+    line = s.record(rows)
+    if line:
+        _say(config, line)
 
 
 _CONFIG: dict = {}
@@ -432,11 +442,30 @@ def pytest_sessionfinish(session, exitstatus):
             _say(config, f"harness: {b.line}\n  reproduce: {b.repro}")
     if not s.report_dir or s.row_log is None:
         return
-    if session.exitstatus == pytest.ExitCode.INTERRUPTED:
-        _say(config, f"harness: interrupted: a partial report of {len(s.rows)} row(s) is written "
-                     f"(its manifest says partial)")
     s.finish_report(int(session.exitstatus), command_line(_invocation(config)),
                     s.run_facts(_invocation(config), _workers(config)))
+    if s.fault is not None:
+        _say(config, s.fault_line())
+        session.exitstatus = REPORT_WRITE_FAILED
+    elif session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        _say(config, f"harness: interrupted: a partial report of {len(s.rows)} row(s) is written "
+                     f"(its manifest says partial)")
+
+
+def pytest_unconfigure(config):
+    """The controller gives the report directory back however the run ended (a usage error after
+    it was opened, an internal error): a lock left behind would refuse the next run."""
+    if not hasattr(config, "workerinput") and _SESSION_KEY in config.stash:
+        _session(config).release_report()
+
+
+def _say_early(config, text: str) -> None:
+    """A line before the terminal reporter is set up (pytest_configure): straight to stderr."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(text, yellow=True)
+    else:
+        sys.stderr.write(text + "\n")
 
 
 def _say(config, text: str) -> None:

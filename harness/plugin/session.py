@@ -9,6 +9,7 @@ The pytest plugin (`harness.plugin`) and the Python API (`harness.api`) both dri
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import re
@@ -21,9 +22,11 @@ from dataclasses import dataclass
 import torch
 
 from candidates import CandidateNotFound, resolve
+from reports.leases import ReportDirHeld, lock_report_dir, unlock_report_dir
 from reports.manifest import build_manifest, write_manifest
 from reports.render import write_run
-from reports.store import RowLog, command_line, file_digest, prepare_report_dir
+from reports.store import (DiskFault, RowLog, command_line, file_digest, prepare_report_dir,
+                           writing)
 from reference.dtypes import DTYPES, dtype_name
 
 from ..checks import CANDIDATE_API_CHECKS
@@ -46,10 +49,15 @@ from .options import DEFAULT_ALPHA, DEFAULT_CASE_TIMEOUT, OptionError, Options
 from .rows import row_skeleton
 from .xfails import XfailPattern, load_xfails
 
-#: Inside the report dir: leases of draws in progress (harness.runner.leases).
+#: Inside the report dir: leases of draws in progress (reports.leases).
 INFLIGHT_DIR = ".inflight"
 #: Inside the report dir: the shrunk boundaries of the explored cases that failed.
 BOUNDARIES_FILE = "boundaries.json"
+
+#: The exit status of a run whose report could not be written whole (a full disk, an I/O error,
+#: the directory removed under it): its manifest says partial, with the failed write as reason.
+#: pytest's own are 0 to 5; 1 (some checks fail) is a finding, this one a broken run.
+REPORT_WRITE_FAILED = 6
 #: The order of a group's checks (its draw is made by the first and shared by the rest).
 CHECK_ORDER = all_check_names() + SHARDED_CHECK_NAMES + CANDIDATE_API_CHECKS
 
@@ -153,6 +161,9 @@ class HarnessSession:
         self.nodeids: list = []  # the tests collected, by node id
         self.written: str | None = None  # where the report went
         self.row_log: RowLog | None = None
+        self.fault: DiskFault | None = None  # the first write into the report dir that failed
+        self.tables_written = False  # after a fault: the results tables were written all the same
+        self.locked = False  # this process holds the report dir's run lock
         self.crashes = CrashLedger(opt.report_dir)  # controller: workers the candidates killed
         self.not_run: dict = {}  # nodeid -> why it was never drawn (a candidate that crashes)
 
@@ -364,31 +375,56 @@ class HarnessSession:
                    if self.options.explore else {})}
 
     # -- the report directory: opened at start-up, rows as they come, finished at the end -----
-    def open_report(self) -> None:
-        """Make the report directory ready before anything is drawn: create it, clear what an
-        earlier run left there, write the manifest ("running") and open the row log. Whatever
-        could fail at the end fails here instead: OptionError (one line) when it cannot be
-        written."""
+    def open_report(self, command: str = "") -> str | None:
+        """Make the report directory ready before anything is drawn: take its run lock (one run
+        per directory), clear what an earlier run left there, write the manifest ("running") and
+        open the row log. Whatever could fail at the end fails here instead: OptionError (one
+        line) when the directory cannot be written or another run holds it. Returns a line when
+        the lock of a run that died was taken over, else None."""
         self.row_log = None
         if not self.report_dir:
-            return
+            return None
         try:
             os.makedirs(self.report_dir, exist_ok=True)
+            taken_over = lock_report_dir(self.report_dir, command)
+        except ReportDirHeld as exc:
+            raise OptionError(str(exc)) from None
+        except OSError as exc:
+            raise OptionError(f"--report-dir: {self.report_dir!r} cannot be written: "
+                              f"{exc.strerror or exc}") from None
+        self.locked = True
+        try:
             prepare_report_dir(self.report_dir)
             for stale in (INFLIGHT_DIR, ".stores", ".crashes"):  # leases, rendezvous files, logs
                 shutil.rmtree(os.path.join(self.report_dir, stale), ignore_errors=True)
             write_manifest(self.report_dir, self.manifest(None, "", status="running"))
             self.row_log = RowLog(self.report_dir)
-        except OSError as exc:
-            raise OptionError(f"--report-dir: {self.report_dir!r} cannot be written: "
-                              f"{exc.strerror or exc}") from None
+        except (DiskFault, OSError) as exc:
+            self.release_report()
+            why = str(exc) if isinstance(exc, DiskFault) else (exc.strerror or str(exc))
+            raise OptionError(f"--report-dir: {self.report_dir!r} cannot be written: {why}") from None
+        return taken_over
 
-    def record(self, rows: list) -> None:
+    def release_report(self) -> None:
+        """Give the report directory's run lock back (idempotent)."""
+        if self.locked:
+            unlock_report_dir(self.report_dir)
+            self.locked = False
+
+    def record(self, rows: list) -> str | None:
         """Rows of finished tests: kept for the table and appended to the row log at once, so
-        a run killed later still leaves them."""
+        a run killed later still leaves them. Returns a line when the row log just failed (a
+        full disk): the rows are then kept in memory only, and the report will be partial."""
         self.rows.extend(rows)
-        if self.row_log is not None and rows:
+        if self.row_log is None or not rows or self.fault is not None:
+            return None
+        try:
             self.row_log.append(rows)
+        except DiskFault as fault:
+            self.fault = fault
+            return (f"harness: cannot write the report: {fault}; {self.row_log.count} row(s) are "
+                    f"in {self.row_log.path}, later ones are kept in memory only")
+        return None
 
     def mark_collected(self, nodeids) -> None:
         """The tests this process will run (per group, for the manifest) once collection is in."""
@@ -399,21 +435,57 @@ class HarnessSession:
 
     def finish_report(self, exitstatus: int, command: str, run: dict) -> str | None:
         """Write the tables and views, then the final manifest (status, rows, the files'
-        sha256); the directory, or None where nothing is written."""
+        sha256), and give the directory back; the directory, or None where nothing is written
+        or a write failed (`fault` then says which, and the manifest says partial with that
+        reason where it can still be written)."""
         if not self.report_dir:
             return None
+        try:
+            # After a failed row log the tables are still tried (the rows are in memory), but not
+            # into a directory removed under the run: another run may own that path by now.
+            if self.fault is None or self.fault.errno != errno.ENOENT:
+                self._write_report(exitstatus, command, run)
+        except DiskFault as fault:
+            self.fault = self.fault or fault
+        if self.fault is not None:
+            self.tables_written = self.written is not None
+            self.written = None
+            try:
+                write_manifest(self.report_dir, self.manifest(
+                    exitstatus, command, status="partial",
+                    reason=f"a write into the report directory failed: {self.fault}"))
+            except DiskFault:
+                pass  # the manifest of start-up stays: "running", which readers call partial
+        self.release_report()
+        return self.written
+
+    def fault_line(self) -> str:
+        """One line for the user after a write failed: what failed, and where the rows are."""
+        logged = self.row_log.count if self.row_log is not None else 0
+        if self.tables_written:
+            where = f"results.csv and results.parquet hold all {len(self.rows)} row(s)"
+        elif self.row_log is not None:
+            where = f"{logged} of {len(self.rows)} row(s) are in {self.row_log.path}"
+        else:
+            where = "no row was written"
+        return (f"harness: the report in {self.report_dir} is partial: {self.fault}; {where} "
+                f"(exit {REPORT_WRITE_FAILED})")
+
+    def _write_report(self, exitstatus: int, command: str, run: dict) -> None:
         if self.row_log is not None:
             self.row_log.close()
         self.written = write_run(self.rows, self.report_dir, run)
         have = Counter(r.get("group") for r in self.rows)
         whole = all(have.get(g, 0) >= n for g, n in self.collected.items())
-        files = {name: file_digest(os.path.join(self.report_dir, name))
-                 for name in ("results.parquet", "results.csv")
-                 if os.path.exists(os.path.join(self.report_dir, name))}
+        files = {}
+        for name in ("results.parquet", "results.csv"):
+            path = os.path.join(self.report_dir, name)
+            if os.path.exists(path):
+                with writing(path):
+                    files[name] = file_digest(path)
         write_manifest(self.report_dir, self.manifest(exitstatus, command,
                                                       status="complete" if whole else "partial",
                                                       files=files))
-        return self.written
 
     def shrink_failures(self, say=None, workers: int = 1) -> list:
         """Shrink the failing explored cases (`harness.runner.shrink`: the first SHRINK_CASES per
@@ -451,14 +523,18 @@ class HarnessSession:
                                       "*", spec=result.repro,
                                       alpha_fail=task.case.alpha_fail).replace(" -k test_*", "")
             found.append(result)
-        if self.report_dir:
-            with open(os.path.join(self.report_dir, BOUNDARIES_FILE), "w", encoding="utf-8") as fh:
-                json.dump([b.as_dict() for b in found], fh, indent=1, default=str)
+        if self.report_dir and self.fault is None:
+            path = os.path.join(self.report_dir, BOUNDARIES_FILE)
+            try:
+                with writing(path), open(path, "w", encoding="utf-8") as fh:
+                    json.dump([b.as_dict() for b in found], fh, indent=1, default=str)
+            except DiskFault as fault:
+                self.fault = fault
         self.boundaries = found
         return found
 
     def manifest(self, exitstatus: int | None, command: str, status: str = "complete",
-                 files: dict | None = None) -> dict:
+                 files: dict | None = None, reason: str | None = None) -> dict:
         """manifest.json: the shard, the grid's assignment, the groups run and the tests collected
         per group, the options every shard shares, the machine (`reports.manifest`): what
         `reports merge` checks a partitioned run's coverage with."""
@@ -478,7 +554,8 @@ class HarnessSession:
                               tests=self.collected, config=config_key, started=self.started,
                               finished=None if status == "running" else time.time(),
                               exitstatus=exitstatus, command=command, status=status,
-                              rows=None if status == "running" else len(self.rows), files=files)
+                              rows=None if status == "running" else len(self.rows), files=files,
+                              reason=reason)
 
     # -- one check on one group ------------------------------------------------------------
     def run_check(self, check: str, param, worker: str = "main",

@@ -23,6 +23,7 @@ import torch
 
 from reference import TruncatedNormal, rounded_law
 from reference.dtypes import dtype_name
+from reports.leases import LeaseHeld, lease
 
 from ..cases import PROFILES, STAGE2_FACTOR
 from ..checks import (CASE_API_CHECKS, SHAPE_CHECKS, STATISTICAL_CHECKS, SUMMARY_CHECKS,
@@ -32,7 +33,6 @@ from ..checks.stat_local import spike_watch
 from ..engine import CandidateFailure, normal_throughput, run_engine
 from ..result import Result
 from ..seeds import DEFAULT_RUN_SEED, derive_seed
-from .leases import LeaseHeld, lease
 
 #: --case-timeout is the limit of one call on a tensor of up to this many elements; a bigger one
 #: gets proportionally more (a sampler's time grows with the tensor; a hang does not end).
@@ -54,7 +54,7 @@ class RunConfig:
     # Seconds of the candidate's own time one case's stage-1 draw may take (None: no limit); a
     # draw stopped by it records its n, and stage 2 draws STAGE2_FACTOR times that n.
     case_budget_s: float | None = None
-    inflight_dir: str | None = None  # where a draw holds its lease while it runs (harness.leases)
+    inflight_dir: str | None = None  # where a draw holds its lease while it runs (reports.leases)
 
     def call_timeout(self, case) -> float:
         """Seconds one call on `case`'s tensor may take: `case_timeout` per TIMEOUT_ELEMENTS
@@ -367,7 +367,7 @@ def inflight_marker(config: RunConfig, candidate, case_id: str, dtype, device, w
     One left behind by a dead holder means an earlier attempt killed its process (os._exit, a
     segfault): xdist replaces the worker, and the next test of the case finds the lease instead of
     crashing again, so one crashing case costs one worker, not one per check. One held by a live
-    process is not a crash (see harness.leases)."""
+    process is not a crash (see reports.leases)."""
     if not config.inflight_dir:
         return None
     import hashlib

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.runner.leases import (Holder, LeaseHeld, acquire, current_holder, holder_alive, lease,
+from reports.leases import (Holder, LeaseHeld, acquire, current_holder, holder_alive, lease,
                             process_start_time, read_holder, release)
 from harness.runner import failure_from_lease
 
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[3]
 HOLD = """
 import sys, time
 sys.path.insert(0, {root!r})
-from harness.runner.leases import acquire
+from reports.leases import acquire
 acquire({path!r})
 print("held", flush=True)
 {after}
@@ -130,7 +130,7 @@ def test_two_processes_racing_for_one_lease(tmp_path):
     code = f"""
 import os, sys, time
 sys.path.insert(0, {str(ROOT)!r})
-from harness.runner.leases import LeaseHeld, acquire
+from reports.leases import LeaseHeld, acquire
 print("ready", flush=True)
 while not os.path.exists({str(go)!r}):
     time.sleep(0.001)
