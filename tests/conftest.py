@@ -3,7 +3,9 @@
 * `repo_root`: the repository (what a subprocess puts on PYTHONPATH);
 * `suite`: a scratch pytest project holding the suites, run in a subprocess (pytester), with the
   repository importable and no CI shard variables; ``suite(*args, report=DIR)`` returns
-  (RunResult, the results.csv as a DataFrame or None); ``suite.path`` is the project.
+  (RunResult, the results.csv as a DataFrame or None); ``suite.path`` is the project;
+* `small_disk`: a real 64 KiB filesystem (a tmpfs mounted for the test, unmounted after; skipped
+  where this process may not mount), for the faults of a full disk.
 
 The tree mirrors the code: ``unit/<package>/`` (fast, no pytest subprocess), ``e2e/`` (real
 pytest, real xdist, real ranks), ``calibration/`` (the exact samplers over many seeds and the
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -48,3 +51,22 @@ def suite(pytester, monkeypatch):
 
     run.path = pytester.path
     return run
+
+
+@pytest.fixture
+def small_disk(tmp_path) -> Path:
+    """A 64 KiB tmpfs mounted at a fresh directory: writes past it fail with ENOSPC, as on a
+    full disk (no mock: the kernel refuses them)."""
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"cannot mount a tmpfs here: {exc}")
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True, timeout=30)

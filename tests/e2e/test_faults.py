@@ -1,6 +1,7 @@
 """Faults a user's CI throws at the harness, injected the way they happen: candidates that
 segfault (every call; the third call of every process), raise SystemExit / KeyboardInterrupt /
-GeneratorExit, a report directory that cannot be written, a Ctrl-C, a run killed half way, and a
+GeneratorExit, a report directory that cannot be written, a disk that fills up during the run, two
+runs into one report directory, the lock a killed run left, a Ctrl-C, a run killed half way, and a
 candidate made three times slower. Each ends with rows, a written (or partial) report, and a gate
 that is not fooled; none hangs."""
 
@@ -52,6 +53,14 @@ FAULTS = textwrap.dedent('''\
 
     def generator_exit(tensor, mean, std, a, b, generator=None):
         raise GeneratorExit
+
+
+    def gated(tensor, mean, std, a, b, generator=None):
+        """exact, once the file HARNESS_TEST_GATE exists (a run that stays busy until told)."""
+        deadline = time.monotonic() + 300
+        while not os.path.exists(os.environ["HARNESS_TEST_GATE"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return exact_trunc_normal_(tensor, mean, std, a, b, generator=generator)
 
 
     def slowed(tensor, mean, std, a, b, generator=None):
@@ -134,6 +143,90 @@ def test_an_unwritable_report_dir_exits_4_before_anything_is_drawn(repo_root, tm
         assert len(errors) == 1 and "--report-dir" in errors[0] and where in errors[0]
         assert "Traceback" not in out and "passed" not in out
         assert time.monotonic() - t0 < 120
+
+
+def test_a_full_disk_is_one_line_a_partial_report_and_exit_6(repo_root, small_disk, capsys):
+    """The report directory on a 64 KiB filesystem: the row log fills it half way through. The run
+    goes on, says so in one line, ends with exit 6 (REPORT_WRITE_FAILED) and no traceback, keeps
+    the rows that were written, and its report is one the gate refuses."""
+    from harness.plugin.session import REPORT_WRITE_FAILED
+
+    report = small_disk / "report"
+    rc, out = _run(repo_root, report, "--candidate", "exact", *SMOKE, "--cases",
+                   "normal-2sigma,abs-bounds-trap", "--dtypes", "float32,bfloat16", "-n", "0")
+    assert rc == REPORT_WRITE_FAILED == 6, out[-3000:]
+    assert "INTERNALERROR" not in out and "Traceback" not in out
+    said = [line for line in out.splitlines() if "harness: the report in" in line]
+    assert len(said) == 1, out[-3000:]
+    line = said[0][said[0].index("harness:"):]
+    assert f"{report / 'rows.jsonl'}: ENOSPC (errno 28)" in line and "is partial" in line
+    logged = int(line.split("; ")[-1].split(" of ")[0])
+    rows = [r for r in (report / "rows.jsonl").read_text().splitlines() if r.endswith("}")]
+    assert 0 < logged == len(rows)
+    assert not (report / "results.csv").exists()
+    manifest = json.loads((report / "manifest.json").read_text())
+    assert manifest["status"] in ("running", "partial")  # "partial" when it still fit
+    capsys.readouterr()
+    assert cli(["compare", str(report), str(report)]) == 1
+    assert "NEW is partial" in capsys.readouterr().out
+    assert not (report / "run.lock").exists()  # given back: the next run may write here
+
+
+def test_a_second_run_into_a_held_report_dir_is_refused_and_the_first_keeps_its_rows(
+        repo_root, tmp_path, faults, capsys):
+    """Two jobs, one --report-dir: the second is refused at start (exit 4, one line naming the
+    first), the readers say the first is still writing, and the first ends with all its rows."""
+    report, gate = tmp_path / "report", tmp_path / "gate"
+    env = _env(repo_root, HARNESS_TEST_GATE=str(gate))
+    first = _pytest(repo_root, report, "--candidate", f"{faults}:gated", *SMOKE, "--cases",
+                    "normal-2sigma", "--dtypes", "float32", "-n", "0", env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not (report / "run.lock").exists() and first.poll() is None:
+            assert time.monotonic() < deadline, "the first run never took the directory"
+            time.sleep(0.1)
+        rc, out = _run(repo_root, report, "--candidate", "scipy", *SMOKE, "--cases",
+                       "normal-2sigma", "--dtypes", "float32", "-n", "0", env=env, timeout=120)
+        assert rc == 4, out[-2000:]
+        errors = [line for line in out.splitlines() if line.startswith("ERROR:")]
+        assert len(errors) == 1 and "in use by another run" in errors[0]
+        assert f"pid {first.pid} " in errors[0] and "gated" in errors[0]
+        assert "Traceback" not in out and "passed" not in out
+        capsys.readouterr()
+        # 2 while the first run has written no row yet (nothing to read), 1 once it has (a
+        # partial input): either way the line names the run still writing it
+        assert cli(["merge", str(report), "--out", str(tmp_path / "merged")]) in (1, 2)
+        assert "still writing it" in capsys.readouterr().err
+    finally:
+        gate.write_text("")
+        out, _ = first.communicate(timeout=300)
+    assert first.returncode == 0, out[-3000:]
+    df = pd.read_csv(report / "results.csv")
+    assert set(df.candidate) == {f"{faults}:gated"} and (df.verdict != "error").all()
+    manifest = json.loads((report / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["rows"] == len(df)
+    assert not (report / "run.lock").exists()
+
+
+def test_the_lock_a_killed_run_left_is_taken_over_with_a_line(repo_root, tmp_path, faults):
+    report, gate = tmp_path / "report", tmp_path / "gate"
+    env = _env(repo_root, HARNESS_TEST_GATE=str(gate))
+    killed = _pytest(repo_root, report, "--candidate", f"{faults}:gated", *SMOKE, "--cases",
+                     "normal-2sigma", "--dtypes", "float32", "-n", "0", env=env)
+    deadline = time.monotonic() + 120
+    while not (report / "run.lock").exists() and killed.poll() is None:
+        assert time.monotonic() < deadline, "the run never took the directory"
+        time.sleep(0.1)
+    killed.kill()  # SIGKILL: nothing of it runs any more, its lock stays
+    killed.communicate(timeout=60)
+    assert (report / "run.lock").exists()
+    gate.write_text("")
+    rc, out = _run(repo_root, report, "--candidate", "exact", *SMOKE, "--cases", "normal-2sigma",
+                   "--dtypes", "float32", "-n", "0", env=env, timeout=300)
+    assert rc == 0, out[-3000:]
+    said = [line for line in out.splitlines() if "took over" in line]
+    assert len(said) == 1 and f"pid {killed.pid} " in said[0] and "is gone" in said[0]
+    assert json.loads((report / "manifest.json").read_text())["status"] == "complete"
 
 
 def test_what_a_candidate_raises_is_a_fail_row(repo_root, tmp_path, faults):

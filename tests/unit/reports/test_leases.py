@@ -1,4 +1,6 @@
-"""Leases: a crash is reported only when the holder is proven dead, never for a live neighbour.
+"""Leases: a crash is reported only when the holder is proven dead, never for a live neighbour;
+and the run lock of a report directory: one run writes a directory, a dead run's lock is taken
+over, the readers say when a directory is still being written.
 
 Real processes throughout: a child that holds a lease while alive, one that exits and is reaped,
 one that exits and is not reaped yet (a zombie, as a crashed xdist worker is until its
@@ -17,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from reports.leases import (Holder, LeaseHeld, acquire, current_holder, holder_alive, lease,
-                            process_start_time, read_holder, release)
+from reports.leases import (RUN_LOCK, Holder, LeaseHeld, ReportDirHeld, acquire, current_holder,
+                            holder_alive, lease, lock_report_dir, process_start_time, read_holder,
+                            release, report_dir_writer, unlock_report_dir)
 from harness.runner import failure_from_lease
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -162,3 +165,94 @@ def test_holder_record_round_trips(tmp_path):
     holder = read_holder(path)
     assert isinstance(holder, Holder) and holder == replace(current_holder(), since=holder.since)
     release(path)
+
+
+# ------------------------------------------------------------------------------------------------
+# The run lock of a report directory
+
+
+def _write_holder(path: Path, holder: Holder) -> None:
+    path.write_text(json.dumps(asdict(holder)), encoding="utf-8")
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()  # reaped: the pid names no process (until the kernel hands it out again)
+    return proc.pid
+
+
+def test_the_run_lock_names_its_holder_and_is_given_back(tmp_path):
+    assert lock_report_dir(str(tmp_path), "pytest suites") is None
+    holder = read_holder(tmp_path / RUN_LOCK)
+    assert holder.pid == os.getpid() and holder.command == "pytest suites"
+    assert report_dir_writer(str(tmp_path)) is None  # this process is the writer
+    unlock_report_dir(str(tmp_path))
+    assert not (tmp_path / RUN_LOCK).exists()
+
+
+def test_a_run_lock_held_by_a_live_run_refuses_with_one_line_naming_it(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        live = replace(current_holder(), pid=proc.pid, start=process_start_time(proc.pid),
+                       command="pytest suites --candidate scipy")
+        _write_holder(tmp_path / RUN_LOCK, live)
+        with pytest.raises(ReportDirHeld) as info:
+            lock_report_dir(str(tmp_path))
+        text = str(info.value)
+        assert "\n" not in text and f"pid {proc.pid}" in text and "--candidate scipy" in text
+        assert "in use by another run" in text
+        assert read_holder(tmp_path / RUN_LOCK) == live  # untouched
+        unlock_report_dir(str(tmp_path))  # not ours: must stay
+        assert (tmp_path / RUN_LOCK).exists()
+        assert f"still writing it (pid {proc.pid}" in report_dir_writer(str(tmp_path))
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_dead_runs_lock_is_taken_over_with_a_line(tmp_path):
+    dead = replace(current_holder(), pid=_dead_pid(), start="boot:1", command="pytest suites")
+    _write_holder(tmp_path / RUN_LOCK, dead)
+    assert report_dir_writer(str(tmp_path)) is None  # a dead writer writes nothing
+    note = lock_report_dir(str(tmp_path))
+    assert note is not None and "took over" in note and f"pid {dead.pid}" in note and "gone" in note
+    assert read_holder(tmp_path / RUN_LOCK).pid == os.getpid()
+    assert [p.name for p in tmp_path.iterdir()] == [RUN_LOCK]  # the stale file is gone
+    unlock_report_dir(str(tmp_path))
+
+
+def test_an_unreadable_run_lock_is_taken_over(tmp_path):
+    (tmp_path / RUN_LOCK).write_text("{half", encoding="utf-8")
+    note = lock_report_dir(str(tmp_path))
+    assert note is not None and "unreadable" in note
+    unlock_report_dir(str(tmp_path))
+
+
+def test_a_run_lock_from_another_host_is_not_taken(tmp_path):
+    """Liveness across hosts cannot be read: the lock is kept, and the line says how to break it."""
+    _write_holder(tmp_path / RUN_LOCK, replace(current_holder(), host="elsewhere", pid=1))
+    with pytest.raises(ReportDirHeld) as info:
+        lock_report_dir(str(tmp_path))
+    assert "another host" in str(info.value) and "remove" in str(info.value)
+    assert "another host" in report_dir_writer(str(tmp_path))
+
+
+def test_two_runs_taking_over_one_dead_lock_end_with_one_holder(tmp_path):
+    """Two processes race for a directory whose lock a dead run left: exactly one holds it, the
+    other is refused naming the winner (deterministic: whoever loses, it is refused)."""
+    _write_holder(tmp_path / RUN_LOCK, replace(current_holder(), pid=_dead_pid(), start="boot:1"))
+    code = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
+            "from reports.leases import lock_report_dir, ReportDirHeld\n"
+            "try:\n"
+            f"    lock_report_dir({str(tmp_path)!r}); print('held', flush=True); time.sleep(30)\n"
+            "except ReportDirHeld as exc:\n"
+            "    print('refused', exc, flush=True)\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    try:
+        first = sorted(p.stdout.readline().split()[0] for p in procs)
+        assert first == ["held", "refused"], first
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
