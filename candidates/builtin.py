@@ -29,8 +29,13 @@ Known-bad by construction (issues 4 and 14), each the exact sampler with one def
 ``round-toward-zero``, ``point-mass-1e-4-at-a``, ``fallback-mean-1e-5``, ``hole-2e-5``; and
 (issue 20) exact except on one class of tensors: ``remainder-loop``, ``small-tensor-path``,
 ``big-tensor-path``, ``counter-wrap``, ``compile-only-shift``; and (issue 21) exact except in one
-region of the parameter space off the grid: ``below-mean-window``, ``narrow-window-midpoint``.
-Never "fix" them: they exist to be caught.
+region of the parameter space off the grid: ``below-mean-window``, ``narrow-window-midpoint``;
+and with a resolution coarser than the dtype (right in every histogram bin): ``uniform-24-bits``,
+``float32-widened``, ``dropped-last-bit``. Never "fix" them: they exist to be caught.
+
+The proposal (`candidates.fast_exact`): ``fast-exact`` (good: exact in every dtype with bounded work,
+judged like any candidate, never used to judge) and its known-bad twin ``fast-exact-rounds-first``
+(the same code testing the bounds after rounding into the dtype).
 
 Every built-in follows torch.nn.init's semantics: fills in place and returns the tensor, works on
 non-contiguous views, runs under ``torch.no_grad`` (an ``nn.Parameter`` records no history), and is a
@@ -48,6 +53,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from candidates.fast_exact import fast_exact_rounds_first_, fast_exact_trunc_normal_
 from candidates.kernels import (CHUNK, counter_uniform, exact_based, harness_version, inverse_cdf,
                                 rn_scalar, truncated_normal, validate_args)
 from candidates.protocol import Candidate
@@ -76,6 +82,9 @@ __all__ = [
     "compile_only_shift_",
     "below_mean_window_",
     "narrow_window_midpoint_",
+    "uniform_24_bits_",
+    "float32_widened_",
+    "dropped_last_bit_",
 ]
 
 # --------------------------------------------------------------------------------------------- good
@@ -477,6 +486,52 @@ def narrow_window_midpoint_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=
     return _fill_value(tensor, a / 2 + b / 2)
 
 
+# ------------------------------------------------------ known-bad: resolution coarser than the dtype
+# Each puts the right mass into every histogram bin, so every binned check passes; only the
+# checks at the resolution of single values (equal-value pairs, coarse lattices) see them.
+
+#: Random bits of a float32 uniform (torch.rand in float32: multiples of 2^-24).
+UNIFORM_BITS = 24
+
+
+def _uniform_24_bits(u: torch.Tensor) -> torch.Tensor:
+    """u kept to its first 24 bits, at the middle of its 2^-24 cell (0 and 1 never occur)."""
+    scale = float(1 << UNIFORM_BITS)
+    return (torch.floor(u * scale) + 0.5) / scale
+
+
+def uniform_24_bits_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact float64 quantile, fed uniforms with 24 random bits (what a float32 uniform holds).
+
+    At most 2^24 distinct outputs: in float32 a law of ~2^26 equally likely values (N(0, 1) on
+    +-2) repeats values ~4 times as often as it should. Caught by: collisions."""
+    return exact_based(tensor, mean, std, a, b, generator, u_map=_uniform_24_bits)
+
+
+def _through_float32(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.float32).to(torch.float64)
+
+
+def float32_widened_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact draw rounded to float32, then written into the tensor's dtype (float64 widened
+    from float32: a computation done in float32, or JAX without x64). Every float64 value is a
+    float32 value: ~2^29 times the law's equal pairs. Caught by: collisions, lattices."""
+    return exact_based(tensor, mean, std, a, b, generator, x_map=_through_float32)
+
+
+def _drop_last_bit(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """RN into dtype, then the significand's last bit cleared (a last step that truncates)."""
+    y = rn_cast(x, dtype)
+    width = {torch.float64: torch.int64, torch.float32: torch.int32}.get(dtype, torch.int16)
+    return y.view(width).bitwise_and_(-2).view(dtype)
+
+
+def dropped_last_bit_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """The exact draw, rounded once, its last significand bit then cleared: only even patterns,
+    each with its odd neighbour's mass too (twice the law's equal pairs). Caught by: collisions."""
+    return exact_based(tensor, mean, std, a, b, generator, cast=_drop_last_bit)
+
+
 # ---------------------------------------------------------------------------------------- registry
 
 
@@ -561,5 +616,19 @@ BUILTINS: dict[str, Callable[[], Candidate]] = {
     "hole-2e-5": _make("hole-2e-5", hole_, known_bad=True,
                        defect="the quantiles [0.3, 0.3 + 2e-5) are never produced (a narrow hole)",
                        caught_by=("scan",)),
+    "uniform-24-bits": _make("uniform-24-bits", uniform_24_bits_, known_bad=True,
+                             defect="the exact quantile fed uniforms of 24 random bits",
+                             caught_by=("collisions",)),
+    "float32-widened": _make("float32-widened", float32_widened_, known_bad=True,
+                             defect="the exact draw rounded to float32, then widened",
+                             caught_by=("collisions", "lattices")),
+    "dropped-last-bit": _make("dropped-last-bit", dropped_last_bit_, known_bad=True,
+                              defect="the last significand bit cleared after the RN cast",
+                              caught_by=("collisions",)),
+    "fast-exact": _make("fast-exact", fast_exact_trunc_normal_),
+    "fast-exact-rounds-first": _make("fast-exact-rounds-first", fast_exact_rounds_first_, known_bad=True,
+                                     defect="fast-exact truncating after rounding: the atom at a representable "
+                                            "bound gets its whole cell (torch's 16-bit defect)",
+                                     caught_by=("atoms",)),
 }
 

@@ -84,6 +84,16 @@ POWER_PLAN = {
                           "beta = -4 < -3: every value is RN(b), whose mass is 0.6 % of the law"),
     "narrow-window-midpoint": ("mean=0,std=1,a=0.3,b=0.300001", torch.float32, "spikes",
                                "a window of 1e-6 std: ~34 float32 values, all of the mass on the midpoint"),
+    # The proposal's known-bad twin: the same code truncating after rounding.
+    "fast-exact-rounds-first": ("normal-2sigma", torch.bfloat16, "atoms",
+                                "the bf16 atom at -2 gets its whole cell: 3x its half cell's 2.2e-4"),
+    # Resolution coarser than the dtype: right in every bin, seen at the scale of single values.
+    "uniform-24-bits": ("normal-2sigma", torch.float32, "collisions",
+                        "2^24 values at most where the law has 2^26.0 equally likely ones: ~4x the pairs"),
+    "float32-widened": ("normal-2sigma", torch.float64, "collisions",
+                        "float32 values in float64: 2^26.0 equally likely values where the law has 2^55.0"),
+    "dropped-last-bit": ("normal-2sigma", torch.float32, "collisions",
+                         "even patterns only, each with its odd neighbour's mass: ~2x the pairs"),
 }
 #: nightly-n only (slow): (case, dtype, check)
 SLOW_PLAN = {
