@@ -4,6 +4,7 @@
 * `suite`: a scratch pytest project holding the suites, run in a subprocess (pytester), with the
   repository importable and no CI shard variables; ``suite(*args, report=DIR)`` returns
   (RunResult, the results.csv as a DataFrame or None); ``suite.path`` is the project;
+* `pytest_configure`: a run of the self-tests writes no report of its own;
 * `small_disk`: a real 64 KiB filesystem (a tmpfs mounted for the test, unmounted after; skipped
   where this process may not mount), for the faults of a full disk.
 
@@ -25,6 +26,18 @@ import pytest
 from harness.fleet.partition import SHARD_VARIABLES
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """A run of the self-tests draws nothing itself (its conformance runs are subprocesses with
+    report directories of their own), so it writes no report: it neither takes nor overwrites
+    ./harness-report, where the main job's report may be, nor waits on a run that holds it."""
+    tests = Path(__file__).resolve().parent
+    paths = [Path(config.invocation_params.dir, arg.split("::")[0]).resolve()
+             for arg in config.args]
+    if paths and all(path.is_relative_to(tests) for path in paths):
+        config.option.report_dir = ""
 
 
 @pytest.fixture(scope="session")

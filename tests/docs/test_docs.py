@@ -221,3 +221,42 @@ def test_the_block_checks_can_fail():
         (command,) = bash_commands(line)
         with pytest.raises(AssertionError, match=re.escape(expected)):
             check_command(command)
+
+
+def _quickstart(what: str) -> str:
+    done = subprocess.run([sys.executable, str(ROOT / ".ci" / "quickstart.py"), what],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_ci_runs_the_readme_quick_start_as_written():
+    """.ci/run installs with the quick start's own lines and runs its own test command, so they
+    cannot drift: here, that those lines are found, install everything `pytest tests` imports
+    (the dev requirements: sybil, import-linter, PyYAML), and that .ci/run evaluates them."""
+    install = _quickstart("install").splitlines()
+    assert install[0].startswith("python3 -m venv .venv") and ". .venv/bin/activate" in install[0]
+    pip = [line for line in install if line.startswith("pip install")]
+    assert len(pip) == 1
+    for need in ("torch==2.13.0", "-r requirements.txt", "-r requirements-dev.txt",
+                 "-c constraints.txt"):
+        assert need in pip[0], need
+    dev = (ROOT / "requirements-dev.txt").read_text()
+    for package in ("sybil", "import-linter", "pyyaml", "mkdocs-material"):
+        assert re.search(rf"^{package}\b", dev, re.M), package
+    assert _quickstart("test").strip() == "pytest tests -n 2"
+    run = (ROOT / ".ci" / "run").read_text()
+    assert 'eval "$install_lines"' in run and 'eval "$test_command"' in run
+
+
+def test_the_quick_start_reader_refuses_a_readme_without_its_blocks(tmp_path):
+    sys.path.insert(0, str(ROOT / ".ci"))
+    try:
+        import quickstart
+    finally:
+        sys.path.remove(str(ROOT / ".ci"))
+    with pytest.raises(ValueError, match="installs nothing"):
+        quickstart.install_lines("## Quick start\n\n```bash\npytest tests -n 2\n```\n")
+    with pytest.raises(ValueError, match="no `pytest tests` line"):
+        quickstart.test_command("## Quick start\n\n```bash\npip install x\n```\n## Next\n"
+                                "```bash\npytest tests -n 2\n```\n")
