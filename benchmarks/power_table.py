@@ -88,6 +88,8 @@ from harness.checks.stat_local import (LocalBins, critical_excess, hole_guarante
                                        check_scan, check_spikes, scan_families, scan_mde,
                                        spikes_mde, synthetic_summary)
 from harness.checks.stat_moments import moments_mde  # noqa: E402
+from harness.checks.stat_resolution import collisions_mde, lattices_mde  # noqa: E402
+from harness.bins import RESOLUTION_SCAN  # noqa: E402
 from harness.checks.statistical import check_mdes  # noqa: E402
 from harness.checks.power import mde_table, samples_drawn  # noqa: E402
 from harness.runner import CaseRunner, RunConfig  # noqa: E402
@@ -110,6 +112,9 @@ PLAN = {
     "point-mass-1e-4-at-a": ("normal-2sigma", torch.float32),
     "fallback-mean-1e-5": ("large-mean", torch.float32),
     "hole-2e-5": ("normal-2sigma", torch.float32),
+    "uniform-24-bits": ("normal-2sigma", torch.float32),
+    "float32-widened": ("normal-2sigma", torch.float64),
+    "dropped-last-bit": ("normal-2sigma", torch.float32),
 }
 #: the localized checks' measured power (--simulate): case and dtype
 SIM_CASE = ("normal-2sigma", torch.float32)
@@ -513,6 +518,26 @@ def _local_row(check, law, d, alpha):
     return "—", None
 
 
+def _resolution_row(name, check, case, law, alpha):
+    """(effect text, n needed) of collisions / lattices for the resolution known-bads, from
+    their laws' collision probabilities (no sampling): 24-bit uniforms give each of 2^24 cells of
+    u its own value (q = 2^-24, where the float32 lattice is finer than those cells); the
+    dropped bit merges each even value with its odd neighbour (q ~ 2 q_law); widened float32
+    values have the float32 law's q and all lie on the float32 lattice."""
+    q_law = float(law.collision_prob)
+    if check == "collisions":
+        q = {"uniform-24-bits": 2.0 ** -24, "dropped-last-bit": 2.0 * q_law,
+             "float32-widened": float(rounded_law(law.dist, torch.float32).collision_prob)}[name]
+        ratio = q / q_law
+        n = smallest_n(lambda m: collisions_mde(law, m, alpha) <= ratio, hi=RESOLUTION_SCAN)
+        return f"obs/exp pairs {ratio:.3g} (2^{-math.log2(q):.1f} values, law 2^{-math.log2(q_law):.1f})", n
+    if check == "lattices" and name == "float32-widened":
+        ratio = 1.0 / float(law.lattice_mass("float32"))
+        n = smallest_n(lambda m: lattices_mde(law, m, alpha) <= ratio, hi=RESOLUTION_SCAN)
+        return f"obs/exp {ratio:.3g} (every value on the float32 lattice)", n
+    return "—", None
+
+
 def check_rows(name, case, dtype, alpha):
     """[(check, effect text, n needed)] for the named checks of one known-bad candidate."""
     cand = resolve(name)
@@ -527,6 +552,9 @@ def check_rows(name, case, dtype, alpha):
             continue
         if check == "arguments":
             out.append((check, "a > b, std = inf: hang", "—"))
+            continue
+        if check in ("collisions", "lattices"):
+            out.append((check, *_resolution_row(name, check, case, law, alpha)))
             continue
         if d is None:
             out.append((check, "—", "—"))

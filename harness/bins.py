@@ -185,3 +185,34 @@ def position_bins(law, groups: int = POSITION_GROUPS) -> tuple[np.ndarray, np.nd
     edges = hi[cuts]
     masses = np.maximum(np.diff(np.concatenate([[0.0], cum[cuts], [cum[-1]]])), 0.0)
     return edges, masses / masses.sum()
+
+
+# -- resolution: the law at the scale of single values (32/64-bit dtypes) -----------------------
+
+#: Elements of one draw whose equal-value pairs and coarse-lattice membership are counted (the
+#: first ones, pooled across calls): a fixed cost per draw whatever n is. At the law's float32
+#: resolution (~2^-26 per pair) blocks of 2^16 values expect ~1000 equal pairs over 2^21 values.
+RESOLUTION_SCAN = 1 << 21
+#: Values per collision block at most, and at least (a law that needs smaller blocks is judged
+#: by its bins value by value already: fine bins, spikes' tallies).
+COLLISION_BLOCK_MAX = 1 << 16
+COLLISION_BLOCK_MIN = 1 << 8
+#: A block of m values is at most this many times 1/q long (q: the law's collision probability),
+#: so a block's equal pairs stay nearly Poisson (pairs sharing a value: ~m q of them).
+COLLISION_BLOCK_LOAD = 2.0 ** -8
+#: Coarser formats whose values a 32/64-bit law's values are counted on (a tensor computed in
+#: them and written wider holds nothing else).
+COARSE_LATTICES = {"float32": ("bfloat16", "float16"), "float64": ("float32",)}
+
+
+def collision_block(collision_prob: float, bits: int) -> int:
+    """Values per collision block for a law of collision probability q in a `bits`-wide dtype:
+    the largest power of two <= COLLISION_BLOCK_MAX with m q <= COLLISION_BLOCK_LOAD; 0 where
+    the check does not apply (16-bit dtypes, whose histogram counts every value, or a law so
+    concentrated that m would be below COLLISION_BLOCK_MIN)."""
+    if bits < 32 or not collision_prob > 0 or not math.isfinite(collision_prob):
+        return 0
+    m = COLLISION_BLOCK_MAX
+    while m >= COLLISION_BLOCK_MIN and m * collision_prob > COLLISION_BLOCK_LOAD:
+        m //= 2
+    return m if m >= COLLISION_BLOCK_MIN else 0

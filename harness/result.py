@@ -13,6 +13,11 @@ from dataclasses import asdict, dataclass, field
 
 VERDICTS = ("pass", "fail", "error", "skip", "xfail")
 
+#: Figures a check puts in its details that the results table carries as columns of their own:
+#: the bits of randomness (`collisions`): log2 of the effective number of equally likely values,
+#: its confidence interval, the law's own figure, and the sentence users read.
+FIGURE_COLUMNS = ("bits", "bits_lo", "bits_hi", "law_bits", "resolution")
+
 
 @dataclass
 class Outcome:
@@ -62,4 +67,8 @@ class Result:
         """Plain builtins only (floats, ints, str): safe to send across xdist and into pandas."""
         row = asdict(self)
         row["details"] = repr(self.details) if self.details else ""
+        for name in FIGURE_COLUMNS:
+            if name in self.details:
+                value = self.details[name]
+                row[name] = value if isinstance(value, str) else float(value)
         return row

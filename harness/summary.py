@@ -145,6 +145,17 @@ class Summary:
     rep_windows: int = 0
     rep_pairs: float = 0.0
     rep_equal: int = 0
+    # Resolution (32/64-bit dtypes; `harness.bins.RESOLUTION_SCAN`): the draw's first finite
+    # values, pooled across calls. Blocks of `collision_block` consecutive ones, sorted, give the
+    # equal-value pairs (0 blocks where the law makes the check n/a); `lattice_counts[i]` is how
+    # many of the `resolution_scanned` values are representable in `lattice_names[i]`. A merge
+    # adds the parts' blocks: each part pools its own values (the same law per block).
+    collision_block: int = 0
+    collision_blocks: int = 0
+    collision_pairs: int = 0
+    resolution_scanned: int = 0
+    lattice_names: tuple = ()
+    lattice_counts: np.ndarray | None = None
     # The shape axis: elements of a view's base written outside the view, and calls that returned
     # something other than the tensor they were given (both zero for a sampler working in place).
     n_written_outside: int = 0
@@ -219,8 +230,10 @@ class Summary:
         for name in ("n", "n_nan", "n_posinf", "n_neginf", "n_unwritten", "n_outside_rounded",
                      "n_outside_strict", "n_at_rn_a", "n_at_rn_b", "n_at_zero", "n_equal_successive",
                      "n_pairs_successive", "rep_windows", "rep_equal", "n_written_outside",
-                     "n_returned_other"):
+                     "n_returned_other", "collision_blocks", "collision_pairs",
+                     "resolution_scanned"):
             setattr(out, name, sum(int(getattr(p, name)) for p in parts))
+        _merge_resolution(out, parts)
         out.hist = np.sum([np.asarray(p.hist, dtype=np.int64) for p in parts], axis=0)
         if first.fine_hist is not None:
             out.fine_hist = np.sum([np.asarray(p.fine_hist, dtype=np.int64) for p in parts], axis=0)
@@ -254,6 +267,24 @@ class Summary:
         if out.hist_bits <= 16 and 1 << out.hist_bits == out.hist.size:
             _recount_from_exact_histogram(out)
         return out
+
+
+def _merge_resolution(out: "Summary", parts) -> None:
+    """Collision blocks and lattice counts add when every part used the same block size and
+    lattices (parts of one law do); otherwise the whole has none."""
+    first = parts[0]
+    same = all((p.collision_block, tuple(p.lattice_names)) == (first.collision_block,
+                                                               tuple(first.lattice_names))
+               for p in parts)
+    if not same:
+        out.collision_block = out.collision_blocks = out.collision_pairs = 0
+        out.resolution_scanned = 0
+        return
+    out.collision_block = first.collision_block
+    out.lattice_names = tuple(first.lattice_names)
+    if all(p.lattice_counts is not None for p in parts) and out.lattice_names:
+        out.lattice_counts = np.sum([np.asarray(p.lattice_counts, dtype=np.int64) for p in parts],
+                                    axis=0)
 
 
 def _merge_watch(out: "Summary", parts) -> None:

@@ -1524,19 +1524,45 @@ class RoundedLaw:
             return stats[2]
         return self.collision_from_bins()
 
-    def _int_f2(self, lo, hi) -> np.ndarray:
-        """integral of f**2 over [lo, hi] (inside [a, b]), f the density of X, in log space:
-        f**2 is a normal density of std sigma / sqrt(2) times 1 / (2 sqrt(pi) sigma Z**2)."""
+    @functools.cached_property
+    def collision_cube(self) -> float:
+        """sum_v P(Y = v)**3, the chance that three draws agree (the variance of a count of equal
+        pairs needs it: two pairs that share a draw are correlated through it). Exact from the
+        atoms where few enough are enumerated (<=16-bit; 32/64-bit laws with at most LATTICE_MIN
+        atoms between the 1e-30 quantiles), else h**2 * integral of f**3 per bin as in
+        `collision_from_bins` (relative error O((h / std)**2))."""
+        if self._values is not None:
+            return float(np.sum(self._probs ** 3))
+        klo, khi = self._bulk_keys
+        if khi - klo + 1 <= LATTICE_MIN:
+            _, p = self._enumerate_keys(klo, khi)
+            return float(np.sum(p ** 3))
+        return self.collision_from_bins(power=3)
+
+    def _int_fk(self, lo, hi, power: int = 2) -> np.ndarray:
+        """integral of f**k over [lo, hi] (inside [a, b]), f the density of X, in log space:
+        f**k is a normal density of std sigma / sqrt(k) times
+        (2 pi)**((1 - k) / 2) sigma**(1 - k) / (sqrt(k) Z**k) (k = 2: 1 / (2 sqrt(pi) sigma Z**2))."""
         d = self._frame
         cls = type(d)
+        k = float(power)
         log_z = float(np.asarray(cls(d.loc, d.scale, -np.inf, np.inf).log_prob(d.a, d.b)))
         with np.errstate(over="ignore"):  # float64 bins near the largest double: +-inf is right
-            wl = _SQRT2 * (np.asarray(lo) - d.loc) / d.scale
-            wh = _SQRT2 * (np.asarray(hi) - d.loc) / d.scale
+            wl = math.sqrt(k) * (np.asarray(lo) - d.loc) / d.scale
+            wh = math.sqrt(k) * (np.asarray(hi) - d.loc) / d.scale
         lp = np.asarray(cls(0.0, 1.0, -np.inf, np.inf).log_prob(wl, wh))
-        return np.exp(lp - _LOG_2_SQRT_PI - np.log(d.scale) - 2.0 * log_z)
+        log_c = ((1.0 - k) * (0.5 * math.log(2.0 * math.pi) + np.log(d.scale)) - 0.5 * math.log(k)
+                 - k * log_z)
+        return np.exp(lp + log_c)
 
-    def collision_from_bins(self) -> float:
+    def _int_f2(self, lo, hi) -> np.ndarray:
+        return self._int_fk(lo, hi, 2)
+
+    def collision_from_bins(self, power: int = 2) -> float:
+        """sum_v P(Y = v)**power by bins (power 2: the collision probability; 3: `collision_cube`):
+        h**(power - 1) * integral of f**power over the bins of one spacing h, the atoms whose
+        cells are not one full h taken exactly."""
+        k = int(power)
         fmt = self.fmt
         lo, hi, h = _hist_cells(fmt)
         # Sum over the live bins of h * int f**2 over the bin: bins of one run of equal spacing h
@@ -1551,7 +1577,7 @@ class RoundedLaw:
             rlo = np.maximum(lo[first] - self._origin, self._a)
             rhi = np.minimum(hi[last] - self._origin, self._b)
             ok = rhi > rlo
-            total = float(np.sum(h[first[ok]] * self._int_f2(rlo[ok], rhi[ok])))
+            total = float(np.sum(h[first[ok]] ** (k - 1) * self._int_fk(rlo[ok], rhi[ok], k)))
         # Exact terms for the atoms the bin rule gets wrong by a fraction of one atom.
         e = np.arange(1 - fmt.bias, fmt.bias + 1)
         pow2 = np.ldexp(1.0, e)
@@ -1566,10 +1592,48 @@ class RoundedLaw:
         special, clo, chi = special[ok], clo[ok], chi[ok]
         bin_h = h[(fmt.ordered_keys(special) >> np.uint64(fmt.bits - fmt.hist_bits)).astype(np.intp)]
         p = self._mass(clo, chi)
-        total += float(np.sum(p * p) - np.sum(bin_h * self._int_f2(clo, chi)))
+        total += float(np.sum(p ** k) - np.sum(bin_h ** (k - 1) * self._int_fk(clo, chi, k)))
         for _, olo, ohi in fmt.overflow_cells(self._via32):
-            total += float(self._mass(olo - self._origin, ohi - self._origin)) ** 2
+            total += float(self._mass(olo - self._origin, ohi - self._origin)) ** k
         return total
+
+    # ------------------------------------------------------------------ coarser lattices
+    def lattice_mass(self, coarse) -> float:
+        """P(Y is a value of the coarser format `coarse`): the law's mass on the values this
+        format shares with `coarse` (float32 values in a float64 law, bfloat16 or float16 values
+        in a float32 one). Exact (atom by atom) where the support holds at most ENUMERATE_MAX
+        coarse values: always for a 16-bit coarse format. Otherwise (float32 in a wide float64
+        law) each float32 value owns a float64 cell 2**-29 times its float32 cell, so the mass is
+        2**-29 P(2**-126 <= |X| <= float32's largest): relative error ~2**-23 (the cells at
+        powers of two and at the bounds), and the float32 subnormals' share (< 1e-37) left out."""
+        cf = float_format(coarse)
+        fmt = self.fmt
+        if cf.bits >= fmt.bits:
+            raise ValueError(f"lattice_mass: {cf.name} is not coarser than {fmt.name}")
+        lo = max(float(self.support_lo), -cf.max_finite)
+        hi = min(float(self.support_hi), cf.max_finite)
+        if not lo <= hi:
+            return 0.0
+        k0, k1 = (int(k) for k in cf.ordered_keys(np.array([lo, hi])))
+        if cf.values_from_keys(np.array([k0], dtype=np.uint64))[0] < lo:
+            k0 += 1
+        if cf.values_from_keys(np.array([k1], dtype=np.uint64))[0] > hi:
+            k1 -= 1
+        if k1 < k0:
+            return 0.0
+        if k1 - k0 + 1 <= ENUMERATE_MAX:
+            values = cf.values_from_keys(np.arange(k0, k1 + 1, dtype=np.uint64))
+            values = values[np.isfinite(values)]
+            return float(math.fsum(self.atom_probs(values)))
+        ratio = 2.0 ** (cf.man_bits - fmt.man_bits)
+        d = self.dist
+        tiny, top = cf.min_normal, cf.max_finite
+        mass = 0.0
+        for a, b in ((-top, -tiny), (tiny, top)):
+            a, b = max(a, float(d.a)), min(b, float(d.b))
+            if b > a:
+                mass += float(d.prob(a, b))
+        return ratio * mass
 
     @property
     def nbytes(self) -> int:

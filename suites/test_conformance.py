@@ -126,6 +126,18 @@ def test_repetition(verify, conformance_case):
     verify("repetition", conformance_case)
 
 
+@check("collisions")
+def test_collisions(verify, conformance_case):
+    """Equal values no more (or less) often than the law allows: the bits of randomness."""
+    verify("collisions", conformance_case)
+
+
+@check("lattices")
+def test_lattices(verify, conformance_case):
+    """No more values on a coarser format's lattice than the law puts there."""
+    verify("lattices", conformance_case)
+
+
 @check("replicas")
 def test_replicas(verify, conformance_case):
     """Sharded groups, Replicate: every rank holds rank 0's bits on every call."""

@@ -24,6 +24,8 @@ from .stat_independence import check_independence, independence_mde
 from .stat_local import SPIKES_UNIT, check_scan, check_spikes, scan_mde, spikes_mde
 from .stat_moments import check_moments, moments_mde
 from .stat_position import check_position, check_repetition, position_mde
+from .stat_resolution import (COLLISIONS_UNIT, LATTICES_UNIT, check_collisions, check_lattices,
+                              collisions_mde, lattices_mde)
 
 STATISTICAL_CHECKS = {
     "gof": check_gof,
@@ -37,6 +39,8 @@ STATISTICAL_CHECKS = {
     "scan": check_scan,
     "position": check_position,
     "repetition": check_repetition,
+    "collisions": check_collisions,
+    "lattices": check_lattices,
 }
 
 CHECK_DOCS = {
@@ -181,6 +185,40 @@ CHECK_DOCS = {
         "law of a few values). False-alarm rate <= alpha. Effect: equal pairs. MDE: one equal pair "
         "(a repeated stretch of >= 1024 elements gives ~8)."
     ),
+    "collisions": (
+        "Equal values, at the resolution of single values (32/64-bit dtypes; 16-bit ones count "
+        "every value already). The engine takes the first 2^21 finite values of a draw, pooled "
+        "across calls, in blocks of m consecutive values (m = 2^16, halved while m q > 2^-8, q "
+        "the law's collision probability; not applicable below m = 256, a law of a few thousand "
+        "values judged one by one by fine bins and spikes), sorts each block on the device and "
+        "counts its pairs of equal values. Null: iid draws of the rounded law; a block's pairs "
+        "have mean C(m, 2) q and variance C(m, 2) [(q - q^2) + 2 (m - 2)(q3 - q^2)], q = sum "
+        "P(Y = v)^2, q3 = sum P(Y = v)^3 (the reference's, exact from the atoms or from h^(k-1) "
+        "int f^k per bin, relative error O((h / std)^2)); blocks are independent. The total T is "
+        "tested as T / d ~ Poisson(mean / d), d = variance / mean (d = 1 + ~1e-3 for a wide "
+        "law: the exact Poisson test), two-sided by doubling the smaller tail. Catches too few "
+        "random bits (23 or 24-bit uniforms behind a float32: x8, x4), arithmetic coarser than "
+        "the dtype (float32 values in a float64 tensor: ~2^29 times the law's pairs) and a "
+        "dropped last bit (x2). False-alarm rate ~alpha (measured over seeds: "
+        "tests/calibration). Effect: obs/exp pairs; the message and the results' `resolution` "
+        "column give the figure: log2 of the effective number of equally likely values, (pairs "
+        "compared) / (equal pairs), with a 95% CI, next to the law's own log2(1 / q). MDE: the "
+        "obs/exp ratio whose median count sits on the upper critical count at alpha / 2 (float32 "
+        "N(0, 1) at +-2: ~1.1, a tenth of a bit; float64: ~2^18, the law expects 2^-18 pairs)."
+    ),
+    "lattices": (
+        "Values representable in a coarser format: bfloat16 and float16 values in a float32 "
+        "tensor, float32 values in a float64 one (a sampler that computes in the coarser format "
+        "and writes wider produces nothing else). Among the same first 2^21 finite values of a "
+        "draw as collisions, the count on each lattice is Bin(scanned, the law's exact mass on "
+        "it) under iid draws of the rounded law (RoundedLaw.lattice_mass: atom by atom where "
+        "the support holds <= 2^22 coarse values, always for 16-bit ones; 2^-29 P(2^-126 <= "
+        "|X| <= float32 max) for a wide float64 law, relative error ~2^-23); exact two-sided "
+        "binomial tests, Bonferroni over the lattices; a count on a lattice the law gives no "
+        "mass is decisive. False-alarm rate <= alpha. Effect: obs/exp at the worst lattice. "
+        "MDE: the obs/exp ratio at the better-powered lattice whose median count sits on its "
+        "upper critical count at alpha / (2 lattices)."
+    ),
 }
 
 
@@ -204,6 +242,8 @@ def check_mdes(law, n: int, shape: tuple, alpha: float = 1e-3) -> dict:
     out["scan"] = (scan_mde(law, n, alpha), "hole mass (share of samples)")
     out["position"] = (position_mde(law, n, tuple(shape), alpha), "Cohen's w (smallest position class)")
     out["repetition"] = (1.0, "equal window pairs (a repeated stretch of >= 1024 elements gives ~8)")
+    out["collisions"] = (collisions_mde(law, n, alpha), COLLISIONS_UNIT)
+    out["lattices"] = (lattices_mde(law, n, alpha), LATTICES_UNIT)
     return {k: (float(v) if v is not None else math.nan, u) for k, (v, u) in out.items()}
 
 

@@ -19,8 +19,9 @@ import torch
 from reference import float_format
 from reference.dtypes import dtype_name
 
-from ..bins import (counts_from_exact_histogram, farthest_outside, position_bins, position_classes,
-                    raw_nonfinite_bins, raw_to_ordered, signed)
+from ..bins import (COARSE_LATTICES, RESOLUTION_SCAN, collision_block, counts_from_exact_histogram,
+                    farthest_outside, position_bins, position_classes, raw_nonfinite_bins,
+                    raw_to_ordered, signed)
 from ..summary import ROW_EXTREMES_CAP, LagSums, Summary
 from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_value
 
@@ -118,6 +119,47 @@ class Folder:
         self._init_position(law)
         self.prev_hashes: torch.Tensor | None = None  # repetition: the last call's window hashes
         self.rep_left, self.rep_calls = REPEAT_SCAN, 0
+        self._init_resolution(law)
+
+    # -- resolution: equal-value pairs, coarse lattices ---------------------------------------
+    def _init_resolution(self, law) -> None:
+        """32/64-bit laws: the first RESOLUTION_SCAN finite values of the draw are counted on
+        the coarser lattices and, in blocks of the law's `collision_block` values (pooled
+        across calls and chunks: a leftover shorter than one block waits for the next chunk),
+        sorted for their equal-value pairs."""
+        self.res_left = 0
+        self.res_pool = None
+        if law is None or self.exact_hist or self.bits < 32:
+            return
+        s = self.s
+        s.collision_block = collision_block(float(law.collision_prob), self.bits)
+        s.lattice_names = COARSE_LATTICES.get(dtype_name(self.dtype), ())
+        s.lattice_counts = np.zeros(len(s.lattice_names), dtype=np.int64)
+        self.res_left = RESOLUTION_SCAN
+
+    def _fold_resolution(self, flat: torch.Tensor, ints: torch.Tensor, finite) -> None:
+        take = min(self.res_left, flat.numel())
+        if take <= 0:
+            return
+        self.res_left -= take
+        flat, ints = flat[:take], ints[:take]
+        if finite is not None:
+            keep = finite[:take]
+            flat, ints = flat[keep], ints[keep]
+        s = self.s
+        s.resolution_scanned += int(flat.numel())
+        for i, name in enumerate(s.lattice_names):
+            s.lattice_counts[i] += on_lattice(flat, ints, name)
+        m = s.collision_block
+        if not m:
+            return
+        pool = ints if self.res_pool is None else torch.cat([self.res_pool, ints])
+        blocks = pool.numel() // m
+        self.res_pool = pool[blocks * m:].clone()
+        if blocks:
+            rows, _ = torch.sort(pool[:blocks * m].view(blocks, m), dim=1)
+            s.collision_blocks += blocks
+            s.collision_pairs += equal_pairs_in_sorted_rows(rows)
 
     # -- position in the tensor ------------------------------------------------------------
     def _init_position(self, law) -> None:
@@ -361,6 +403,8 @@ class Folder:
             self._fold_position(batch)
         if self.positional:
             self._fold_repetition(ints.view(calls, -1))
+        if self.res_left > 0:
+            self._fold_resolution(flat, ints, finite)
 
     def _fold_fine(self, ints: torch.Tensor) -> None:
         """Fine bins of a narrow law: bin (key - key_lo) >> shift, plus one bin below and one above.
@@ -597,6 +641,38 @@ def _equal_pairs(h: torch.Tensor) -> int:
     _, counts = torch.unique(h, return_counts=True)
     counts = counts[counts > 1].to(torch.int64)
     return int((counts * (counts - 1) // 2).sum())
+
+
+def equal_pairs_in_sorted_rows(rows: torch.Tensor) -> int:
+    """Pairs of equal elements within each row of a row-sorted 2-D tensor: sum over runs of c
+    equal elements of C(c, 2). A run of c is c - 1 neighbours equal, so it is a run of c - 1
+    True flags, and a run of L flags adds L (L + 1) / 2; a False column in front of each row
+    keeps runs of different rows apart."""
+    n_rows, m = rows.shape
+    if m < 2:
+        return 0
+    flags = torch.zeros((n_rows, m), dtype=torch.bool, device=rows.device)
+    torch.eq(rows[:, 1:], rows[:, :-1], out=flags[:, 1:])
+    idx = flags.view(-1).nonzero().squeeze(1)
+    if idx.numel() == 0:
+        return 0
+    starts = torch.ones(idx.numel(), dtype=torch.bool, device=rows.device)
+    starts[1:] = idx[1:] != idx[:-1] + 1
+    first = starts.nonzero().squeeze(1)
+    ends = torch.cat([first[1:], torch.tensor([idx.numel()], device=rows.device)])
+    runs = (ends - first).to(torch.int64)
+    return int((runs * (runs + 1) // 2).sum())
+
+
+def on_lattice(flat: torch.Tensor, ints: torch.Tensor, coarse: str) -> int:
+    """How many of the finite values `flat` (with their integer view `ints`) are representable
+    in the coarser format `coarse`: bfloat16 is float32's top 16 bits (its values are the
+    float32 patterns whose low 16 bits are 0); float16 and float32 by a round trip through them
+    (a value beyond their range comes back infinite, one they cannot hold comes back changed)."""
+    if coarse == "bfloat16" and flat.dtype == torch.float32:
+        return ints.numel() - int(torch.count_nonzero(torch.bitwise_and(ints, 0xFFFF)))
+    target = getattr(torch, coarse)
+    return int(torch.count_nonzero(flat.to(target).to(flat.dtype) == flat))
 
 
 def lag_sums(u: torch.Tensor, v: torch.Tensor) -> LagSums:

@@ -100,7 +100,8 @@ def assert_sane(out: Outcome) -> None:
 
 def test_registry_and_docs():
     assert list(STATISTICAL_CHECKS) == ["gof", "ks", "atoms", "tails", "moments", "extremes",
-                                        "independence", "spikes", "scan", "position", "repetition"]
+                                        "independence", "spikes", "scan", "position", "repetition",
+                                        "collisions", "lattices"]
     assert set(CHECK_DOCS) == set(STATISTICAL_CHECKS)
     for text in CHECK_DOCS.values():
         assert "MDE" in text and "alpha" in text and len(text) > 200

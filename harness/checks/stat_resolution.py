@@ -1,0 +1,214 @@
+"""Checks at the resolution of single values (32/64-bit dtypes): equal-value pairs and coarse lattices.
+
+A 32/64-bit histogram bin holds 2^12 / 2^44 values, so a sampler whose randomness or arithmetic is
+coarser than the dtype it writes (23 or 24 random bits behind a float32, float32 arithmetic behind
+a float64, a last bit dropped) puts the right mass into every bin and passes every binned check.
+Two statistics see it, each against an exact law from the reference:
+
+* `check_collisions`: the engine sorts blocks of m consecutive values (the draw's first
+  `harness.bins.RESOLUTION_SCAN`, pooled across calls) and counts the pairs of equal values in
+  each. Under iid draws of the rounded law a block's pairs have mean C(m, 2) q2 and variance
+  C(m, 2) [(q2 - q2^2) + 2 (m - 2)(q3 - q2^2)], q2 = sum_v P(Y = v)^2 and q3 = sum_v P(Y = v)^3
+  (`RoundedLaw.collision_prob`, `collision_cube`); blocks are independent. The figure users read
+  is the effective number of equally likely values 1 / q2, estimated as (pairs compared) / (equal
+  pairs), in bits: `resolution_bits`.
+* `check_lattices`: how many of the scanned values are representable in a coarser format
+  (bfloat16 and float16 in a float32 tensor, float32 in a float64 one) against the law's mass
+  on that lattice (`RoundedLaw.lattice_mass`: 2^-16, 2^-13, 2^-29 of the law for a wide one).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special, stats
+
+from reference.dtypes import float_format
+
+from ..bins import COARSE_LATTICES, COLLISION_BLOCK_MIN, RESOLUTION_SCAN, collision_block
+from ..result import Outcome
+from ..summary import Summary
+from .stat_common import binom_two_sided, bonferroni, clip_p, not_applicable, quiet
+
+COLLISIONS_UNIT = "obs/exp equal pairs"
+LATTICES_UNIT = "obs/exp values on a coarser lattice"
+#: Two-sided confidence level of the bits-of-randomness figure.
+FIGURE_LEVEL = 0.95
+
+
+def pair_law(block: int, blocks: int, q2: float, q3: float) -> tuple[float, float]:
+    """(mean, dispersion) of the equal pairs in `blocks` blocks of `block` iid values: mean
+    B C(m, 2) q2; dispersion = variance / mean, the variance summing over pairs of pairs (two
+    pairs sharing one value are correlated: P(three equal) = q3)."""
+    pairs = blocks * block * (block - 1) / 2.0
+    mean = pairs * q2
+    if mean <= 0:
+        return 0.0, 1.0
+    var = pairs * ((q2 - q2 * q2) + 2.0 * (block - 2) * max(q3 - q2 * q2, 0.0))
+    return mean, max(1.0, var / mean)
+
+
+def quasi_poisson_p(count: float, mean: float, dispersion: float) -> float:
+    """Two-sided p-value of `count` under count / d ~ Poisson(mean / d) (d = dispersion; d = 1
+    is the exact Poisson test), doubling the smaller tail; the regularized incomplete gamma
+    functions give the Poisson tails at non-integer counts."""
+    if mean <= 0:
+        return 1.0 if count == 0 else 0.0
+    k, lam = count / dispersion, mean / dispersion
+    upper = 1.0 if k <= 0 else float(special.gammainc(k, lam))  # P(N >= k)
+    lower = float(special.gammaincc(k + 1.0, lam))  # P(N <= k)
+    return clip_p(2.0 * min(upper, lower))
+
+
+def resolution_bits(pairs_compared: float, count: float, dispersion: float = 1.0,
+                    level: float = FIGURE_LEVEL) -> tuple[float, float, float]:
+    """log2 of the effective number of equally likely values, (pairs compared) / (equal pairs),
+    with its confidence interval (exact Poisson limits of count / d, scaled back): (estimate,
+    low, high); the estimate and the high end are +inf where no pair was equal."""
+    tail = (1.0 - level) / 2.0
+    k = count / dispersion
+    hi_count = dispersion * stats.chi2.ppf(1.0 - tail, 2.0 * k + 2.0) / 2.0
+    lo_count = dispersion * stats.chi2.ppf(tail, 2.0 * k) / 2.0 if k > 0 else 0.0
+    log_pairs = math.log2(pairs_compared)
+    est = log_pairs - math.log2(count) if count > 0 else math.inf
+    low = log_pairs - math.log2(hi_count)
+    high = log_pairs - math.log2(lo_count) if lo_count > 0 else math.inf
+    return est, low, high
+
+
+def law_bits(law) -> float:
+    """The law's own figure: log2 of 1 / sum_v P(Y = v)^2."""
+    q2 = float(law.collision_prob)
+    return -math.log2(q2) if q2 > 0 else math.inf
+
+
+def figure_text(bits: float, low: float, high: float, own: float) -> str:
+    """The figure as users read it: '≈ 2^23.0 equally likely values (95% CI 2^22.9 .. 2^23.1),
+    where the law's own figure is 2^26.0'."""
+    level = f"{FIGURE_LEVEL:.0%}"
+    if math.isinf(bits):
+        head = f"> 2^{low:.1f} equally likely values (no equal pair; {level} bound)"
+    else:
+        head = (f"≈ 2^{bits:.1f} equally likely values ({level} CI 2^{low:.1f} .. "
+                + (f"2^{high:.1f})" if math.isfinite(high) else "∞)"))
+    return f"{head}, where the law's own figure is 2^{own:.1f}"
+
+
+def _not_applicable_reason(summary: Summary, law) -> str | None:
+    if float_format(summary.dtype).bits < 32:
+        return "16-bit and narrower dtypes: the histogram counts every value (gof, spikes)"
+    if summary.collision_block == 0:
+        q2 = float(law.collision_prob)
+        return (f"the law is too concentrated for blocks of >= {COLLISION_BLOCK_MIN} values "
+                f"(2^{-math.log2(q2):.1f} equally likely values; its values are judged one by "
+                f"one in its fine bins and by spikes)" if q2 > 0 else "the law has no values")
+    if summary.collision_blocks == 0:
+        return (f"fewer than one block of {summary.collision_block} values scanned "
+                f"({summary.resolution_scanned})")
+    return None
+
+
+@quiet
+def check_collisions(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
+    """Equal-value pairs within blocks of m values against B C(m, 2) q2 (quasi-Poisson, two-sided)."""
+    reason = _not_applicable_reason(summary, law)
+    if reason is not None:
+        return not_applicable(reason, COLLISIONS_UNIT)
+    m, blocks = int(summary.collision_block), int(summary.collision_blocks)
+    q2, q3 = float(law.collision_prob), float(law.collision_cube)
+    mean, disp = pair_law(m, blocks, q2, q3)
+    count = int(summary.collision_pairs)
+    p = quasi_poisson_p(count, mean, disp)
+    compared = blocks * m * (m - 1) / 2.0
+    bits, low, high = resolution_bits(compared, count, disp)
+    own = law_bits(law)
+    ratio = count / mean if mean > 0 else math.inf
+    figure = figure_text(bits, low, high, own)
+    msg = (f"{count} equal pairs in {blocks} blocks of {m} values, {mean:.4g} expected "
+           f"(x{ratio:.3g}): {figure}")
+    if p < alpha and count > mean:
+        msg += ("; the values repeat more often than the law allows: fewer random bits, or "
+                "arithmetic coarser than the dtype")
+    details = {"bits": bits, "bits_lo": low, "bits_hi": high, "law_bits": own,
+               "resolution": figure, "pairs": count, "pairs_expected": mean, "block": m,
+               "blocks": blocks}
+    return Outcome(statistic=float(count), p_value=p, effect=ratio, effect_unit=COLLISIONS_UNIT,
+                   mde=collisions_ratio_mde(mean, disp, alpha), message=msg, details=details)
+
+
+def collisions_ratio_mde(mean: float, dispersion: float, alpha: float) -> float:
+    """obs/exp ratio of equal pairs whose median count sits on the upper critical count at
+    level alpha / 2 (one side of the two-sided test)."""
+    if mean <= 0:
+        return math.nan
+    lam = mean / dispersion
+    crit = float(stats.poisson.isf(alpha / 2.0, lam)) + 1.0
+    return crit * dispersion / mean
+
+
+def collisions_mde(law, n: int, alpha: float = 1e-3) -> float:
+    """`check_collisions`' MDE at n samples (no sampling): the blocks of the first
+    RESOLUTION_SCAN values (NaN where the check does not apply)."""
+    q2 = float(law.collision_prob)
+    m = collision_block(q2, law.fmt.bits)
+    blocks = min(int(n), RESOLUTION_SCAN) // m if m else 0
+    if not blocks:
+        return math.nan
+    mean, disp = pair_law(m, blocks, q2, float(law.collision_cube))
+    return collisions_ratio_mde(mean, disp, alpha)
+
+
+@quiet
+def check_lattices(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
+    """Scanned values on each coarser lattice against Bin(scanned, the law's lattice mass):
+    exact two-sided binomial tests, Bonferroni over the lattices."""
+    names = tuple(summary.lattice_names)
+    if not names or summary.lattice_counts is None:
+        return not_applicable("16-bit and narrower dtypes: the histogram counts every value",
+                              LATTICES_UNIT)
+    n = int(summary.resolution_scanned)
+    if n == 0:
+        return not_applicable("no finite value scanned", LATTICES_UNIT)
+    counts = np.asarray(summary.lattice_counts, dtype=np.int64)
+    masses = np.array([float(law.lattice_mass(name)) for name in names])
+    ps = binom_two_sided(counts, n, masses)
+    p, worst = bonferroni(ps)
+    decisive = bool(np.any((masses <= 0) & (counts > 0)))
+    expected = n * masses
+    ratios = np.where(expected > 0, counts / np.where(expected > 0, expected, 1.0), np.inf)
+    i = int(worst)
+    parts = [f"{names[j]}: {int(counts[j])} of {n} ({counts[j] / n:.4g}; the law {masses[j]:.4g}, "
+             f"{expected[j]:.4g} expected)" for j in range(len(names))]
+    msg = "values on coarser lattices: " + "; ".join(parts)
+    if p < alpha and counts[i] > expected[i]:
+        msg += (f"; {names[i]} values {ratios[i]:.3g} times as often as the law puts there: "
+                f"values computed in {names[i]} and written wider")
+    details = {"lattices": {names[j]: [int(counts[j]), float(masses[j])] for j in range(len(names))},
+               "scanned": n}
+    return Outcome(statistic=float(counts[i]), p_value=p, effect=float(ratios[i]),
+                   effect_unit=LATTICES_UNIT, mde=lattices_ratio_mde(n, masses, alpha),
+                   message=msg, decisive=decisive, details=details)
+
+
+def lattices_ratio_mde(n: int, masses: np.ndarray, alpha: float) -> float:
+    """obs/exp ratio at the better-powered lattice whose median count sits on the upper
+    critical count at level alpha / (2 K)."""
+    best = math.nan
+    k = max(1, len(masses))
+    for q in masses:
+        if not q > 0:
+            continue
+        crit = float(stats.binom.isf(alpha / (2.0 * k), n, q)) + 1.0
+        r = crit / (n * q)
+        best = r if math.isnan(best) else min(best, r)
+    return best
+
+
+def lattices_mde(law, n: int, alpha: float = 1e-3) -> float:
+    """`check_lattices`' MDE at n samples (no sampling)."""
+    names = COARSE_LATTICES.get(law.fmt.name, ())
+    if not names:
+        return math.nan
+    masses = np.array([float(law.lattice_mass(name)) for name in names])
+    return lattices_ratio_mde(min(int(n), RESOLUTION_SCAN), masses, alpha)
