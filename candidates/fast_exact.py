@@ -139,6 +139,10 @@ def choose_proposal(mean: float, std: float, a: float, b: float) -> Proposal:
     """The proposal with the best acceptance rate for TN(mean, std, a, b) (a < b)."""
     alpha, beta = (a - mean) / std, (b - mean) / std
     width = (b - a) / std
+    if width == 0.0:  # narrower than float64 resolves in std units: the density is flat across it
+        return Proposal("uniform", 1.0, width=0.0) if alpha < 0.0 < beta else \
+            Proposal("uniform-tail", 1.0, max(alpha, -beta), 0.0, 1.0 if alpha >= 0.0 else -1.0,
+                     a if alpha >= 0.0 else b)
     if alpha < 0.0 < beta:
         mass = 0.5 * (math.erf(beta * _SQRT_HALF) - math.erf(alpha * _SQRT_HALF))
         options = [Proposal("normal", mass)]
@@ -186,15 +190,15 @@ def _propose(p: Proposal, m: int, mean: float, std: float, a: float, b: float, l
         x = (u * (b - a)).add_(a)
         z = u * p.width + (a - mean) / std
         log_acc = z.square().mul_(-0.5)
-    else:
-        if p.kind == "uniform-tail":
-            t = u * p.width
-            log_acc = -0.5 * t * (2.0 * p.alpha0 + t)
-        else:  # exponential, truncated to [0, width]
-            c = -math.expm1(-p.lam * p.width)
-            t = torch.log1p(u.mul_(-c)).div_(-p.lam)
-            d = min(p.lam - p.alpha0, p.width)
-            log_acc = (t - d) * ((p.lam - p.alpha0) - 0.5 * (t + d))
+    elif p.kind == "uniform-tail":
+        log_acc = (u * p.width).mul_(-0.5) * (u * p.width + 2.0 * p.alpha0)
+        # x from the bounds' own difference: (b - a) / std may underflow where b - a does not
+        x = (u * (p.sign * (b - a))).add_(p.near)
+    else:  # exponential, truncated to [0, width]
+        c = -math.expm1(-p.lam * p.width)
+        t = torch.log1p(u.mul_(-c)).div_(-p.lam)
+        d = min(p.lam - p.alpha0, p.width)
+        log_acc = (t - d) * ((p.lam - p.alpha0) - 0.5 * (t + d))
         x = t * (p.sign * std) + p.near
     accept = _exp1(m, like, generator).neg_() <= log_acc
     return x, accept & in_bounds(x)
