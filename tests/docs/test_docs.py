@@ -260,3 +260,35 @@ def test_the_quick_start_reader_refuses_a_readme_without_its_blocks(tmp_path):
     with pytest.raises(ValueError, match="no `pytest tests` line"):
         quickstart.test_command("## Quick start\n\n```bash\npip install x\n```\n## Next\n"
                                 "```bash\npytest tests -n 2\n```\n")
+
+
+def test_every_fault_in_the_table_names_tests_that_exist():
+    """docs/faults.md: each row names the test that proves it; every such test is a function
+    defined in that file (a renamed or deleted test fails here)."""
+    import ast
+
+    text = (ROOT / "docs" / "faults.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "::" in line]
+    assert len(rows) >= 25, len(rows)
+    for row in rows:
+        names = re.findall(r"`(tests/[\w/]+\.py)::(\w+)`", row)
+        assert names, f"a fault without its test: {row[:80]}"
+        for path, name in names:
+            tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+            defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+            assert name in defined, f"{path}::{name} (docs/faults.md) does not exist"
+
+
+def test_the_install_page_and_the_home_page_say_the_readmes_quick_start():
+    """The quick start is written in three places a newcomer reads: the README (which CI runs),
+    docs/install.md (the same two blocks) and docs/index.md (the same install line)."""
+    sys.path.insert(0, str(ROOT / ".ci"))
+    try:
+        import quickstart
+    finally:
+        sys.path.remove(str(ROOT / ".ci"))
+    readme = quickstart.quickstart_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
+    install = quickstart.quickstart_blocks((ROOT / "docs" / "install.md").read_text(encoding="utf-8"))
+    assert install[:2] == readme[:2]
+    pip = next(line for line in readme[0] if line.startswith("pip install"))
+    assert pip in (ROOT / "docs" / "index.md").read_text(encoding="utf-8")

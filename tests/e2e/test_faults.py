@@ -55,6 +55,23 @@ FAULTS = textwrap.dedent('''\
         raise GeneratorExit
 
 
+    def memory_error(tensor, mean, std, a, b, generator=None):
+        raise MemoryError
+
+
+    def exit_zero(tensor, mean, std, a, b, generator=None):
+        os._exit(0)  # the worker ends "successfully" in the middle of a test
+
+
+    def writes_late(tensor, mean, std, a, b, generator=None):
+        """Returns at once; a thread writes the values 0.2 s later (an async kernel not waited on)."""
+        import threading
+
+        values = exact_trunc_normal_(tensor.clone(), mean, std, a, b, generator=generator)
+        threading.Timer(0.2, lambda: tensor.copy_(values)).start()
+        return tensor
+
+
     def gated(tensor, mean, std, a, b, generator=None):
         """exact, once the file HARNESS_TEST_GATE exists (a run that stays busy until told)."""
         deadline = time.monotonic() + 300
@@ -247,6 +264,46 @@ def test_what_a_candidate_raises_is_a_fail_row(repo_root, tmp_path, faults):
         assert (rows.verdict != "error").all()
 
 
+def test_a_candidate_that_runs_out_of_memory_gets_fail_rows(repo_root, tmp_path, faults):
+    report = tmp_path / "report"
+    rc, out = _run(repo_root, report, "--candidate", f"{faults}:memory_error", *SMOKE, "--cases",
+                   "normal-2sigma", "--dtypes", "float32", "-n", "0")
+    assert rc == 1, out[-3000:]
+    rows = pd.read_csv(report / "results.csv").set_index("check")
+    assert rows.loc["finite", "verdict"] == "fail"
+    assert "call 1 raised MemoryError" in rows.loc["finite", "message"]
+    assert (rows.verdict != "error").all() and "Traceback" not in out
+
+
+def test_a_worker_that_exits_0_mid_test_leaves_error_rows_and_a_report(repo_root, tmp_path, faults):
+    """os._exit(0) inside the candidate: the xdist worker ends with a clean status in the middle of
+    a test. The group gets error rows naming the crash, exact beside it is judged in full."""
+    report = tmp_path / "report"
+    rc, out = _run(repo_root, report, "--candidate", f"{faults}:exit_zero", "--candidate", "exact",
+                   *SMOKE, "--cases", "normal-2sigma", "--dtypes", "float32", "-n", "2")
+    assert rc == 1, out[-3000:]
+    df = pd.read_csv(report / "results.csv")
+    manifest = json.loads((report / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["rows"] == len(df)
+    exiting = df[df.candidate == f"{faults}:exit_zero"]
+    assert len(exiting) == len(df[df.candidate == "exact"])
+    assert set(df[df.candidate == "exact"].verdict) <= {"pass", "skip"}
+    assert (exiting[exiting.check.isin(["finite", "gof"])].verdict == "error").all()
+    assert exiting.message.str.contains("crash|died|exit", na=False).any(), exiting.message.tolist()
+
+
+def test_values_written_after_the_call_returned_are_unwritten_elements(repo_root, tmp_path, faults):
+    """A candidate whose values arrive from a thread after it returned: the engine reads the poison
+    it wrote before the call, so `written` fails, and the run ends with a report."""
+    report = tmp_path / "report"
+    rc, out = _run(repo_root, report, "--candidate", f"{faults}:writes_late", *SMOKE, "--cases",
+                   "normal-2sigma", "--dtypes", "float32", "-n", "0")
+    assert rc == 1, out[-3000:]
+    rows = pd.read_csv(report / "results.csv").set_index("check")
+    assert rows.loc["written", "verdict"] == "fail", rows.loc["written", "message"]
+    assert "Traceback" not in out
+
+
 def _wait_for_rows(report, at_least: int, proc, timeout: float = 300) -> None:
     log = report / "rows.jsonl"
     deadline = time.monotonic() + timeout
@@ -284,6 +341,22 @@ def test_ctrl_c_stops_the_run_and_writes_a_partial_report(repo_root, tmp_path, b
     df = pd.read_csv(report / "results.csv")
     assert len(df) == manifest["rows"] >= 3
     assert cli(["compare", base_report, str(report)]) == 1  # a run that did not finish: no pass
+
+
+def test_sigterm_ends_the_run_and_the_gate_refuses_its_report(repo_root, tmp_path, base_report,
+                                                              capsys):
+    """SIGTERM, as a CI system cancels a job: the run ends, and what it leaves is partial."""
+    report = tmp_path / "report"
+    proc = _pytest(repo_root, report, *SLOW_RUN, env=_env(repo_root))
+    _wait_for_rows(report, 3, proc)
+    proc.terminate()
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0, out[-3000:]
+    manifest = json.loads((report / "manifest.json").read_text())
+    assert manifest["status"] in ("running", "partial")
+    capsys.readouterr()
+    assert cli(["compare", base_report, str(report)]) == 1
+    assert "NEW is partial" in capsys.readouterr().out
 
 
 def test_a_killed_run_leaves_a_partial_report_the_gate_and_merge_refuse(repo_root, tmp_path,
