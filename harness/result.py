@@ -65,10 +65,17 @@ class Result:
 
     def as_row(self) -> dict:
         """Plain builtins only (floats, ints, str): safe to send across xdist and into pandas."""
-        row = asdict(self)
+        row = {name: _builtin(value) for name, value in asdict(self).items()}
         row["details"] = repr(self.details) if self.details else ""
         for name in FIGURE_COLUMNS:
             if name in self.details:
                 value = self.details[name]
                 row[name] = value if isinstance(value, str) else float(value)
         return row
+
+
+def _builtin(value):
+    """A numpy scalar as the Python number it holds (execnet, which carries rows between xdist
+    processes, refuses numpy types); anything else as it is."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) and type(value).__module__ == "numpy" else value
