@@ -39,7 +39,7 @@ OPTIONS = {"samples": None, "bounds": "rounded", "case_timeout": DEFAULT_CASE_TI
            "alpha_fail": DEFAULT_ALPHA, "xfails_file": None, "world_sizes": None,
            "placements": "shard0,shard1,replicate", "rank_seeds": "same", "shard_id": None,
            "num_shards": None, "durations_from": None, "shapes": None, "paths": None,
-           "case": (), "cases_from": (), "explore": None, "explore_seed": None}
+           "case": (), "cases_from": (), "record": (), "explore": None, "explore_seed": None}
 
 
 def _csv(value) -> str | None:
@@ -55,6 +55,8 @@ def _candidates(candidate) -> list:
     """Specs (or Candidate objects) from a spec, a Candidate, a callable, or a list of them."""
     from candidates import Candidate
 
+    if candidate is None:
+        return []  # the default: torch, or each recorded call's own sampler
     items = candidate if isinstance(candidate, (list, tuple)) else [candidate]
     out = []
     for item in items:
@@ -76,7 +78,7 @@ def _namespace(candidate, cases, dtypes, devices, profile, seed, report_dir, opt
         raise TypeError(f"check() got unknown option(s) {', '.join(unknown)}; known: "
                         f"{', '.join(OPTIONS)}")
     values = {k: options.get(k, default) for k, default in OPTIONS.items()}
-    for name in ("case", "cases_from"):  # repeatable: one spec or several
+    for name in ("case", "cases_from", "record"):  # repeatable: one spec or several
         values[name] = [values[name]] if isinstance(values[name], str) else list(values[name])
     for name in ("samples", "case_timeout", "case_budget", "budget_seconds", "alpha_suspect",
                  "alpha_fail", "world_sizes", "placements", "rank_seeds", "shard_id", "num_shards",
@@ -88,7 +90,7 @@ def _namespace(candidate, cases, dtypes, devices, profile, seed, report_dir, opt
                               report_dir=report_dir or "", **values)
 
 
-def check(candidate="torch", *, cases=None, dtypes=None, devices=None, profile: str = "pr",
+def check(candidate=None, *, cases=None, dtypes=None, devices=None, profile: str = "pr",
           seed: int = DEFAULT_RUN_SEED, report_dir: str | None = None, progress: bool = True,
           **options) -> pd.DataFrame:
     """Run `candidate` through the conformance checks; one row per (candidate, case, dtype,
@@ -96,7 +98,8 @@ def check(candidate="torch", *, cases=None, dtypes=None, devices=None, profile: 
 
     candidate: a registered name (``"torch"``, ``"exact"``, ``"jax"``...), ``"pkg.mod:fn"``,
         ``"path/file.py:fn"``, a `candidates.Candidate`, a function with the torch.nn.init
-        protocol, or a list of these.
+        protocol, or a list of these; None: torch, and for a model's recorded calls
+        (``cases_from=``) the function that made each call.
     cases, dtypes, devices: ids / names (or `harness.cases.Case`, torch dtypes), default: the
         grid, the four float dtypes, cpu and every CUDA device present.
     profile, seed: as ``--profile`` and ``--seed``.

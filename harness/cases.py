@@ -25,6 +25,18 @@ SLOW_DRAW = "slow-draw"
 
 
 @dataclass(frozen=True)
+class ModelCall:
+    """Where a case recorded from a model comes from (`harness.recorded`): the model function,
+    the sampler function that made the call as the model report names it, how many calls were
+    alike, and the parameters holding their values (qualified names; empty when unknown)."""
+
+    model: str
+    function: str
+    calls: int
+    parameters: tuple = ()
+
+
+@dataclass(frozen=True)
 class Case:
     id: str
     mean: float
@@ -49,6 +61,12 @@ class Case:
     dtypes: tuple = ()
     own_shape: bool = False
     alpha_fail: float | None = None
+    # A model's recorded call: the candidate spec of the function that made it (what judges it
+    # unless --candidate says otherwise), the dtype it was drawn in where the parameter holds a
+    # cast of it ("" when drawn in the dtype judged), and where it comes from.
+    sampler: str = ""
+    drawn_in: str = ""
+    origin: ModelCall | None = None
 
     @property
     def numel(self) -> int:
@@ -110,8 +128,11 @@ assert len(_BY_ID) == len(GRID), "case ids must be unique"
 # ------------------------------------------------------------------------------------------------
 # Cases as data: `--case "mean=0,std=0.02,a=-0.04,b=0.04,shape=151936x4096,id=embed"`
 
-#: The keys a case spec takes.
-SPEC_KEYS = ("mean", "std", "a", "b", "shape", "id")
+#: The keys a case spec takes (``drawn``: the dtype the sampler writes before the cast to the
+#: dtype judged, as a model that initializes a float32 copy and casts it does).
+SPEC_KEYS = ("mean", "std", "a", "b", "shape", "id", "drawn")
+#: The dtypes ``drawn=`` takes.
+DRAWN_DTYPES = ("float64", "float32", "float16", "bfloat16")
 #: The shape of a case given without one (the grid's), which also gets the shape axis.
 DEFAULT_SHAPE = (256, 256)
 _ID_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
@@ -137,7 +158,7 @@ def format_number(x: float) -> str:
 
 
 def case_spec(mean: float, std: float, a: float, b: float, shape: tuple | None = None,
-              case_id: str | None = None) -> str:
+              case_id: str | None = None, drawn_in: str = "") -> str:
     """The spec text of a case (numbers that round-trip exactly)."""
     parts = [f"mean={format_number(mean)}", f"std={format_number(std)}", f"a={format_number(a)}",
              f"b={format_number(b)}"]
@@ -145,6 +166,8 @@ def case_spec(mean: float, std: float, a: float, b: float, shape: tuple | None =
         parts.append("shape=" + ("x".join(map(str, shape)) or "scalar"))
     if case_id:
         parts.append(f"id={case_id}")
+    if drawn_in:
+        parts.append(f"drawn={drawn_in}")
     return ",".join(parts)
 
 
@@ -190,14 +213,19 @@ def parse_case_spec(spec: str, tags: tuple = ("custom",)) -> Case:
             raise CaseSpecError(f"{spec!r}: shape={fields['shape']!r} is not like 151936x4096") from None
         if any(d <= 0 for d in shape):
             raise CaseSpecError(f"{spec!r}: shape={fields['shape']!r} has a dimension < 1")
+    drawn_in = fields.get("drawn", "")
+    if drawn_in and drawn_in not in DRAWN_DTYPES:
+        raise CaseSpecError(f"{spec!r}: drawn={drawn_in!r} is not one of {', '.join(DRAWN_DTYPES)}")
     case_id = fields.get("id") or "case-" + hashlib.blake2b(
-        case_spec(mean, std, a, b, shape if own else None).encode(), digest_size=4).hexdigest()
+        case_spec(mean, std, a, b, shape if own else None, drawn_in=drawn_in).encode(),
+        digest_size=4).hexdigest()
     if not case_id or set(case_id) - _ID_CHARS:
         raise CaseSpecError(f"{spec!r}: id {case_id!r} may hold letters, digits, '_', '.', '-' only")
     if case_id in _BY_ID:
         raise CaseSpecError(f"{spec!r}: id {case_id!r} is a grid case's")
     return Case(case_id, mean, std, a, b, tuple(shape), tuple(tags), f"--case {spec}",
-                spec=case_spec(mean, std, a, b, shape if own else None, case_id), own_shape=own)
+                spec=case_spec(mean, std, a, b, shape if own else None, case_id, drawn_in),
+                own_shape=own, drawn_in=drawn_in)
 
 
 def case_by_id(case_id: str) -> Case:

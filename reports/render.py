@@ -14,6 +14,7 @@ from .figures import render_figures
 from .html import write_index
 from .map import MAP_NAME, has_explored, read_boundaries, render_map
 from .store import DiskFault, device_name, environment, results_frame, write_tables, writing
+from .model import MODEL_REPORT, model_markdown
 from .summary import summary_markdown
 
 
@@ -32,6 +33,11 @@ def write_views(df, env: dict, report_dir: str, figures: bool = True) -> None:
     summary = os.path.join(report_dir, "summary.md")
     with writing(summary), open(summary, "w", encoding="utf-8") as fh:
         fh.write(summary_markdown(df, env, boundaries))
+    model = model_markdown(df, env)
+    if model is not None:
+        path = os.path.join(report_dir, MODEL_REPORT)
+        with writing(path), open(path, "w", encoding="utf-8") as fh:
+            fh.write(model)
     write_index(df, env, report_dir, figs, map_image, boundaries)
 
 

@@ -28,6 +28,8 @@ MAX_FAILURE_LINES = 24
 #: the p-values are in the table, the line keeps the observed-vs-expected part.
 _STAGE_PREFIX = re.compile(r"^stage 1 p=\S+ at n=\d+(; stage 2 p=\S+ at n=\d+)?: ")
 API_CASE = "api"
+#: The model report's file (`reports.model`), written where the run recorded a model's calls.
+MODEL_REPORT = "model.md"
 
 
 def worst(verdicts) -> str | None:
@@ -154,6 +156,31 @@ def failures(df: pd.DataFrame, candidate: str | None = None, verdicts=FAILING,
 
 def multi_device(df: pd.DataFrame) -> bool:
     return df["device"].nunique(dropna=True) > 1
+
+
+#: At most this many "bits of randomness" lines per candidate in summary.md (failing groups first).
+MAX_RESOLUTION_LINES = 16
+
+
+def resolution_rows(df: pd.DataFrame, candidate: str, preferred=()) -> pd.DataFrame:
+    """The `collisions` rows of a candidate's grid groups that carry the bits-of-randomness
+    figure (32/64-bit groups where the check applied): failing ones first, then by case order."""
+    if "resolution" not in df.columns:
+        return df.iloc[0:0]
+    sub = main_rows(df[(df["candidate"] == candidate) & (df["check"] == "collisions")])
+    sub = sub[sub["resolution"].notna() & (sub["resolution"].astype(str) != "")]
+    order = {c: i for i, c in enumerate(case_order(df, preferred))}
+    dorder = {d: i for i, d in enumerate(dtype_order(df))}
+    key = sub.assign(_f=~sub["verdict"].isin(FAILING + ("xfail",)), _c=sub["case"].map(order),
+                     _d=sub["dtype"].map(dorder))
+    return key.sort_values(["_f", "_c", "_d", "device"], kind="stable").drop(columns=["_f", "_c", "_d"])
+
+
+def resolution_line(row, with_device: bool) -> str:
+    """'`case` dtype: ≈ 2^23.0 equally likely values (95% CI ...), where the law's own figure
+    is 2^26.0' with the verdict's symbol."""
+    where = f"`{row['case']}` {row['dtype']}" + (f" {row['device']}" if with_device else "")
+    return f"- {SYMBOL.get(row['verdict'], '?')} {where}: {row['resolution']}"
 
 
 def failure_line(row, with_device: bool) -> str:
@@ -283,6 +310,10 @@ def summary_markdown(df: pd.DataFrame, env: dict | None = None, boundaries=None)
     c = counts(df)
     out.append("**" + ", ".join(f"{v} {k}" for k, v in c.items()) + "**" if c else "**no results**")
     out.append("")
+    if env.get("recorded"):
+        out.append(f"Model report: [{MODEL_REPORT}]({MODEL_REPORT}): per parameter, the call that "
+                   f"initialized it, the sampler, the verdict and the worst check.")
+        out.append("")
     for line in env.get("coverage_problems") or ():  # a merged partitioned run with holes
         out.append(f"> ⚠ {line}")
     if env.get("coverage_problems"):
@@ -324,6 +355,15 @@ def summary_markdown(df: pd.DataFrame, env: dict | None = None, boundaries=None)
                        f"or the `--samples` of a reproduce line:")
             out.append("")
             out.extend(budget_line(r, with_device) for _, r in limited.iterrows())
+            out.append("")
+        res = resolution_rows(df, cand, order)
+        if len(res):
+            out.append("Bits of randomness (equal-value pairs among the first 2^21 values of each "
+                       "32/64-bit draw):")
+            out.append("")
+            out.extend(resolution_line(r, with_device) for _, r in res.head(MAX_RESOLUTION_LINES).iterrows())
+            if len(res) > MAX_RESOLUTION_LINES:
+                out.append(f"- … {len(res) - MAX_RESOLUTION_LINES} more in index.html / results.csv")
             out.append("")
         fails = failures(df, cand, preferred=order)
         if len(fails):

@@ -27,6 +27,7 @@ from ..sharded.layout import PLACEMENTS, RANK_SEEDS
 
 DEFAULT_DTYPES = DEFAULT_DTYPE_NAMES
 DEFAULT_REPORT_DIR = "harness-report"
+DEFAULT_CANDIDATE = "torch"
 DEFAULT_CASE_TIMEOUT = 20.0
 DEFAULT_ALPHA = 1e-3
 BOUNDS_POLICIES = ("rounded", "strict")
@@ -62,7 +63,13 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
                      "and the shape axis")
     g.addoption("--cases-from", action="append", default=[], metavar="FN",
                 help="module:fn or path/file.py:fn that builds and initializes a model: the "
-                     "torch.nn.init.trunc_normal_ calls it makes become the cases (repeatable)")
+                     "truncated-normal calls it makes (torch's, timm's, keras', jax's, --record's) "
+                     "become the cases, each judged with the function that made it unless "
+                     "--candidate is given (repeatable)")
+    g.addoption("--record", action="append", default=[], metavar="FN",
+                help="with --cases-from: also record the calls of this function (module:fn or "
+                     "path/file.py:fn, torch.nn.init's convention unless it declares another), "
+                     "judged with it (repeatable)")
     g.addoption("--explore", default=None, metavar="N",
                 help="N cases drawn from the whole parameter space (a scrambled Sobol design, "
                      "harness.explore), failing ones shrunk to the boundary of their region")
@@ -148,6 +155,9 @@ class Options:
     paths: tuple | None = None  # execution paths (None: the profile's)
     explore: int = 0  # explored cases (among `cases`)
     explore_seed: int | None = None
+    # --candidate was given: it judges every case. Otherwise a model's recorded call is judged
+    # with the candidate of the function that made it (`Case.sampler`), the other cases with torch.
+    candidates_given: bool = True
 
 
 def csv_list(value: str) -> list[str]:
@@ -246,7 +256,8 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
     sharded_cases = tuple(cases) if opt.cases else tuple(case_by_id(c) for c in SHARDED_CASES)
     sharded_dtypes = dtypes if opt.dtypes is not None else tuple(
         d for d in SHARDED_DTYPES if d in known_dtypes)
-    return Options(candidates=tuple(opt.candidate or ["torch"]), profile=profile, samples=samples,
+    return Options(candidates=tuple(opt.candidate or [DEFAULT_CANDIDATE]),
+                   candidates_given=bool(opt.candidate), profile=profile, samples=samples,
                    seed=seed, dtypes=dtypes, devices=devices, cases=tuple(cases), bounds=bounds,
                    case_timeout=case_timeout, case_budget=case_budget,
                    budget_seconds=budget_seconds,
@@ -277,12 +288,15 @@ def _cases(opt, seed: int, dtypes: tuple, known_dtypes) -> tuple:
             cases.append(parse_case_spec(spec))
         except CaseSpecError as exc:
             raise OptionError(f"--case {exc}") from None
+    record = tuple(getattr(opt, "record", None) or ())
+    if record and not getattr(opt, "cases_from", None):
+        raise OptionError("--record: no --cases-from model given")
     for spec in getattr(opt, "cases_from", None) or ():
         try:
-            recorded = cases_from(spec)
+            recorded = cases_from(spec, record)
         except RecordingError as exc:
             raise OptionError(str(exc)) from None
-        unknown = {d for c in recorded for d in c.dtypes} - set(known_dtypes)
+        unknown = {d for c in recorded for d in (*c.dtypes, c.drawn_in) if d} - set(known_dtypes)
         if unknown:
             raise OptionError(f"--cases-from {spec!r}: the model initializes {', '.join(sorted(unknown))}, "
                               f"which the harness does not know")

@@ -38,6 +38,7 @@ from ..cases import on_path as case_on_path
 from ..explore import EXPLORE_FWER
 from ..runner import (RunConfig, RunnerCache, all_check_names, checks_for, on_path,
                       run_candidate_check, runs_on_sharded_group)
+from ..runner.drawn import as_drawn
 from ..runner.shrink import PARAMETERS as SHRINK_PARAMETERS
 from ..runner.shrink import SHRINK_CASES, ShrinkTask, run_tasks
 from ..sharded.layout import Layout
@@ -112,17 +113,41 @@ class CheckOutcome:
     xfail: XfailPattern | None = None
 
 
+def recorded_call_facts(case) -> dict:
+    """What the model report (`reports.model`) reads of a case recorded from a model."""
+    return {"case": case.id, "model": case.origin.model, "call": case.origin.function,
+            "calls": case.origin.calls, "parameters": list(case.origin.parameters),
+            "sampler": case.sampler, "shape": case.shape_text, "dtype": case.dtypes[0],
+            "drawn_in": case.drawn_in}
+
+
 class HarnessSession:
     """One run: the validated options, the resolved candidates, the grid and its runners."""
 
     def __init__(self, opt: Options):
         self.options = opt
+        # Who judges each case (`candidates_for`): the --candidate list judges every case; without
+        # it, a model's recorded call is judged with the candidate of the function that made it
+        # (its `Case.sampler`, a registered name or a --record spec) and every other case with
+        # the default candidate.
+        self.by_sampler: dict = {}
+        if opt.candidates_given:
+            specs = list(opt.candidates)
+        else:
+            samplers = list(dict.fromkeys(c.sampler for c in opt.cases if c.sampler))
+            plain = (any(not c.sampler for c in opt.cases)
+                     or any(w > 1 for w in opt.world_sizes))
+            specs = list(opt.candidates) if plain else []
+            specs += [s for s in samplers if s not in specs]
         self.candidates = []
-        for spec in opt.candidates:
+        for spec in specs:
             try:
-                self.candidates.append(resolve(spec))
+                candidate = resolve(spec)
             except CandidateNotFound as exc:
                 raise OptionError(str(exc)) from None
+            self.candidates.append(candidate)
+            if isinstance(spec, str):
+                self.by_sampler[spec] = candidate
         self.run_config = RunConfig(profile=opt.profile, samples=opt.samples, run_seed=opt.seed,
                                     bounds=opt.bounds, case_timeout=opt.case_timeout,
                                     alpha_suspect=opt.alpha_suspect, alpha_fail=opt.alpha_fail,
@@ -175,12 +200,21 @@ class HarnessSession:
         share = self.budget_seconds * max(1, workers) / n_combos / 3.0
         self.run_config = dataclasses.replace(self.run_config, case_budget_s=share)
 
+    def candidates_for(self, case) -> list:
+        """The candidates that judge `case`: the --candidate list; without one, the candidate of
+        the function that made a recorded call, the default candidate for any other case."""
+        if self.options.candidates_given:
+            return self.candidates
+        return [self.by_sampler[case.sampler or self.options.candidates[0]]]
+
     def combos(self):
         """Every case group: per (candidate, case, dtype, device) the grid's group, its shape-axis
         groups and its path groups; then the sharded groups."""
         if 1 in self.world_sizes:
             for cand in self.candidates:
                 for case in self.cases:
+                    if cand not in self.candidates_for(case):
+                        continue
                     for dtype in self.dtypes_of(case):
                         for device in self.devices:
                             yield Combo(cand, case, dtype, device)
@@ -216,6 +250,8 @@ class HarnessSession:
         """The sharded groups: candidates x the sharded selection x devices x layouts."""
         for cand in self.candidates:
             for case in self.sharded_cases:
+                if cand not in self.candidates_for(case):
+                    continue
                 for dtype in self.sharded_dtypes:
                     for device in self.devices:
                         for layout in self.layouts:
@@ -230,8 +266,9 @@ class HarnessSession:
 
     def runner_for(self, combo: "Combo"):
         if combo.layout is None:
-            return self.runners.get(on_path(combo.candidate, combo.path), combo.case, combo.dtype,
-                                    combo.device, self.run_config)
+            candidate = on_path(as_drawn(combo.candidate, combo.case.drawn_in), combo.path)
+            return self.runners.get(candidate, combo.case, combo.dtype, combo.device,
+                                    self.run_config)
         return self.sharded_runners.get(combo.candidate, combo.case, combo.dtype, combo.device,
                                         self.run_config, combo.layout)
 
@@ -269,8 +306,11 @@ class HarnessSession:
     def skip_reason(self, candidate, dtype, device, combo=None) -> str | None:
         # The case too: a sampler that cannot be asked for it (fixed ±2σ bounds, no mean) is
         # skipped with the candidate's reason; a sharded layout needs ranks and devices.
+        case = getattr(combo, "case", None)
+        if case is not None and case.drawn_in:
+            dtype = DTYPES[case.drawn_in]  # the sampler writes that dtype; the cast is the model's
         reason = (device_skip_reason(device)
-                  or candidate.skip_reason(dtype, device, getattr(combo, "case", None)))
+                  or candidate.skip_reason(dtype, device, case))
         if reason is None and getattr(combo, "layout", None) is not None:
             reason = sharded_skip_reason(combo.layout, device, tuple(combo.case.shape))
         if reason is None and getattr(combo, "case", None) is not None:
@@ -367,6 +407,7 @@ class HarnessSession:
                 "candidates": [{"name": c.name, "spec": c.spec, "version": c.version}
                                for c in self.candidates],
                 "devices": list(self.devices), "cases": [c.id for c in self.cases],
+                "recorded": [recorded_call_facts(c) for c in self.cases if c.origin is not None],
                 "n_stage1": cfg.n(1), "n_stage2": cfg.n(2),
                 **({"explore": {"n": self.options.explore, "seed": self.options.explore_seed,
                                 "fwer": EXPLORE_FWER,
