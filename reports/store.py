@@ -339,7 +339,8 @@ class RowLog:
 
     A write that fails (a full disk, an I/O error) or a log removed under the run (its directory
     deleted) raises DiskFault once; the log is then closed to further rows, and `count` stays the
-    number of rows whose lines reached the file whole."""
+    number of rows of the appends that succeeded (the failed one may have left some of its lines,
+    the last one torn: readers drop a torn line)."""
 
     def __init__(self, report_dir: str):
         self.path = os.path.join(report_dir, ROW_LOG)
