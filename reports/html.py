@@ -91,6 +91,21 @@ def _fail_table(rows: pd.DataFrame, with_device: bool, cause: bool = False) -> s
     return "\n".join(out)
 
 
+def _resolution_table(rows: pd.DataFrame, with_device: bool) -> str:
+    """The bits-of-randomness figure of each 32/64-bit group next to its law's own figure."""
+    head = ["case", "dtype"] + (["device"] if with_device else []) + ["collisions", "bits of randomness"]
+    out = ["<table class='fails'><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
+    for _, r in rows.iterrows():
+        cells = [f"<td class='case'>{e(r['case'])}</td>", f"<td>{e(r['dtype'])}</td>"]
+        if with_device:
+            cells.append(f"<td>{e(r['device'])}</td>")
+        cells += [f"<td class='{e(r['verdict'])}'>{e(S.SYMBOL.get(r['verdict'], '?'))}</td>",
+                  f"<td class='msg'>{e(r['resolution'])}</td>"]
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
 def _budget_table(limited: pd.DataFrame, with_device: bool) -> str:
     head = ["case", "dtype"] + (["device"] if with_device else []) + ["n drawn", "n asked", "MDE at that n"]
     out = ["<table class='fails'><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
@@ -163,6 +178,15 @@ def index_html(df: pd.DataFrame, env: dict | None, figs: dict | None = None,
                          "than these MDEs can pass. Rerun with <code>--case-budget 0</code> or the "
                          "<code>--samples</code> of a reproduce line.</p>")
             parts.append(_budget_table(limited, with_device))
+        res = S.resolution_rows(df, cand, order)
+        if len(res):
+            parts.append(f"<h3>Bits of randomness ({len(res)})</h3>")
+            parts.append("<p class='muted'>The effective number of equally likely values, from "
+                         "the equal-value pairs among the first 2<sup>21</sup> values of each "
+                         "32/64-bit draw (check <code>collisions</code>), next to the rounded "
+                         "law's own figure: fewer bits mean values that repeat more often than "
+                         "the law allows.</p>")
+            parts.append(_resolution_table(res, with_device))
         fails = S.failures(df, cand, preferred=order)
         if len(fails):
             parts.append(f"<h3>Failures ({len(fails)})</h3>")

@@ -524,3 +524,32 @@ def test_real_tiny_run(tmp_path, capsys):
     assert cli(["compare", str(base), str(new)]) == 1
     assert "abs-bounds-trap` bfloat16 cpu **gof**" in capsys.readouterr().out
     assert cli(["compare", str(new), str(base)]) == 0
+
+
+def test_the_bits_of_randomness_figure_in_every_view(tmp_path):
+    """A collisions row's figure is a column of the table, a line of summary.md (failing groups
+    first) and a row of index.html's "Bits of randomness" table, next to the law's own figure."""
+    import html
+
+    from reports.html import index_html
+    from reports.store import read_results, results_frame, write_tables
+    from reports.summary import summary_markdown
+
+    figure_bad = "≈ 2^23.0 equally likely values (95% CI 2^22.9 .. 2^23.1), where the law's own figure is 2^26.0"
+    figure_ok = "≈ 2^26.0 equally likely values (95% CI 2^25.9 .. 2^26.1), where the law's own figure is 2^26.0"
+    rows = [row(check="collisions", verdict="pass", resolution=figure_ok, bits=26.0, bits_lo=25.9,
+                bits_hi=26.1, law_bits=26.0, case="huge-std"),
+            row(check="collisions", verdict="fail", resolution=figure_bad, bits=23.0, bits_lo=22.9,
+                bits_hi=23.1, law_bits=26.0),
+            row(check="gof", dtype="bfloat16")]
+    df = results_frame(rows)
+    write_tables(df, str(tmp_path))
+    back = read_results(str(tmp_path))
+    got = back[back["check"] == "collisions"].set_index("case")
+    assert got.loc["normal-2sigma", "bits"] == 23.0 and got.loc["normal-2sigma", "law_bits"] == 26.0
+    assert got.loc["normal-2sigma", "resolution"] == figure_bad
+    md = summary_markdown(back, {})
+    lines = [line for line in md.splitlines() if "equally likely values" in line]
+    assert lines[0] == f"- ✘ `normal-2sigma` float32: {figure_bad}" and len(lines) == 2
+    page = index_html(back, {})
+    assert "Bits of randomness (2)" in page and html.escape(figure_bad) in page
