@@ -5,7 +5,7 @@ Run: ``python benchmarks/power_table.py [--run] [--alpha 1e-3]``. Prints the mar
 
 (a) **MDE table.** Per check, the minimum detectable effect at the `pr` n (2**22) and the `nightly`
 n (2**27) for two representative (case, dtype): normal-2sigma float32 and abs-bounds-trap bfloat16.
-From `harness.power.mde_table` (hence the ``*_mde`` functions of `harness.checks.statistical`); n is
+From `harness.checks.power.mde_table` (hence the ``*_mde`` functions of `harness.checks.statistical`); n is
 what the engine draws (whole calls of the case's tensor). Convention (see
 `harness.checks.statistical`): the effect the whole check, Bonferroni factor included, detects with
 probability 0.5 at level alpha (= alpha_fail, 1e-3) in one stage; units per row (gof: Cohen's w;

@@ -12,7 +12,7 @@ compare` a complete NEW from one that was cut short (`reports.report`):
   and the errno); ``rows``: how many rows the results hold; ``files``: the sha256 of
   results.parquet and results.csv, so a truncated or altered artifact is found;
 
-* ``shard``: ``{"id", "count", "source"}`` for a grid partition (harness.partition), or null for
+* ``shard``: ``{"id", "count", "source"}`` for a grid partition (harness.fleet.partition), or null for
   an unpartitioned run;
 * ``partition``: how the grid was split (``method`` "hash" or "durations", the durations' source)
   and ``assignment``: every group key of the grid with the shard that owns it. Every shard of one

@@ -3,7 +3,7 @@ that owns its device, and CPU cases keep every worker busy.
 
 Worker ``gwK`` of W owns CUDA device ``K mod D`` (D = visible CUDA devices; the controller decides
 and tells the worker, which pins it with ``torch.cuda.set_device`` before CUDA initializes). The
-unit of scheduling is a case group (one (candidate, case, dtype, device), see `harness.groups`),
+unit of scheduling is a case group (one (candidate, case, dtype, device), see `harness.fleet.groups`),
 read from the node id by the harness itself; a group whose name ends in ``-cuda:J`` is a *device
 group* of device J.
 

@@ -81,7 +81,7 @@ def pytest_configure(config):
         return
     if workerinput.get("harness_cuda_device") is not None:
         # Pin the worker to the CUDA device the controller gave it (worker index modulo device
-        # count, see harness.scheduling) before any CUDA work, so default allocations and
+        # count, see harness.fleet.scheduling) before any CUDA work, so default allocations and
         # kernels of different workers go to different devices.
         torch.cuda.set_device(int(workerinput["harness_cuda_device"]))
     # One worker must not oversubscribe the cores the others use.
@@ -99,7 +99,7 @@ def pytest_configure_node(node):
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """The harness's scheduler for every -n run: case groups stay whole, CUDA cases go to their
-    device's workers (harness.scheduling). It reads the groups from the node ids itself, so it
+    device's workers (harness.fleet.scheduling). It reads the groups from the node ids itself, so it
     depends neither on xdist's loadgroup option nor on how a pytest version stores node ids."""
     if config.getoption("dist", "no") not in GROUP_PRESERVING_DIST:
         return None

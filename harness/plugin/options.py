@@ -143,7 +143,7 @@ class Options:
     alpha_fail: float
     report_dir: str
     xfails_file: str | None
-    shard: ShardSpec | None = None  # None: the whole grid (harness.partition)
+    shard: ShardSpec | None = None  # None: the whole grid (harness.fleet.partition)
     durations_from: str | None = None
     durations: dict | None = None  # group -> seconds, from --durations-from
     world_sizes: tuple = (1,)  # 1: the unsharded grid
@@ -339,7 +339,7 @@ def _shapes(text) -> tuple | None:
 
 
 def _partition(opt, environ) -> tuple:
-    """(shard, durations_from, durations): which grid shard this process runs (harness.partition)."""
+    """(shard, durations_from, durations): which grid shard this process runs (harness.fleet.partition)."""
     try:
         shard = resolve_shard(getattr(opt, "shard_id", None), getattr(opt, "num_shards", None),
                               environ)

@@ -1,6 +1,6 @@
 """Per-rank folding of a sharded parameter, and the facts only sharding can break.
 
-`PartFolder` is the engine's folder (`harness.engine._Folder`) for one rank's box of each call:
+`PartFolder` is the engine's folder (`harness.engine.folder.Folder`) for one rank's box of each call:
 counts, histograms and power sums as the engine builds them, rows by *global* slot (so that a row
 cut across ranks by Shard(last dim) is one row again after `Summary.merge`), partial row hashes
 that add across parts, and the lag-1 pairs across a shard boundary (the "halo": the previous
