@@ -80,3 +80,11 @@ def test_every_dotted_name_the_texts_mention_resolves():
                                       ("harness.fleet.partition.nothing_here", False)])
 def test_the_resolver_can_fail(name, ok):
     assert _resolves(name) is ok
+
+
+def test_no_file_cites_a_design_document_outside_the_tree():
+    """The project's own design document is docs/architecture.md; a file citing another one
+    (that a reader of the repository cannot open) fails."""
+    citing = [str(p.relative_to(ROOT)) for p in [*_texts(), ROOT / ".importlinter", ROOT / "tox.ini"]
+              if "DESIGN.md" in p.read_text(encoding="utf-8") and p != Path(__file__)]
+    assert not citing, citing

@@ -417,7 +417,7 @@ def test_builtin_contract(name):
 
 
 def test_torch_legacy_reproduces_the_bf16_trap():
-    # DESIGN.md: a 10x500 bf16 tensor, std 0.02, bounds +-2 (+-100 sigma): row minima of -2.0.
+    # The seed report: a 10x500 bf16 tensor, std 0.02, bounds +-2 (+-100 sigma): row minima of -2.0.
     # A bf16 uniform draw is exactly -1 with probability 2^-9, so a row of 500 reaches -2.0 with
     # probability q = 1 - (1 - 2^-9)^500 = 0.62 (0.63 over 3000 rows): one tensor has >= 5 such
     # rows only with probability 0.88. Twenty calls (200 rows): fewer than 80 has P = 1e-10.

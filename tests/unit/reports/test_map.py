@@ -201,7 +201,7 @@ def test_map_of_two_dtypes_and_two_candidates(tmp_path):
 
 
 def test_render_1000_points(tmp_path):
-    """Not a timing assertion (DESIGN: speed lives in benchmarks): 1000 explored cases in four
+    """Not a timing assertion (speed lives in benchmarks): 1000 explored cases in four
     dtypes render, and the result is the expected image."""
     rng = np.random.default_rng(0)
     rows = []
