@@ -260,6 +260,11 @@ def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Resu
     Arguments the candidate declares it cannot be asked for (``cannot_express``: a fixed-±2σ library
     sampler has no bounds to pass) are not probed; the verdict says which, and is a skip when none
     could be probed."""
+    prepare = getattr(candidate, "prepare", None)
+    if prepare is not None:
+        # The one-time start-up (a library's import and first compile) is not a probe's time:
+        # a first probe that waits for it would count as hung.
+        prepare()
     probe = _Probe(candidate, timeout)
     problems = []
     cannot = getattr(candidate, "cannot_express", lambda *args: None)

@@ -328,3 +328,21 @@ def test_engine_runs_prepare_once_outside_the_candidate_time(monkeypatch):
 @pytest.mark.parametrize("name", list(LIBRARIES))
 def test_every_library_candidate_declares_its_start_up(name):
     assert callable(resolve(name).prepare)
+
+
+def test_arguments_check_runs_the_start_up_before_its_probes():
+    """A library's start-up (import, first compile: ~16 s for NumPyro on a busy machine) must not
+    be the first probe's time, or the probe reads as hung."""
+    from candidates.builtin import exact_trunc_normal_
+    from candidates.protocol import Candidate
+    from harness.checks.api import check_arguments
+
+    order = []
+
+    def sampler(tensor, mean, std, a, b, generator=None):
+        order.append("call")
+        return exact_trunc_normal_(tensor, mean, std, a, b, generator=generator)
+
+    cand = Candidate(sampler, name="with-start-up", prepare=lambda: order.append("prepare"))
+    check_arguments(cand, torch.float32, "cpu", seed=1, timeout=10.0)
+    assert order[0] == "prepare" and order.count("prepare") == 1 and "call" in order
