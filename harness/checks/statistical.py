@@ -204,7 +204,7 @@ CHECK_DOCS = {
         "column give the figure: log2 of the effective number of equally likely values, (pairs "
         "compared) / (equal pairs), with a 95% CI, next to the law's own log2(1 / q). MDE: the "
         "obs/exp ratio whose median count sits on the upper critical count at alpha / 2 (float32 "
-        "N(0, 1) at +-2: ~1.1, a tenth of a bit; float64: ~2^18, the law expects 2^-18 pairs)."
+        "N(0, 1) at +-2: ~1.1, a tenth of a bit; float64: ~2^19, the law expects 2^-19 pairs)."
     ),
     "lattices": (
         "Values representable in a coarser format: bfloat16 and float16 values in a float32 "
