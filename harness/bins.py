@@ -191,11 +191,13 @@ def position_bins(law, groups: int = POSITION_GROUPS) -> tuple[np.ndarray, np.nd
 
 #: Elements of one draw whose equal-value pairs and coarse-lattice membership are counted (the
 #: first ones, pooled across calls): a fixed cost per draw whatever n is. At the law's float32
-#: resolution (~2^-26 per pair) blocks of 2^16 values expect ~1000 equal pairs over 2^21 values.
-RESOLUTION_SCAN = 1 << 21
+#: resolution (~2^-26 per pair) blocks of 2^18 values expect ~1000 equal pairs over 2^19 values;
+#: the pairs a sort finds grow as m per value while its cost grows as log m, so the blocks are
+#: as long as the law allows (below).
+RESOLUTION_SCAN = 1 << 19
 #: Values per collision block at most, and at least (a law that needs smaller blocks is judged
 #: by its bins value by value already: fine bins, spikes' tallies).
-COLLISION_BLOCK_MAX = 1 << 16
+COLLISION_BLOCK_MAX = 1 << 18
 COLLISION_BLOCK_MIN = 1 << 8
 #: A block of m values is at most this many times 1/q long (q: the law's collision probability),
 #: so a block's equal pairs stay nearly Poisson (pairs sharing a value: ~m q of them).
@@ -203,6 +205,14 @@ COLLISION_BLOCK_LOAD = 2.0 ** -8
 #: Coarser formats whose values a 32/64-bit law's values are counted on (a tensor computed in
 #: them and written wider holds nothing else).
 COARSE_LATTICES = {"float32": ("bfloat16", "float16"), "float64": ("float32",)}
+
+
+def block_pair_slots(sizes) -> tuple[float, float]:
+    """(sum of C(m, 2), sum of C(m, 2) (m - 2)) over blocks of the given sizes: the pairs a
+    block compares, and the pairs of its pairs that share one value (the variance's term)."""
+    m = np.asarray(sizes, dtype=np.float64)
+    pairs = m * (m - 1) / 2.0
+    return float(pairs.sum()), float((pairs * np.maximum(m - 2, 0)).sum())
 
 
 def collision_block(collision_prob: float, bits: int) -> int:

@@ -146,13 +146,17 @@ class Summary:
     rep_pairs: float = 0.0
     rep_equal: int = 0
     # Resolution (32/64-bit dtypes; `harness.bins.RESOLUTION_SCAN`): the draw's first finite
-    # values, pooled across calls. Blocks of `collision_block` consecutive ones, sorted, give the
-    # equal-value pairs (0 blocks where the law makes the check n/a); `lattice_counts[i]` is how
-    # many of the `resolution_scanned` values are representable in `lattice_names[i]`. A merge
-    # adds the parts' blocks: each part pools its own values (the same law per block).
+    # values, pooled across calls. Blocks of `collision_block` consecutive ones (the last one
+    # shorter), sorted, give the equal-value pairs (no block where the law makes the check n/a):
+    # `collision_compared` = sum of C(m, 2) over the blocks, `collision_triples` = sum of
+    # C(m, 2) (m - 2) (`harness.bins.block_pair_slots`). `lattice_counts[i]` is how many of the
+    # `resolution_scanned` values are representable in `lattice_names[i]`. A merge adds the
+    # parts' blocks: each part pools its own values (the same law per block).
     collision_block: int = 0
     collision_blocks: int = 0
     collision_pairs: int = 0
+    collision_compared: float = 0.0
+    collision_triples: float = 0.0
     resolution_scanned: int = 0
     lattice_names: tuple = ()
     lattice_counts: np.ndarray | None = None
@@ -233,6 +237,8 @@ class Summary:
                      "n_returned_other", "collision_blocks", "collision_pairs",
                      "resolution_scanned"):
             setattr(out, name, sum(int(getattr(p, name)) for p in parts))
+        out.collision_compared = sum(float(p.collision_compared) for p in parts)
+        out.collision_triples = sum(float(p.collision_triples) for p in parts)
         _merge_resolution(out, parts)
         out.hist = np.sum([np.asarray(p.hist, dtype=np.int64) for p in parts], axis=0)
         if first.fine_hist is not None:
@@ -278,6 +284,7 @@ def _merge_resolution(out: "Summary", parts) -> None:
                for p in parts)
     if not same:
         out.collision_block = out.collision_blocks = out.collision_pairs = 0
+        out.collision_compared = out.collision_triples = 0.0
         out.resolution_scanned = 0
         return
     out.collision_block = first.collision_block

@@ -6,8 +6,9 @@ a float64, a last bit dropped) puts the right mass into every bin and passes eve
 Two statistics see it, each against an exact law from the reference:
 
 * `check_collisions`: the engine sorts blocks of m consecutive values (the draw's first
-  `harness.bins.RESOLUTION_SCAN`, pooled across calls) and counts the pairs of equal values in
-  each. Under iid draws of the rounded law a block's pairs have mean C(m, 2) q2 and variance
+  `harness.bins.RESOLUTION_SCAN`, pooled across calls; the last block shorter) and counts the
+  pairs of equal values in each. Under iid draws of the rounded law a block's pairs have mean
+  C(m, 2) q2 and variance
   C(m, 2) [(q2 - q2^2) + 2 (m - 2)(q3 - q2^2)], q2 = sum_v P(Y = v)^2 and q3 = sum_v P(Y = v)^3
   (`RoundedLaw.collision_prob`, `collision_cube`); blocks are independent. The figure users read
   is the effective number of equally likely values 1 / q2, estimated as (pairs compared) / (equal
@@ -26,7 +27,8 @@ from scipy import special, stats
 
 from reference.dtypes import float_format
 
-from ..bins import COARSE_LATTICES, COLLISION_BLOCK_MIN, RESOLUTION_SCAN, collision_block
+from ..bins import (COARSE_LATTICES, COLLISION_BLOCK_MIN, RESOLUTION_SCAN, block_pair_slots,
+                    collision_block)
 from ..result import Outcome
 from ..summary import Summary
 from .stat_common import binom_two_sided, bonferroni, clip_p, not_applicable, quiet
@@ -37,15 +39,15 @@ LATTICES_UNIT = "obs/exp values on a coarser lattice"
 FIGURE_LEVEL = 0.95
 
 
-def pair_law(block: int, blocks: int, q2: float, q3: float) -> tuple[float, float]:
-    """(mean, dispersion) of the equal pairs in `blocks` blocks of `block` iid values: mean
-    B C(m, 2) q2; dispersion = variance / mean, the variance summing over pairs of pairs (two
-    pairs sharing one value are correlated: P(three equal) = q3)."""
-    pairs = blocks * block * (block - 1) / 2.0
-    mean = pairs * q2
+def pair_law(compared: float, triples: float, q2: float, q3: float) -> tuple[float, float]:
+    """(mean, dispersion) of the equal pairs in blocks of iid values comparing `compared` =
+    sum C(m, 2) pairs, `triples` = sum C(m, 2) (m - 2) (`harness.bins.block_pair_slots`): mean
+    compared q2; dispersion = variance / mean, the variance summing over pairs of pairs (two
+    pairs sharing one value are correlated through it: P(three equal) = q3)."""
+    mean = compared * q2
     if mean <= 0:
         return 0.0, 1.0
-    var = pairs * ((q2 - q2 * q2) + 2.0 * (block - 2) * max(q3 - q2 * q2, 0.0))
+    var = compared * (q2 - q2 * q2) + 2.0 * triples * max(q3 - q2 * q2, 0.0)
     return mean, max(1.0, var / mean)
 
 
@@ -103,9 +105,8 @@ def _not_applicable_reason(summary: Summary, law) -> str | None:
         return (f"the law is too concentrated for blocks of >= {COLLISION_BLOCK_MIN} values "
                 f"(2^{-math.log2(q2):.1f} equally likely values; its values are judged one by "
                 f"one in its fine bins and by spikes)" if q2 > 0 else "the law has no values")
-    if summary.collision_blocks == 0:
-        return (f"fewer than one block of {summary.collision_block} values scanned "
-                f"({summary.resolution_scanned})")
+    if summary.collision_compared <= 0:
+        return f"fewer than two values scanned ({summary.resolution_scanned})"
     return None
 
 
@@ -117,16 +118,17 @@ def check_collisions(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
         return not_applicable(reason, COLLISIONS_UNIT)
     m, blocks = int(summary.collision_block), int(summary.collision_blocks)
     q2, q3 = float(law.collision_prob), float(law.collision_cube)
-    mean, disp = pair_law(m, blocks, q2, q3)
+    compared = float(summary.collision_compared)
+    mean, disp = pair_law(compared, float(summary.collision_triples), q2, q3)
     count = int(summary.collision_pairs)
     p = quasi_poisson_p(count, mean, disp)
-    compared = blocks * m * (m - 1) / 2.0
     bits, low, high = resolution_bits(compared, count, disp)
     own = law_bits(law)
     ratio = count / mean if mean > 0 else math.inf
     figure = figure_text(bits, low, high, own)
-    msg = (f"{count} equal pairs in {blocks} blocks of {m} values, {mean:.4g} expected "
-           f"(x{ratio:.3g}): {figure}")
+    scanned = int(summary.resolution_scanned)
+    msg = (f"{count} equal pairs in {blocks} block(s) of <= {m} values ({scanned} scanned), "
+           f"{mean:.4g} expected (x{ratio:.3g}): {figure}")
     if p < alpha and count > mean:
         msg += ("; the values repeat more often than the law allows: fewer random bits, or "
                 "arithmetic coarser than the dtype")
@@ -152,10 +154,11 @@ def collisions_mde(law, n: int, alpha: float = 1e-3) -> float:
     RESOLUTION_SCAN values (NaN where the check does not apply)."""
     q2 = float(law.collision_prob)
     m = collision_block(q2, law.fmt.bits)
-    blocks = min(int(n), RESOLUTION_SCAN) // m if m else 0
-    if not blocks:
+    scanned = min(int(n), RESOLUTION_SCAN)
+    if not m or scanned < 2:
         return math.nan
-    mean, disp = pair_law(m, blocks, q2, float(law.collision_cube))
+    sizes = [m] * (scanned // m) + ([scanned % m] if scanned % m >= 2 else [])
+    mean, disp = pair_law(*block_pair_slots(sizes), q2, float(law.collision_cube))
     return collisions_ratio_mde(mean, disp, alpha)
 
 

@@ -19,9 +19,9 @@ import torch
 from reference import float_format
 from reference.dtypes import dtype_name
 
-from ..bins import (COARSE_LATTICES, RESOLUTION_SCAN, collision_block, counts_from_exact_histogram,
-                    farthest_outside, position_bins, position_classes, raw_nonfinite_bins,
-                    raw_to_ordered, signed)
+from ..bins import (COARSE_LATTICES, RESOLUTION_SCAN, block_pair_slots, collision_block,
+                    counts_from_exact_histogram, farthest_outside, position_bins, position_classes,
+                    raw_nonfinite_bins, raw_to_ordered, signed)
 from ..summary import ROW_EXTREMES_CAP, LagSums, Summary
 from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_value
 
@@ -125,8 +125,9 @@ class Folder:
     def _init_resolution(self, law) -> None:
         """32/64-bit laws: the first RESOLUTION_SCAN finite values of the draw are counted on
         the coarser lattices and, in blocks of the law's `collision_block` values (pooled
-        across calls and chunks: a leftover shorter than one block waits for the next chunk),
-        sorted for their equal-value pairs."""
+        across calls and chunks: a leftover shorter than one block waits for the next chunk,
+        and `finish` sorts the last one as a shorter block), sorted for their equal-value
+        pairs."""
         self.res_left = 0
         self.res_pool = None
         if law is None or self.exact_hist or self.bits < 32:
@@ -157,9 +158,23 @@ class Folder:
         blocks = pool.numel() // m
         self.res_pool = pool[blocks * m:].clone()
         if blocks:
-            rows, _ = torch.sort(pool[:blocks * m].view(blocks, m), dim=1)
-            s.collision_blocks += blocks
-            s.collision_pairs += equal_pairs_in_sorted_rows(rows)
+            self._count_block_pairs(pool[:blocks * m].view(blocks, m))
+
+    def _count_block_pairs(self, rows: torch.Tensor) -> None:
+        """Sort each row (a block) on the device and add its equal pairs and pair slots."""
+        s = self.s
+        rows, _ = torch.sort(rows, dim=1)
+        compared, triples = block_pair_slots([rows.shape[1]] * rows.shape[0])
+        s.collision_blocks += rows.shape[0]
+        s.collision_compared += compared
+        s.collision_triples += triples
+        s.collision_pairs += equal_pairs_in_sorted_rows(rows)
+
+    def _finish_resolution(self) -> None:
+        """The leftover of the last block, a shorter block of its own (two values at least)."""
+        pool, self.res_pool = self.res_pool, None
+        if pool is not None and pool.numel() >= 2:
+            self._count_block_pairs(pool.view(1, -1))
 
     # -- position in the tensor ------------------------------------------------------------
     def _init_position(self, law) -> None:
@@ -558,6 +573,7 @@ class Folder:
     def finish(self) -> Summary:
         s = self.s
         counters = None
+        self._finish_resolution()
         self._flush_mass()
         if self.mass is not None:
             counters = self.mass.order_raw(self.raw_mass.cpu().numpy())

@@ -17,9 +17,9 @@ does, over fixed run seeds per (candidate, case, dtype), three assertions per bl
 
 Each assertion fails a right harness with probability <= 1e-6 a priori; the seeds are fixed and
 the float32 samples machine-independent (tests/calibration/test_calibration.py says why), so the
-verdicts are deterministic. CI blocks draw 2^18 samples per run (4 blocks of 2^16 values: ~125
+verdicts are deterministic. CI blocks draw 2^18 samples per run (one block of 2^18 values: ~510
 equal pairs expected per run in float32); the nightly-size block (-m slow) draws the pr n, whose
-first 2^21 values are scanned (~1000 pairs per run), over 100 seeds per case.
+first 2^19 values are scanned (~1000 pairs per run), over 100 seeds per case.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ ALPHA = 1e-3
 LEVEL = 1e-6
 CHECKS = ("collisions", "lattices")
 
-#: (candidate, case, dtype): float32 laws with blocks of 2^16 (normal-2sigma, huge-std: nearly
+#: (candidate, case, dtype): float32 laws with blocks of 2^18 (normal-2sigma, huge-std: nearly
 #: uniform) and of 2^10 (large-mean: 2^18.7 values), a float64 law (the law expects ~0 pairs).
 CI_BLOCKS = [("exact", "normal-2sigma", "float32"), ("exact", "large-mean", "float32"),
              ("exact", "huge-std", "float32"), ("exact", "normal-2sigma", "float64"),
@@ -78,7 +78,8 @@ def _run_block(cand_name: str, case_id: str, dtype_str: str, seeds, samples: int
             runs.append({"verdicts": {c: r.verdict for c, r in results.items()},
                          "p1": {c: r.p_value_stage1 for c, r in results.items()},
                          "messages": {c: r.message for c, r in results.items()},
-                         "block": s1.collision_block, "blocks": s1.collision_blocks,
+                         "block": s1.collision_block, "compared": s1.collision_compared,
+                         "triples": s1.collision_triples,
                          "pairs": s1.collision_pairs, "scanned": s1.resolution_scanned,
                          "lattices": dict(zip(s1.lattice_names, (int(c) for c in s1.lattice_counts)))})
         return {"runs": runs, "q2": float(law.collision_prob), "q3": float(law.collision_cube),
@@ -108,7 +109,7 @@ def _problems(block: dict) -> tuple[list, dict]:
     if blocks:
         mean = var = 0.0
         for r in blocks:
-            mu, d = pair_law(r["block"], r["blocks"], block["q2"], block["q3"])
+            mu, d = pair_law(r["compared"], r["triples"], block["q2"], block["q3"])
             mean, var = mean + mu, var + mu * d
         pairs = sum(r["pairs"] for r in blocks)
         disp = var / mean if mean > 0 else 1.0
@@ -141,7 +142,7 @@ def test_gold_samplers_raise_no_false_alarm(cand_name, case_id, dtype_str, recor
 @pytest.mark.slow
 @pytest.mark.parametrize("cand_name,case_id,dtype_str", SLOW_BLOCKS)
 def test_gold_samplers_at_the_pr_n(cand_name, case_id, dtype_str, record_property):
-    """100 seeds at the pr n (2^22; the first 2^21 values scanned): the same assertions."""
+    """100 seeds at the pr n (2^22; the first 2^19 values scanned): the same assertions."""
     block = _run_block(cand_name, case_id, dtype_str, SLOW_SEEDS, SLOW_SAMPLES)
     problems, facts = _problems(block)
     record_property("resolution_calibration", json.dumps(facts, default=str))

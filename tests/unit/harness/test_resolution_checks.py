@@ -33,8 +33,9 @@ def _law(case, dtype):
 
 
 def _brute_pairs(values: np.ndarray, m: int) -> int:
+    """Equal pairs within consecutive blocks of m values, the last one shorter."""
     total = 0
-    for start in range(0, values.size - m + 1, m):
+    for start in range(0, values.size, m):
         _, counts = np.unique(values[start:start + m], return_counts=True)
         total += int((counts * (counts - 1) // 2).sum())
     return total
@@ -51,19 +52,21 @@ def test_equal_pairs_in_sorted_rows_counts_every_pair_of_a_run():
 
 
 def test_fold_pools_small_calls_into_whole_blocks():
-    """Calls of 5000 values (a block spans 13 of them and chunks end mid-block): the pairs are
-    those of consecutive blocks of the flat stream of the draw's first RESOLUTION_SCAN values."""
+    """Calls of 5000 values (a block spans a fifth of one, chunks end mid-block): the pairs are
+    those of consecutive blocks of the flat stream of the draw's values, the last block
+    shorter."""
     case = case_by_id("large-mean")  # float32 at 100: q ~ 2^-18.8, blocks of 1024
     law = _law(case, torch.float32)
     m = collision_block(float(law.collision_prob), 32)
     assert m == 1024
     g = torch.Generator().manual_seed(11)
-    calls = torch.empty(120, 5000)
+    calls = torch.empty(100, 5000)  # 500 000 values: within RESOLUTION_SCAN, all scanned
     for k in range(calls.shape[0]):
         resolve("uniform-24-bits")(calls[k], case.mean, case.std, case.a, case.b, g)
     s = summarize_samples(calls, law)
     flat = calls.reshape(-1).view(torch.int32).numpy()
-    assert s.collision_block == m and s.collision_blocks == 600_000 // m
+    assert calls.numel() <= RESOLUTION_SCAN
+    assert s.collision_block == m and s.collision_blocks == -(-500_000 // m)
     assert s.collision_pairs == _brute_pairs(flat, m) > 0
 
 
@@ -78,8 +81,8 @@ def test_fold_scans_the_first_values_of_a_draw_only(monkeypatch):
     x = torch.zeros(3 * scan // (1 << 16), 1 << 16)  # every value 0: all pairs equal
     s = summarize_samples(x, law)
     m = COLLISION_BLOCK_MAX
-    assert s.resolution_scanned == scan and s.collision_blocks == scan // m
-    assert s.collision_pairs == s.collision_blocks * m * (m - 1) // 2
+    assert s.resolution_scanned == scan and s.collision_blocks == scan // m == 1
+    assert s.collision_pairs == s.collision_blocks * m * (m - 1) // 2 == s.collision_compared
     assert list(s.lattice_counts) == [scan, scan]  # 0 is everywhere
 
 
@@ -106,13 +109,15 @@ def test_merge_adds_blocks_pairs_and_lattice_counts():
     parts, _ = fold_layout(batch, law, Layout(2, "shard0"))
     merged = Summary.merge(parts)
     assert merged.collision_block == COLLISION_BLOCK_MAX
-    for name in ("collision_blocks", "collision_pairs", "resolution_scanned"):
+    for name in ("collision_blocks", "collision_pairs", "resolution_scanned", "collision_compared",
+                 "collision_triples"):
         assert getattr(merged, name) == sum(getattr(p, name) for p in parts)
     assert merged.resolution_scanned == batch.numel()
     assert np.array_equal(merged.lattice_counts, sum(p.lattice_counts for p in parts))
     whole = summarize_samples(batch, law)
     assert np.array_equal(merged.lattice_counts, whole.lattice_counts)  # per element: exact
-    assert merged.collision_blocks == whole.collision_blocks  # 2 x 2 blocks of 2^16 each
+    # each part pools its own 2^17 values (one shorter block each); the whole has one of 2^18
+    assert (merged.collision_blocks, whole.collision_blocks) == (2, 1)
 
 
 def test_not_applicable_where_the_law_decides():
@@ -148,8 +153,8 @@ def test_the_figure_reads_as_bits_of_randomness():
 def test_the_known_bads_lose_the_bits_they_should(name, dtype, bits):
     """Each resolution known-bad on N(0, 1) at +-2, one scan of 2^21 values: its figure within
     0.25 bit of what its construction gives (the law has 2^26.0 values in float32, 2^55.0 in
-    float64). The 95% CI is ~+-0.1 bit at ~4000 pairs; 0.25 bit is 6 sd of log2 of a Poisson
-    count of >= 2000: a miss has probability < 1e-8 (fixed seed besides)."""
+    float64). The scan holds two blocks of 2^18 values, >= 1000 equal pairs: 0.25 bit is 5.5 sd
+    of log2 of a Poisson count of 1000, a miss has probability < 1e-7 (fixed seed besides)."""
     case = case_by_id("normal-2sigma")
     law = _law(case, dtype)
     g = torch.Generator().manual_seed(7)
@@ -161,4 +166,4 @@ def test_the_known_bads_lose_the_bits_they_should(name, dtype, bits):
     if name == "float32-widened":
         lat = check_lattices(summarize_samples(x, law), law)
         assert lat.p_value == 0.0 or lat.decisive or lat.p_value < 1e-300
-        assert lat.details["lattices"]["float32"][0] == x.numel()
+        assert lat.details["lattices"]["float32"][0] == RESOLUTION_SCAN
