@@ -182,7 +182,7 @@ def index_html(df: pd.DataFrame, env: dict | None, figs: dict | None = None,
         if len(res):
             parts.append(f"<h3>Bits of randomness ({len(res)})</h3>")
             parts.append("<p class='muted'>The effective number of equally likely values, from "
-                         "the equal-value pairs among the first 2<sup>21</sup> values of each "
+                         "the equal-value pairs among the first 2<sup>19</sup> values of each "
                          "32/64-bit draw (check <code>collisions</code>), next to the rounded "
                          "law's own figure: fewer bits mean values that repeat more often than "
                          "the law allows.</p>")

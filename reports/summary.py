@@ -358,7 +358,7 @@ def summary_markdown(df: pd.DataFrame, env: dict | None = None, boundaries=None)
             out.append("")
         res = resolution_rows(df, cand, order)
         if len(res):
-            out.append("Bits of randomness (equal-value pairs among the first 2^21 values of each "
+            out.append("Bits of randomness (equal-value pairs among the first 2^19 values of each "
                        "32/64-bit draw):")
             out.append("")
             out.extend(resolution_line(r, with_device) for _, r in res.head(MAX_RESOLUTION_LINES).iterrows())

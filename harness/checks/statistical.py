@@ -187,15 +187,15 @@ CHECK_DOCS = {
     ),
     "collisions": (
         "Equal values, at the resolution of single values (32/64-bit dtypes; 16-bit ones count "
-        "every value already). The engine takes the first 2^21 finite values of a draw, pooled "
-        "across calls, in blocks of m consecutive values (m = 2^16, halved while m q > 2^-8, q "
+        "every value already). The engine takes the first 2^19 finite values of a draw, pooled "
+        "across calls, in blocks of m consecutive values (m = 2^18, halved while m q > 2^-8, q "
         "the law's collision probability; not applicable below m = 256, a law of a few thousand "
         "values judged one by one by fine bins and spikes), sorts each block on the device and "
-        "counts its pairs of equal values. Null: iid draws of the rounded law; a block's pairs "
+        "counts its pairs of equal values (the last block shorter). Null: iid draws of the rounded law; a block's pairs "
         "have mean C(m, 2) q and variance C(m, 2) [(q - q^2) + 2 (m - 2)(q3 - q^2)], q = sum "
         "P(Y = v)^2, q3 = sum P(Y = v)^3 (the reference's, exact from the atoms or from h^(k-1) "
         "int f^k per bin, relative error O((h / std)^2)); blocks are independent. The total T is "
-        "tested as T / d ~ Poisson(mean / d), d = variance / mean (d = 1 + ~1e-3 for a wide "
+        "tested as T / d ~ Poisson(mean / d), d = variance / mean (d = 1 + ~2e-3 for a wide "
         "law: the exact Poisson test), two-sided by doubling the smaller tail. Catches too few "
         "random bits (23 or 24-bit uniforms behind a float32: x8, x4), arithmetic coarser than "
         "the dtype (float32 values in a float64 tensor: ~2^29 times the law's pairs) and a "
@@ -209,7 +209,7 @@ CHECK_DOCS = {
     "lattices": (
         "Values representable in a coarser format: bfloat16 and float16 values in a float32 "
         "tensor, float32 values in a float64 one (a sampler that computes in the coarser format "
-        "and writes wider produces nothing else). Among the same first 2^21 finite values of a "
+        "and writes wider produces nothing else). Among the same first 2^19 finite values of a "
         "draw as collisions, the count on each lattice is Bin(scanned, the law's exact mass on "
         "it) under iid draws of the rounded law (RoundedLaw.lattice_mass: atom by atom where "
         "the support holds <= 2^22 coarse values, always for 16-bit ones; 2^-29 P(2^-126 <= "
