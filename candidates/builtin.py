@@ -625,7 +625,7 @@ BUILTINS: dict[str, Callable[[], Candidate]] = {
     "dropped-last-bit": _make("dropped-last-bit", dropped_last_bit_, known_bad=True,
                               defect="the last significand bit cleared after the RN cast",
                               caught_by=("collisions",)),
-    "fast-exact": _make("fast-exact", fast_exact_trunc_normal_),
+    "fast-exact": _make("fast-exact", fast_exact_trunc_normal_, sharding_invariant=True),
     "fast-exact-rounds-first": _make("fast-exact-rounds-first", fast_exact_rounds_first_, known_bad=True,
                                      defect="fast-exact truncating after rounding: the atom at a representable "
                                             "bound gets its whole cell (torch's 16-bit defect)",

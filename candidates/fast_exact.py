@@ -35,8 +35,13 @@ The known-bad twin `fast_exact_rounds_first_` is the same code truncating *after
 tested on RN(x) against RN(a), RN(b), torch's 16-bit defect): the atom at a representable bound
 gets its whole rounding cell instead of the half inside [a, b].
 
-Not sharding-aware: a round redraws the rejected elements from one sequential stream, so which
-values land where depends on the shard's own rejections; see docs/proposal.md.
+Sharding-invariant: each chunk of 2^22 elements of the *whole* tensor draws from its own generator,
+seeded from (key, chunk number) with the key drawn from the caller's generator (on a DTensor, the
+key of mesh coordinate 0, broadcast). A rank fills its part from the chunks that part meets, so a
+DTensor holds the same values as a plain tensor filled with the same seed, for every placement and
+world size (rounds redraw rejected elements from the chunk's own stream: which elements a chunk
+rejects does not depend on how the tensor is split). A rank whose part meets every chunk (a column
+split) computes every chunk: invariance costs work there, never values.
 """
 
 from __future__ import annotations
@@ -312,34 +317,100 @@ def sample_chunk(k: int, proposal: Proposal, mean: float, std: float, a: float, 
     return x
 
 
+_GOLDEN = 0x9E3779B97F4A7C15
+_MASK64 = (1 << 64) - 1
+
+
+def chunk_seed(key: int, chunk: int) -> int:
+    """The seed of chunk number `chunk` of a call whose key is `key` (SplitMix64's finalizer of
+    key + (chunk + 1) * golden gamma): chunks draw from unrelated streams, each from its index alone."""
+    z = (key + (chunk + 1) * _GOLDEN) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def _is_dtensor(tensor) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # pragma: no cover - torch without distributed
+        return False
+    return isinstance(tensor, DTensor)
+
+
+def _origin_key(key: int, tensor) -> int:
+    """The key of mesh coordinate (0, ..., 0), on every rank of the DTensor's mesh."""
+    import torch.distributed as dist
+
+    mesh = tensor.device_mesh
+    key_t = torch.tensor([key], dtype=torch.int64, device=tensor.to_local().device)
+    for dim in range(mesh.ndim):
+        group = mesh.get_group(dim)
+        dist.broadcast(key_t, src=dist.get_global_rank(group, 0), group=group)
+    return int(key_t.item())
+
+
+def _local_flat_index(tensor) -> torch.Tensor:
+    """Row-major flat index, in the whole DTensor, of each element of this rank's part (in the
+    part's own row-major order, hence increasing)."""
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+    local_shape, offsets = compute_local_shape_and_global_offset(tensor.shape, tensor.device_mesh,
+                                                                 tensor.placements)
+    index = torch.zeros((), dtype=torch.int64)
+    for dim, (offset, size) in enumerate(zip(offsets, local_shape)):
+        stride = math.prod(tensor.shape[dim + 1:])
+        index = index.unsqueeze(-1) + torch.arange(offset, offset + size, dtype=torch.int64) * stride
+    return index.reshape(-1)
+
+
 def _fill(tensor, mean, std, a, b, generator, *, round_first: bool = False, rounds: int = MAX_ROUNDS):
     mean, std, a, b = validate_args(mean, std, a, b)
     if tensor.is_meta:
         return tensor
     with torch.no_grad():
-        n = tensor.numel()
+        dtensor = _is_dtensor(tensor)
+        local = tensor.to_local() if dtensor else tensor
+        device = local.device
+        key = int(torch.randint(0, 2**62, (1,), generator=generator,
+                                device=generator.device if generator is not None else device).item())
+        if dtensor:
+            key = _origin_key(key, tensor)
+        n = local.numel()
         if n == 0:
             return tensor
         if a == b:
-            tensor.copy_(rn_cast(torch.tensor(a, dtype=torch.float64), tensor.dtype).expand(tensor.shape))
+            local.copy_(rn_cast(torch.tensor(a, dtype=torch.float64), local.dtype).expand(local.shape))
             return tensor
         alpha, beta = (a - mean) / std, (b - mean) / std
         if math.isinf(alpha) and alpha > 0 or math.isinf(beta) and beta < 0:
             # A finite bound infinitely many std from the mean (float64 overflow): the law's offsets
             # from that bound are ~ std / |alpha| = 0, so it is the point at the bound.
             near = a if alpha > 0 else b
-            tensor.copy_(rn_cast(torch.tensor(near, dtype=torch.float64), tensor.dtype).expand(tensor.shape))
+            local.copy_(rn_cast(torch.tensor(near, dtype=torch.float64), local.dtype).expand(local.shape))
             return tensor
         proposal = choose_proposal(mean, std, a, b)
-        in_bounds = _rounded_bounds_test(a, b, tensor.dtype) if round_first else _bounds_test(a, b)
-        out = tensor.view(-1) if tensor.is_contiguous() else torch.empty(n, dtype=tensor.dtype,
-                                                                         device=tensor.device)
-        for start in range(0, n, CHUNK):
-            k = min(CHUNK, n - start)
-            _write(out[start:start + k], sample_chunk(k, proposal, mean, std, a, b, out, generator,
-                                                      in_bounds, rounds))
-        if not tensor.is_contiguous():
-            tensor.copy_(out.view(tensor.shape))
+        in_bounds = _rounded_bounds_test(a, b, local.dtype) if round_first else _bounds_test(a, b)
+        out = local.view(-1) if local.is_contiguous() else torch.empty(n, dtype=local.dtype, device=device)
+        # Chunk c of the whole tensor (flat elements [c * CHUNK, (c + 1) * CHUNK)) is drawn from its
+        # own generator seeded by (key, c): a rank computes only the chunks its part meets, and
+        # gets the same values there as one process filling the whole tensor.
+        index = _local_flat_index(tensor) if dtensor else None
+        total = tensor.numel()
+        chunks = range(0, (total + CHUNK - 1) // CHUNK) if index is None else \
+            torch.unique(torch.div(index, CHUNK, rounding_mode="floor")).tolist()
+        for c in chunks:
+            start, k = c * CHUNK, min(CHUNK, total - c * CHUNK)
+            chunk_gen = torch.Generator(device=device)
+            chunk_gen.manual_seed(chunk_seed(key, c))
+            x = sample_chunk(k, proposal, mean, std, a, b, out, chunk_gen, in_bounds, rounds)
+            if index is None:
+                _write(out[start:start + k], x)
+            else:
+                lo, hi = (int(v) for v in torch.searchsorted(index, torch.tensor([start, start + k])))
+                _write(out[lo:hi], x[(index[lo:hi] - start).to(device)])
+        if not local.is_contiguous():
+            local.copy_(out.view(local.shape))
         return tensor
 
 

@@ -152,3 +152,40 @@ def test_rounds_first_twin_is_caught_where_fast_exact_is_not():
     assert abs(int((good == -2).sum()) - expected) < band
     assert int((bad == -2).sum()) - expected > band
     assert resolve("fast-exact-rounds-first").known_bad and not resolve("fast-exact").known_bad
+
+
+def _fill_on_mesh(rank: int, world: int, store: str, results) -> None:
+    """One rank: fill a 37x50 DTensor under each placement, chunks of 128 elements so that parts
+    straddle chunk boundaries; rank 0 records whether the whole tensor equals a plain fill."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    fast_exact.CHUNK = 128
+    mesh = init_device_mesh("cpu", (world,))
+    for placement in (Shard(0), Shard(1), Replicate()):
+        for params in ((0.0, 1.0, -2.0, 2.0), (0.0, 1.0, 3.0, 10.0)):
+            d = distribute_tensor(torch.zeros(37, 50, dtype=torch.bfloat16), mesh, [placement])
+            # per-rank seeds: the key every rank uses is mesh coordinate 0's
+            fast_exact_trunc_normal_(d, *params, generator=gen(11 + rank))
+            whole = d.full_tensor()
+            plain = fast_exact_trunc_normal_(torch.zeros(37, 50, dtype=torch.bfloat16), *params,
+                                             generator=gen(11))
+            if rank == 0:
+                results[f"{placement}-{params}"] = bool(torch.equal(whole, plain))
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_sharding_invariant_on_a_cpu_mesh(tmp_path):
+    """3 ranks (uneven splits of 37 rows), row and column shards and replicas, per-rank seeds:
+    the DTensor holds, bit for bit, the plain tensor of rank 0's seed (deterministic). Slow (three
+    spawned processes: ~60 s on 2 busy cores, -m slow); CI's sharded runs hold fast-exact to the
+    same bits through the `sharding` check on tensors of one chunk."""
+    import torch.multiprocessing as mp
+
+    with mp.Manager() as manager:
+        results = manager.dict()
+        mp.spawn(_fill_on_mesh, args=(3, str(tmp_path / "store"), results), nprocs=3)
+        assert len(results) == 6 and all(results.values()), dict(results)
