@@ -4,7 +4,8 @@ For each dtype, n and candidate, on one case (default ``normal-2sigma``, N(0,1) 
 shape 256x256), a fresh subprocess (``--one``) does what `harness.runner.CaseRunner` does for stage 1
 of a case, and times every piece:
 
-1. ``law_s``: ``reference.rounded_law`` of the case and its mass bins (32/64-bit), plus the
+1. ``law_s``: ``reference.rounded_law`` of the case, its mass bins and its collision probability
+   (32/64-bit: the engine's mass bins and collision blocks come from them), plus the
    first-use tables the checks build on that law (the first pass of the checks minus the second;
    see 3). Paid once per case, not per n.
 2. ``run_engine(...)`` with the harness's own stage-1 seed, chunk size and timeout. It times
@@ -122,6 +123,7 @@ def measure_one(dtype_name: str, n: int, candidate_name: str, case_id: str, thre
     t0 = time.perf_counter()
     law = rounded_law(TruncatedNormal(case.mean, case.std, case.a, case.b), dtype)
     law.mass_bins  # built once per case (32/64-bit); the engine would otherwise build it untimed
+    law.collision_prob  # once per case too: the engine's collision block size comes from it
     out["law_build_s"] = time.perf_counter() - t0
 
     summary = run_engine(cand, case, dtype, "cpu", law, config.n(1), seed,
