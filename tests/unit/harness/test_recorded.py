@@ -61,6 +61,15 @@ def overwritten():
     return lin
 
 
+KEPT = {"trunc_normal_": nn.init.trunc_normal_}  # a reference taken at import, as transformers keeps
+
+
+def kept():
+    lin = nn.Linear(4, 8).to(torch.bfloat16)
+    KEPT["trunc_normal_"](lin.weight, std=0.02)
+    return lin
+
+
 def no_module():
     nn.init.trunc_normal_(torch.empty(3, 5, dtype=torch.float16), std=0.02)
 '''
@@ -90,6 +99,11 @@ def test_the_outermost_recorded_function_made_the_call(models):
     assert [(c.sampler, c.origin.parameters) for c in recorded] == [(helper, ("weight",)),
                                                                      ("torch", ("bias",))]
     assert recorded[0].origin.function == f"{helper}(mean=0, std=1, a=-2, b=2)"
+
+
+def test_a_reference_taken_at_import_is_still_recorded(models):
+    (case,) = cases_from(f"{models}:kept")
+    assert (case.sampler, case.dtypes, case.origin.parameters) == ("torch", ("bfloat16",), ("weight",))
 
 
 def test_a_call_whose_values_no_parameter_keeps_is_judged_as_drawn(models):
