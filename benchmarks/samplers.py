@@ -26,7 +26,7 @@ is not run where the window holds < 5% of N(mean, std) (it would draw ~1/P norma
 it hangs on the tail and narrow windows, which is its known defect). The machine this runs on is
 shared: read the ratios, not the seconds.
 
-    python benchmarks/samplers.py                     # the README's tables (~15 min on 2 busy cores)
+    python benchmarks/samplers.py                     # the README's tables (~25 min on 2 busy cores)
     python benchmarks/samplers.py --quick             # 2^18 elements, 2 reps: a smoke run (~1 min)
 """
 
