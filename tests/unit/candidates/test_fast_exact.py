@@ -25,7 +25,6 @@ from candidates.rounding import rn_cast
 from reference import TruncatedNormal, rounded_law
 
 INF = math.inf
-DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
 
 #: windows that stall a rejection sampler or lose digits: far tails, one-sided, narrower than an
 #: ulp (of bf16, of float64), the mean far outside, a bound beyond float64's std range
