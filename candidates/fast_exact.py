@@ -56,7 +56,7 @@ from candidates.kernels import validate_args
 from candidates.rounding import rn_cast
 
 __all__ = ["fast_exact_trunc_normal_", "fast_exact_rounds_first_", "choose_proposal", "Proposal",
-           "sample_chunk", "inverse_cdf_fallback", "tail_mass", "optimal_rate", "chunk_seed",
+           "propose", "sample_chunk", "inverse_cdf_fallback", "tail_mass", "optimal_rate", "chunk_seed",
            "MAX_ROUNDS", "CHUNK"]
 
 #: Rounds of proposals after the first, each over the still-rejected elements only.
@@ -181,9 +181,9 @@ def _exp1(m: int, like: torch.Tensor, generator) -> torch.Tensor:
     return torch.log1p(-_uniform(m, like, generator)).neg_()
 
 
-def _propose(p: Proposal, m: int, mean: float, std: float, a: float, b: float, like: torch.Tensor,
-             generator, in_bounds: Callable[[torch.Tensor], torch.Tensor],
-             ) -> tuple[torch.Tensor, torch.Tensor]:
+def propose(p: Proposal, m: int, mean: float, std: float, a: float, b: float, like: torch.Tensor,
+            generator, in_bounds: Callable[[torch.Tensor], torch.Tensor],
+            ) -> tuple[torch.Tensor, torch.Tensor]:
     """m float64 proposals x and whether each is accepted (accept-reject test and x in [a, b])."""
     if p.kind in ("normal", "half-normal"):
         z = torch.empty(m, dtype=torch.float64, device=like.device).normal_(generator=generator)
@@ -307,12 +307,12 @@ def _write(out: torch.Tensor, x: torch.Tensor) -> None:
 def sample_chunk(k: int, proposal: Proposal, mean: float, std: float, a: float, b: float,
                  like: torch.Tensor, generator, in_bounds, rounds: int = MAX_ROUNDS) -> torch.Tensor:
     """k float64 draws of TN: round 0 over all, `rounds` rounds over the rejected, then the fallback."""
-    x, ok = _propose(proposal, k, mean, std, a, b, like, generator, in_bounds)
+    x, ok = propose(proposal, k, mean, std, a, b, like, generator, in_bounds)
     pending = (~ok).nonzero().flatten()
     for _ in range(rounds):
         if pending.numel() == 0:
             return x
-        again, ok = _propose(proposal, pending.numel(), mean, std, a, b, like, generator, in_bounds)
+        again, ok = propose(proposal, pending.numel(), mean, std, a, b, like, generator, in_bounds)
         x.index_copy_(0, pending[ok], again[ok])
         pending = pending[~ok]
     if pending.numel():
