@@ -18,6 +18,8 @@ import hashlib
 import math
 from dataclasses import dataclass
 
+from reference.dtypes import DEFAULT_DTYPE_NAMES
+
 INF = math.inf
 #: The tag of a case whose draw is slow for the samplers people use (torch's rejection loop takes
 #: seconds per call on [10, 1000]): the smoke and pr profiles draw it with `Profile.slow_draw_n`.
@@ -131,8 +133,8 @@ assert len(_BY_ID) == len(GRID), "case ids must be unique"
 #: The keys a case spec takes (``drawn``: the dtype the sampler writes before the cast to the
 #: dtype judged, as a model that initializes a float32 copy and casts it does).
 SPEC_KEYS = ("mean", "std", "a", "b", "shape", "id", "drawn")
-#: The dtypes ``drawn=`` takes.
-DRAWN_DTYPES = ("float64", "float32", "float16", "bfloat16")
+#: The dtypes ``drawn=`` takes: the float dtypes a run covers by default.
+DRAWN_DTYPES = DEFAULT_DTYPE_NAMES
 #: The shape of a case given without one (the grid's), which also gets the shape axis.
 DEFAULT_SHAPE = (256, 256)
 _ID_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
