@@ -50,6 +50,7 @@ from harness.checks.sharded import SHARDED_CHECKS
 from harness.sharded.runner import ShardedCaseRunner
 from harness.sharded.layout import PLACEMENTS, Layout
 from harness.runner import RunConfig
+from reference.dtypes import dtype_name, float_format
 
 from test_calibration import DETERMINISTIC_LEVEL, MIN_POOLED, continuous_components
 
@@ -134,6 +135,8 @@ def test_exact_counter_passes_every_check_on_real_ranks(world_size, dtype, recor
             f"{c} {l} seed {s} {k}: {v}: {m[:200]}" for c, l, s, k, v, m in bad[:20]))
     never = {check for *_, check, v, _ in block["verdicts"] if v == "pass"}
     missing = (set(HARD) | set(STAT) | set(EXACT_BY_CONSTRUCTION)) - never - set(NOT_ON_SHARDS)
+    if float_format(dtype_name(dtype)).bits < 32:  # a 16-bit histogram counts every value
+        missing -= {"collisions", "lattices"}
     applied = {check for *_, check, v, _ in block["verdicts"] if v != "skip"}
     assert not applied & set(NOT_ON_SHARDS), applied & set(NOT_ON_SHARDS)
     if missing:

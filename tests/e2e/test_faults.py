@@ -67,8 +67,15 @@ FAULTS = textwrap.dedent('''\
         """Returns at once; a thread writes the values 0.2 s later (an async kernel not waited on)."""
         import threading
 
-        values = exact_trunc_normal_(tensor.clone(), mean, std, a, b, generator=generator)
-        threading.Timer(0.2, lambda: tensor.copy_(values)).start()
+        import torch
+
+        values = exact_trunc_normal_(tensor.detach().clone(), mean, std, a, b, generator=generator)
+
+        def write():
+            with torch.no_grad():  # the contract check hands it Parameters too
+                tensor.copy_(values)
+
+        threading.Timer(0.2, write).start()
         return tensor
 
 

@@ -211,8 +211,11 @@ def test_three_shards_merged_equal_the_unsharded_run(run, sharded_run, capsys):
     assert "harness: shard 1 of 3 (from CI_NODE_INDEX/CI_NODE_TOTAL (1-based))" in outs[1]
     assert all(m["partition"]["method"] == "durations" and m["partition"]["known"] == 12
                for m in manifests)
-    # The other shards' tests are deselected, not skipped: no shard reports a skip.
-    assert all(" skipped" not in out for out in outs)
+    # The other shards' tests are deselected, not skipped: the shards' skips are the unsharded
+    # run's (checks a law makes not applicable, e.g. collisions in 16-bit), none more.
+    skips = [int((read_results(str(base / d)).verdict == "skip").sum())
+             for d in ("full", "shard-0", "shard-1", "shard-2")]
+    assert skips[0] == sum(skips[1:]), skips
     assert "82 deselected" in outs[1] or "deselected" in outs[1]
     groups = [set(m["groups"]) for m in manifests]
     assert not (groups[0] & groups[1] or groups[0] & groups[2] or groups[1] & groups[2])

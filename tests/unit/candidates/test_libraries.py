@@ -46,7 +46,10 @@ PACKAGE = {"jax": "jax[cpu]", "jax-init": "jax[cpu]", "keras-torch": "keras", "k
 
 
 def installed(name: str) -> bool:
-    return all(importlib.util.find_spec(m) is not None for m in NEEDS[name])
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in NEEDS[name])
+    except ModuleNotFoundError:  # "mlx.core" without "mlx": find_spec imports the parent
+        return False
 
 
 def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
