@@ -30,13 +30,14 @@ Conventions
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from reference.dtypes import float_format
 
-from .bins import counts_from_exact_histogram, farthest_outside, poison_pattern
+from .bins import farthest_outside, poison_pattern
 
 #: A pair variance below this fraction of its second moment is not resolved by the sums.
 RESOLVABLE_VARIANCE = 1e-6
@@ -341,3 +342,44 @@ def _merge_rows(out: "Summary", parts) -> None:
 
 def _recount_from_exact_histogram(out: "Summary") -> None:
     counts_from_exact_histogram(out, float_format(out.dtype), poison_pattern(out.dtype))
+
+
+def counts_from_exact_histogram(s: "Summary", fmt, poison: int) -> None:
+    """Everything a per-pattern histogram knows: counts, extremes, exact float64 power sums."""
+    values = pattern_values(fmt)
+    hist = s.hist
+    finite = np.isfinite(values)
+    poison_key = int(fmt.keys_from_bits(np.array([poison % (1 << fmt.bits)], dtype=np.uint64))[0])
+    s.n_unwritten = int(hist[poison_key])
+    s.n_posinf = int(hist[values == np.inf].sum())
+    s.n_neginf = int(hist[values == -np.inf].sum())
+    s.n_nan = int(hist[np.isnan(values)].sum()) - s.n_unwritten
+    seen = finite & (hist > 0)
+    if not seen.any():
+        return
+    v, c = values[seen], hist[seen]
+    s.min, s.max = float(v.min()), float(v.max())
+    out = (v < s.rn_a) | (v > s.rn_b)
+    s.n_outside_rounded = int(c[out].sum())
+    s.worst_outside = farthest_outside((s.min, s.max), s.rn_a, s.rn_b) if out.any() else math.nan
+    out_strict = (v < s.a) | (v > s.b)
+    s.n_outside_strict = int(c[out_strict].sum())
+    s.worst_outside_strict = (farthest_outside((s.min, s.max), s.a, s.b)
+                              if out_strict.any() else math.nan)
+    s.n_at_rn_a = int(c[v == s.rn_a].sum())
+    s.n_at_rn_b = int(c[v == s.rn_b].sum())
+    s.n_at_zero = int(c[v == 0].sum()) if s.rn_a < 0 < s.rn_b else 0
+    z = (v - s.center) / s.scale
+    cf = c.astype(np.float64)
+    s.power_sums = np.array([cf.sum(), (cf * z).sum(), (cf * z**2).sum(), (cf * z**3).sum(),
+                             (cf * z**4).sum()])
+
+
+_VALUES_CACHE: dict = {}
+
+
+def pattern_values(fmt):
+    """float64 value of every ordered key of a <= 16-bit format (NaN for NaN patterns)."""
+    if fmt.name not in _VALUES_CACHE:
+        _VALUES_CACHE[fmt.name] = fmt.values_from_keys(np.arange(1 << fmt.bits, dtype=np.uint64))
+    return _VALUES_CACHE[fmt.name]

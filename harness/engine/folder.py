@@ -20,9 +20,9 @@ from reference import float_format
 from reference.dtypes import dtype_name
 
 from ..bins import (COARSE_LATTICES, RESOLUTION_SCAN, block_pair_slots, collision_block,
-                    counts_from_exact_histogram, farthest_outside, position_bins, position_classes,
-                    raw_nonfinite_bins, raw_to_ordered, signed)
-from ..summary import ROW_EXTREMES_CAP, LagSums, Summary
+                    farthest_outside, position_bins, position_classes, raw_nonfinite_bins,
+                    raw_to_ordered, signed)
+from ..summary import ROW_EXTREMES_CAP, LagSums, Summary, counts_from_exact_histogram
 from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_value
 
 #: Mass-bin counters of this many chunks are counted by one bincount (see `Folder._flush_mass`).
