@@ -86,6 +86,13 @@ MASS_BIN_MASS = 2.0 ** -18.5
 #: A main histogram bin is split into at most 2**MASS_BIN_MAX_SPLIT mass bins.
 MASS_BIN_MAX_SPLIT = 20
 
+#: `RoundedLaw.low_bit_masses`: a run of one binade with at most this many keys between the
+#: 1e-30 quantiles is summed atom by atom; a longer one has this many keys at each end summed so.
+LOW_BITS_RUN_ENUMERATE = 1 << 16
+LOW_BITS_RUN_ENDS = 64
+#: ... and a run holding less of the law than this is left out.
+LOW_BITS_RUN_NEGLIGIBLE = 1e-34
+
 
 @dataclass(frozen=True)
 class FineBins:
@@ -737,21 +744,23 @@ def _lattice_stats(law, klo: int, khi: int):
     """`RoundedLaw._atom_stats` of a 32/64-bit law with many atoms, without a pass over them.
 
     The keys klo..khi are cut into runs of one binade; inside a run the atoms are v0 + k h with
-    cells [v - h/2, v + h/2] (measured from the law's origin, exact: `_origin`). Rows of 2K + 1 such atoms around a centre x_r (standardized, in the law's frame) have masses
+    cells [v - h/2, v + h/2] (measured from the law's origin, exact: `_origin`). Rows of 2K + 1
+    such atoms around a centre x_r (standardized, in the law's frame) have masses
 
         p_k = w e^{l(x_r)} int_{-1/2}^{1/2} exp(-x_r s - s^2/2) dt,  s = k d + w t,
 
     (l = log density relative to the frame's anchor, d = w = h / std): a polynomial in k from the
-    Taylor series of exp(-x s - s^2/2) (Hermite polynomials; |x s| <= 1/16, 16 terms), so the
-    row's sums of p, p k^m (m <= 8) and p^2 are closed forms in sum_k k^j. The masses are those
-    of `_mass` to ~1e-16 relative (the same integral, the same standardization); the atoms at
-    run ends, the bound atoms and rows' leftovers are enumerated (`_enumerate_keys`).
+    Taylor series of exp(-x s - s^2/2) (Hermite polynomials; |x s| <= 1/16, 16 terms), which the
+    law gives (`TruncatedNormal.lattice_series`), so the row's sums of p, p k^m (m <= 8) and p^2
+    are closed forms in sum_k k^j. The masses are those of `_mass` to ~1e-16 relative (the same
+    integral, the same standardization); the atoms at run ends, the bound atoms and rows'
+    leftovers are enumerated (`_enumerate_keys`).
     None where this does not apply (the enumeration then does it all)."""
     fmt = law.fmt
     dist = law._frame
     origin = law._origin
-    f = getattr(dist, "_f", None)
-    if f is None or not hasattr(dist, "prob_cells") or law._via32:
+    series = getattr(dist, "lattice_series", None)
+    if series is None or law._via32:
         return None
     kf_lo, kf_hi = fmt.finite_key_range
     if not (kf_lo <= klo <= khi <= kf_hi):
@@ -762,9 +771,6 @@ def _lattice_stats(law, klo: int, khi: int):
         return None
     run_lo = [klo] + cuts
     run_hi = [c - 1 for c in cuts] + [khi]
-    sgn = -1.0 if dist._flip else 1.0
-    anchor = f.a if f.right else f.mu
-    t0, sigma, log_z = f.t0, f.sigma, f.log_z
     q = np.arange(_LAT_Q + 1)
     rows_v, rows_p0, rows_s, rows_c2, rows_n = [], [], [], [], []
     extra = []  # key ranges enumerated atom by atom
@@ -774,40 +780,20 @@ def _lattice_stats(law, klo: int, khi: int):
             continue
         ka = ka0 + 1
         kb = kb0 - 1
-        n = kb - ka + 1
         va = float(fmt.values_from_keys(np.array([ka], dtype=np.uint64))[0])
         vb = float(fmt.values_from_keys(np.array([kb], dtype=np.uint64))[0])
         big_h = float(fmt.spacing(np.array([va]))[0])
-        delta = big_h / sigma
-        u_ends = (sgn * (np.array([va, vb]) - origin) - anchor) / sigma
-        x_max = float(np.max(np.abs(u_ends + t0 if f.right else u_ends)))
-        half = int(_LAT_RHO / (max(x_max, 1.0) * delta) - 0.5) if delta > 0 else 0
-        width = 2 * half + 1
-        n_rows = n // width if half >= 2 else 0
+        # (v - origin is exact in the law's window: `_origin`)
+        half, _, log_base, beta = series(va - origin, vb - origin, big_h, _LAT_RHO, _LAT_Q)
+        n_rows = log_base.size
         if n_rows == 0:
             extra.append((ka0, kb0))
             continue
+        width = 2 * half + 1
         extra.append((ka0, ka - 1))
         done = ka + n_rows * width
         extra.append((done, kb0))
-        # row centres: exact lattice values; standardized offsets as `_mass` forms them
-        v_r = va + (np.arange(n_rows) * width + half) * big_h
-        u_r = (sgn * (v_r - origin) - anchor) / sigma
-        x_r = u_r + t0 if f.right else u_r
-        log_base = -0.5 * u_r * (2.0 * t0 + u_r) - log_z + math.log(delta)
-        # h_q = coefficient of s^q in exp(-x s - s^2/2) = (-1)^q He_q(x) / q!
-        he = np.empty((n_rows, _LAT_Q + 1))
-        he[:, 0] = 1.0
-        he[:, 1] = x_r
-        for j in range(1, _LAT_Q):
-            he[:, j + 1] = (x_r * he[:, j] - he[:, j - 1]) / (j + 1)
-        he *= (-1.0) ** q
-        # the cell average: s = tau + w t, int t^l dt over [-1/2, 1/2] = 1 / ((l + 1) 2^l), l even
-        mix = np.zeros((_LAT_Q + 1, _LAT_Q + 1))
-        for nn in range(_LAT_Q + 1):
-            for l in range(0, _LAT_Q + 1 - nn, 2):
-                mix[nn + l, nn] = math.comb(nn + l, l) * delta**l / ((l + 1) * 2.0**l)
-        beta = (he @ mix) * (sgn * delta * half) ** q  # polynomial in kappa = k / half
+        v_r = va + (np.arange(n_rows) * width + half) * big_h  # the rows' centres
         kappa = np.arange(-half, half + 1) / half
         powers = np.empty(2 * _LAT_Q + 9)
         acc = np.ones(width)
@@ -1635,6 +1621,114 @@ class RoundedLaw:
                 mass += float(d.prob(a, b))
         return ratio * mass
 
+    # ------------------------------------------------------------------ low-order bits
+    def low_bit_masses(self, k: int = 4) -> np.ndarray:
+        """P(Y is finite and the last k bits of its bit pattern are j), j = 0 .. 2**k - 1
+        (float64[2**k]; the low bits of the significand, whatever the sign). Cached per k.
+
+        <=16-bit formats: summed over the enumerated atoms. 32/64-bit formats: over the keys
+        between the 1e-30 quantiles (`ENUMERATE_TAIL`), cut into runs of one sign and exponent
+        (the lattice spacing h is constant in a run and the class of a key steps by one, up or
+        down, from key to key); runs holding below LOW_BITS_RUN_NEGLIGIBLE of the law are left
+        out (float64's binades near 0). A run with at most LOW_BITS_RUN_ENUMERATE keys there is
+        summed atom by atom. Otherwise LOW_BITS_RUN_ENDS keys at each end are (the atoms at
+        powers of two, the bounds and the zeros, whose cells are not one full h, are there), and
+        the middle, whole groups of 2**k consecutive keys, by the midpoint rule at the groups'
+        scale: class j's atoms v_j + m 2**k h own 2**-k of X's mass over
+        [v_j - 2**(k-1) h, last v_j + 2**(k-1) h], with relative error ~ (2**k h / std)**2 / 24
+        alike for every class (the run has > 2**16 keys in ~24 std: below 1e-6), and a
+        difference between classes smaller still. Exact to far below what a count of any
+        feasible number of draws resolves (tests/unit/reference: against every atom, and mpmath)."""
+        k = int(k)
+        if k not in self._low_bits:
+            masses = self._low_bit_masses(k)
+            masses.setflags(write=False)
+            self._low_bits[k] = masses
+        return self._low_bits[k]
+
+    @functools.cached_property
+    def _low_bits(self) -> dict:
+        return {}
+
+    def _low_bit_masses(self, k: int) -> np.ndarray:
+        mask = (1 << k) - 1
+        fmt = self.fmt
+        out = np.zeros(mask + 1)
+        if self._values is not None:
+            fin = np.isfinite(self._values)
+            classes = (fmt.encode(self._values[fin]) & np.uint64(mask)).astype(np.intp)
+            return out + np.bincount(classes, weights=self._probs[fin], minlength=mask + 1)
+        klo, khi = self._bulk_keys
+        kf_lo, kf_hi = fmt.finite_key_range
+        klo, khi = max(klo, kf_lo), min(khi, kf_hi)
+        if khi < klo:
+            return out
+        mb = fmt.man_bits
+        runs = [(max(r << mb, klo), min(((r + 1) << mb) - 1, khi))  # Python ints: keys pass 2**63
+                for r in range(klo >> mb, (khi >> mb) + 1)]
+        first = np.array([r[0] for r in runs], dtype=np.uint64)
+        last = np.array([r[1] for r in runs], dtype=np.uint64)
+        run_mass = self._mass(fmt.key_cell_edge(first, -1, self._via32, self._origin),
+                              fmt.key_cell_edge(last, +1, self._via32, self._origin))
+        ends, mid_keys, mid_groups = [], [], []  # ends: key ranges summed atom by atom
+        for (a0, a1), mass in zip(runs, run_mass.tolist()):
+            if not mass > LOW_BITS_RUN_NEGLIGIBLE:
+                continue
+            if a1 - a0 + 1 <= LOW_BITS_RUN_ENUMERATE:
+                ends.append((a0, a1))
+                continue
+            m0 = -(-(a0 + LOW_BITS_RUN_ENDS) // (mask + 1)) * (mask + 1)
+            m1 = (a1 + 1 - LOW_BITS_RUN_ENDS) // (mask + 1) * (mask + 1)
+            ends += [(a0, m0 - 1), (m1, a1)]
+            mid_keys.append(np.uint64(m0) + np.arange(mask + 1, dtype=np.uint64))
+            mid_groups.append(np.full(mask + 1, float((m1 - m0) // (mask + 1))))
+        if ends:
+            keys = np.concatenate([np.uint64(a0) + np.arange(a1 - a0 + 1, dtype=np.uint64)
+                                   for a0, a1 in ends if a1 >= a0])
+            lo, hi = fmt.key_cell_edges(keys, self._via32, self._origin)
+            out += np.bincount(_key_classes(fmt, keys, mask), weights=self._mass(lo, hi),
+                               minlength=mask + 1)
+        if mid_keys:
+            keys = np.concatenate(mid_keys)
+            groups = np.concatenate(mid_groups)
+            v = fmt.values_from_keys(keys)
+            h = fmt.spacing(v)
+            # v - origin is exact here (see `_origin`); the span's ends are lattice points
+            lo = (v - self._origin) - h * (mask + 1) / 2.0
+            hi = lo + h * (mask + 1) * groups
+            mass = self._mass(lo, hi) / (mask + 1)
+            out += np.bincount(_key_classes(fmt, keys, mask), weights=mass, minlength=mask + 1)
+        return out
+        mb = fmt.man_bits
+        ends = []  # key ranges summed atom by atom
+        mid_keys, mid_groups = [], []
+        for run in range(klo >> mb, (khi >> mb) + 1):  # Python ints: float64 keys pass 2**63
+            a0, a1 = max(run << mb, klo), min(((run + 1) << mb) - 1, khi)
+            if a1 - a0 + 1 <= LOW_BITS_RUN_ENUMERATE:
+                ends.append((a0, a1))
+                continue
+            m0 = -(-(a0 + LOW_BITS_RUN_ENDS) // (mask + 1)) * (mask + 1)
+            m1 = (a1 + 1 - LOW_BITS_RUN_ENDS) // (mask + 1) * (mask + 1)
+            ends += [(a0, m0 - 1), (m1, a1)]
+            mid_keys.append(np.uint64(m0) + np.arange(mask + 1, dtype=np.uint64))
+            mid_groups.append(np.full(mask + 1, float((m1 - m0) // (mask + 1))))
+        for a0, a1 in ends:
+            if a1 >= a0:
+                vals, probs = self._enumerate_keys(a0, a1)
+                keys = np.uint64(a0) + np.arange(a1 - a0 + 1, dtype=np.uint64)
+                out += np.bincount(_key_classes(fmt, keys, mask), weights=probs, minlength=mask + 1)
+        if mid_keys:
+            keys = np.concatenate(mid_keys)
+            groups = np.concatenate(mid_groups)
+            v = fmt.values_from_keys(keys)
+            h = fmt.spacing(v)
+            # v - origin is exact here (see `_origin`); the span's ends are lattice points
+            lo = (v - self._origin) - h * (mask + 1) / 2.0
+            hi = lo + h * (mask + 1) * groups
+            mass = self._mass(lo, hi) / (mask + 1)
+            out += np.bincount(_key_classes(fmt, keys, mask), weights=mass, minlength=mask + 1)
+        return out
+
     @property
     def nbytes(self) -> int:
         """Bytes of the numpy tables the law holds (the ones built so far)."""
@@ -1651,6 +1745,14 @@ class RoundedLaw:
             f"RoundedLaw(TN({d.loc!r}, {d.scale!r}, [{d.a!r}, {d.b!r}]) in {self.fmt.name}"
             f"{', torch rounding' if self._via32 else ''}: rn_a={self.rn_a!r}, rn_b={self.rn_b!r})"
         )
+
+
+def _key_classes(fmt: FloatFormat, keys: np.ndarray, mask: int) -> np.ndarray:
+    """The last bits (``& mask``) of the bit patterns of ordered keys: a positive value's key is
+    its pattern plus the sign bit, a negative one's the complement of its pattern."""
+    keys = np.asarray(keys, dtype=np.uint64)
+    positive = keys >= np.uint64(1 << (fmt.bits - 1))
+    return np.where(positive, keys, ~keys).astype(np.uint64).__and__(np.uint64(mask)).astype(np.intp)
 
 
 _CACHE: "OrderedDict[tuple, RoundedLaw]" = OrderedDict()

@@ -783,7 +783,7 @@ class TruncatedNormal:
     """N(mean, std^2) restricted to [a, b] (absolute bounds, either may be infinite).
 
     Vectorized: pdf, logpdf, cdf, sf, logcdf, logsf, ppf, isf, prob(lo, hi), log_prob(lo, hi),
-    prob_cells(lo, hi) (many short windows),
+    prob_cells(lo, hi) (many short windows), prob_steps, lattice_series (rows of lattice cells),
     min_cdf(x, m), max_sf(x, m). Properties: mean, var, std, skewness, kurtosis (excess);
     central_moment(k) for k <= 8. Raises ValueError (naming the parameter) on invalid parameters.
     """
@@ -902,6 +902,59 @@ class TruncatedNormal:
         if out is not None and (out.shape != lo.shape or out.dtype != np.float64):
             raise ValueError(f"prob_cells: out must be float64{lo.shape}, got {out.dtype}{out.shape}")
         return _shaped(self._f.cell_prob(lo, hi, out, mirrored=self._flip, ordered=ordered), shape)
+
+    def lattice_series(self, first: float, last: float, spacing: float, rho: float, terms: int):
+        """The masses of a lattice's cells in rows, as polynomials (moments and collision sums of
+        a rounded law without a pass over its atoms: `reference.rounded`).
+
+        The cells [v - h/2, v + h/2] of v = first, first + h, ..., last (h = `spacing`; every v
+        exact, the cells inside [a, b]) are cut into rows of 2 K + 1 around the centres
+        c_r = first + (r (2 K + 1) + K) h, with K as large as keeps |x s| <= `rho` in a row (x: a
+        centre's standardized offset from the mean; s: a cell's from its row's centre). Inside a
+        row the mass of cell k (|k| <= K) is
+
+            P(X in [c_r + k h - h/2, c_r + k h + h/2]) = exp(log_scale[r]) sum_q coef[r, q] (k / K)^q,
+
+        the Taylor series of exp(-x s - s^2/2) to `terms` + 1 terms (Hermite polynomials in x)
+        averaged over the cell: the same integral and standardization as `prob_cells`, ~1e-16
+        relative where (rho e)^terms is that small. The rows cover the first rows * (2 K + 1)
+        cells; the rest are left to the caller.
+
+        Returns (K, centres, log_scale, coef[rows, terms + 1]); K = 0 and no rows where rows of
+        at least 5 cells would not converge."""
+        f = self._f
+        sgn = -1.0 if self._flip else 1.0
+        anchor = f.a if f.right else f.mu
+        t0, sigma = f.t0, f.sigma
+        empty = (0, np.empty(0), np.empty(0), np.empty((0, terms + 1)))
+        count = int(round((last - first) / spacing)) + 1
+        delta = spacing / sigma
+        u_ends = (sgn * np.array([first, last]) - anchor) / sigma
+        x_max = float(np.max(np.abs(u_ends + t0 if f.right else u_ends)))
+        half = int(rho / (max(x_max, 1.0) * delta) - 0.5) if delta > 0 else 0
+        width = 2 * half + 1
+        rows = count // width if half >= 2 else 0
+        if rows == 0:
+            return empty
+        centres = first + (np.arange(rows) * width + half) * spacing
+        u = (sgn * centres - anchor) / sigma
+        x = u + t0 if f.right else u
+        log_scale = -0.5 * u * (2.0 * t0 + u) - f.log_z + math.log(delta)
+        # Taylor coefficients of exp(-x s - s^2/2) in s: (-1)^q He_q(x) / q!
+        q = np.arange(terms + 1)
+        he = np.empty((rows, terms + 1))
+        he[:, 0] = 1.0
+        he[:, 1] = x
+        for j in range(1, terms):
+            he[:, j + 1] = (x * he[:, j] - he[:, j - 1]) / (j + 1)
+        he *= (-1.0) ** q
+        # averaged over a cell: s = tau + delta t, int t^l dt over [-1/2, 1/2] = 1 / ((l + 1) 2^l), l even
+        mix = np.zeros((terms + 1, terms + 1))
+        for n in range(terms + 1):
+            for l in range(0, terms + 1 - n, 2):
+                mix[n + l, n] = math.comb(n + l, l) * delta**l / ((l + 1) * 2.0**l)
+        coef = (he @ mix) * (sgn * delta * half) ** q  # in kappa = k / K
+        return half, centres, log_scale, coef
 
     # -- quantiles ---------------------------------------------------------------------------------
 

@@ -169,6 +169,25 @@ def test_prob_steps_equals_prob_on_exact_lattices():
         _close(got, ref, what=repr(d))
 
 
+@pytest.mark.parametrize("case", [(0.0, 1.0, 3.0, 3.5), (-5.0, 0.5, -6.0, -5.9),
+                                  (1.0, 0.01, -math.inf, math.inf)], ids=str)
+def test_lattice_series_equals_prob_cell_by_cell(case):
+    """The rows of `TruncatedNormal.lattice_series` (a right tail, a mirrored frame, a window
+    around the mean) give each cell's mass as `prob` does, row by row."""
+    d = TruncatedNormal(*case)
+    lo, hi = d.bulk(-50.0)
+    spacing = 2.0 ** round(math.log2(1e-5 * d.scale))  # an exact lattice of 20001 values
+    first = round((lo + 0.01 * (hi - lo)) / spacing) * spacing
+    last = first + 20000 * spacing
+    half, centres, log_scale, coef = d.lattice_series(first, last, spacing, 1.0 / 16.0, 16)
+    assert half >= 2 and centres.size == 20001 // (2 * half + 1) >= 2
+    assert coef.shape == (centres.size, 17) and last < hi
+    k = np.arange(-half, half + 1)
+    got = np.exp(log_scale)[:, None] * np.polynomial.polynomial.polyval(k / half, coef.T)
+    cells = centres[:, None] + k * spacing
+    _close(got, _slow_mass(d, cells - spacing / 2, cells + spacing / 2), rel=1e-13, what=repr(d))
+
+
 def test_bulk_is_a_bound():
     for case in CASES + [(0.0, 1.0, 10.0, 1000.0), (5.0, 1.0, -math.inf, -30.0)]:
         d = TruncatedNormal(*case)
