@@ -42,6 +42,21 @@ CASE_CHECKS = SUMMARY_CHECKS + ("hang",) + SHAPE_CHECKS + CASE_API_CHECKS
 
 
 @dataclass(frozen=True)
+class DrawRequest:
+    """What one stage's draw asks for: the same rules make it for a plain and a sharded group;
+    only how it is drawn differs (`CaseRunner.draw`)."""
+
+    stage: int
+    n: int
+    seed: int
+    call_timeout: float
+    chunk_elements: int
+    min_calls: int
+    time_budget: float | None
+    watch: tuple | None
+
+
+@dataclass(frozen=True)
 class RunConfig:
     profile: str = "pr"
     samples: int | None = None  # overrides the profile's n
@@ -183,21 +198,34 @@ class CaseRunner:
             return ()
         return spike_watch(s1, self.law)
 
-    def _draw(self, stage: int):
-        """Run the engine for one stage -> (Summary or CandidateFailure, (candidate_s, engine_s))."""
-        try:
-            s = run_engine(self.candidate, self.case, self.dtype, self.device, self.law,
-                           self.n_requested(stage), self.seed(stage),
+    def draw_request(self, stage: int) -> DrawRequest:
+        """What the stage's draw asks for, by the same rules for a plain and a sharded group."""
+        return DrawRequest(stage=stage, n=self.n_requested(stage), seed=self.seed(stage),
                            call_timeout=self.config.call_timeout(self.case),
                            chunk_elements=self.config.chunk_elements,
                            min_calls=PROFILES[self.config.profile].min_calls,
                            time_budget=self.config.case_budget_s if stage == 1 else None,
-                           watch=self.watch_list() if stage == 2 else None,
-                           progress=self.progress)
-            return s, (s.candidate_s, s.engine_s)
+                           watch=self.watch_list() if stage == 2 else None)
+
+    def draw(self, request: DrawRequest):
+        """One stage's Summary, drawn by the engine in this process; raises CandidateFailure.
+        The one method a runner of another layout overrides (harness.sharded.runner)."""
+        return run_engine(self.candidate, self.case, self.dtype, self.device, self.law,
+                          request.n, request.seed, call_timeout=request.call_timeout,
+                          chunk_elements=request.chunk_elements, min_calls=request.min_calls,
+                          time_budget=request.time_budget, watch=request.watch,
+                          progress=self.progress)
+
+    def _draw(self, stage: int):
+        """One stage's draw -> (Summary or CandidateFailure, (candidate_s, engine_s))."""
+        try:
+            s = self.draw(self.draw_request(stage))
         except CandidateFailure as failure:
             partial = failure.summary
-            return failure, ((partial.candidate_s, 0.0) if partial is not None else (0.0, 0.0))
+            spent = (partial.candidate_s if partial is not None
+                     else getattr(failure, "candidate_s", 0.0))
+            return failure, (spent, 0.0)
+        return s, (s.candidate_s, s.engine_s)
 
     def cached_summary(self, stage: int):
         """The stage's Summary if it was generated and completed, else None (generates nothing)."""
@@ -396,15 +424,20 @@ class RunnerCache:
         self.size = size
         self._runners: OrderedDict = OrderedDict()
 
-    def get(self, candidate, case, dtype, device, config: RunConfig) -> CaseRunner:
-        key = (candidate.spec, case.id, dtype_name(dtype), str(device), config)
+    def get(self, candidate, case, dtype, device, config: RunConfig, *layout) -> CaseRunner:
+        """The runner of this group, built on first use; `layout`: what a cache of another
+        kind of group needs besides (harness.sharded.runner.ShardedRunnerCache)."""
+        key = (candidate.spec, case.id, dtype_name(dtype), str(device), config, *layout)
         runner = self._runners.pop(key, None)
         if runner is None:
-            runner = CaseRunner(candidate, case, dtype, device, config)
+            runner = self.build(candidate, case, dtype, device, config, *layout)
         self._runners[key] = runner
         while len(self._runners) > self.size:
             self._runners.popitem(last=False)
         return runner
+
+    def build(self, candidate, case, dtype, device, config: RunConfig) -> CaseRunner:
+        return CaseRunner(candidate, case, dtype, device, config)
 
 
 def run_candidate_check(check: str, candidate, dtype: torch.dtype, device: str,

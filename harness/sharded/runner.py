@@ -19,9 +19,11 @@ Processes cannot hang the run:
 * one FileStore per draw, under the report directory (``.stores/``), so groups never share a
   rendezvous; process-group timeouts (`pg_timeout`);
 * every call ends with a tiny all-reduce of (failed, over budget), so a candidate that raises or
-  overruns `--case-timeout` (SIGALRM in the rank) stops every rank at the same call, cleanly;
-* the worker waits with deadlines: a rank that dies (its sentinel), sends nothing for
-  `--case-timeout` + `STALL_MARGIN_S` (a call that cannot be interrupted, a stuck collective), or
+  overruns the call timeout (SIGALRM in the rank) stops every rank at the same call, cleanly; the
+  call timeout is a plain run's, `--case-timeout` scaled by the parameter's size
+  (`harness.runner.case_runner.RunConfig.call_timeout`);
+* the worker waits with deadlines: a rank that dies (its sentinel), sends nothing for the
+  call timeout + `STALL_MARGIN_S` (a call that cannot be interrupted, a stuck collective), or
   does not report within `FAILURE_GRACE_S` of another rank's failure gets the whole pool killed
   (SIGKILL) and replaced at the next draw. The draw becomes a `CandidateFailure` ("raised" and
   "hang": fail rows; "crashed": error rows), the run goes on and the report is written.
@@ -38,11 +40,10 @@ import torch
 
 from reference.dtypes import dtype_name
 
-from ..cases import PROFILES
 from ..checks.sharded import SHARDED_CHECKS
 from ..engine import CandidateFailure
-from ..runner import (CASE_CHECKS, CaseRunner, RunConfig, RunnerCache, inflight_marker,
-                      runs_on_sharded_group)
+from ..runner import (CASE_CHECKS, CaseRunner, DrawRequest, RunConfig, RunnerCache,
+                      inflight_marker, runs_on_sharded_group)
 from ..summary import Summary
 from .fold import ShardingStats, summary_facts
 from .layout import Layout, layout_applicable
@@ -50,7 +51,7 @@ from .mesh import DrawTask
 from .ranks import PoolError, get_pool
 
 
-#: Seconds beyond --case-timeout a rank may stay silent before the worker calls it hung.
+#: Seconds beyond the call timeout a rank may stay silent before the worker calls it hung.
 STALL_MARGIN_S = 30.0
 
 
@@ -190,28 +191,22 @@ class ShardedCaseRunner(CaseRunner):
         return inflight_marker(self.config, self.candidate, case_label(self.case.id, self.layout),
                                self.dtype, self.device, stage)
 
-    def _draw(self, stage: int):
-        try:
-            s = draw_sharded(self.candidate, self.case, self.dtype, self.device, self.layout,
-                             self.law, n=self.n_requested(stage), seed=self.seed(stage),
-                             call_timeout=self.config.case_timeout,
-                             chunk_elements=self.config.chunk_elements,
-                             min_calls=_min_calls(self.config),
-                             time_budget=self.config.case_budget_s if stage == 1 else None,
-                             reference_calls=REFERENCE_CALLS if stage == 1 else 0,
-                             store_dir=self.store_dir, stall_margin_s=self.stall_margin_s,
-                             watch=self.watch_list() if stage == 2 else ())
-        except CandidateFailure as failure:
-            return failure, (getattr(failure, "candidate_s", 0.0), 0.0)
+    def draw(self, request: DrawRequest) -> Summary:
+        """The stage's draw on the group's ranks (`draw_sharded`); the sharding notes become
+        warnings of the group's rows."""
+        first = request.stage == 1
+        s = draw_sharded(self.candidate, self.case, self.dtype, self.device, self.layout,
+                         self.law, n=request.n, seed=request.seed,
+                         call_timeout=request.call_timeout, chunk_elements=request.chunk_elements,
+                         min_calls=request.min_calls, time_budget=request.time_budget,
+                         reference_calls=REFERENCE_CALLS if first else 0,
+                         store_dir=self.store_dir, stall_margin_s=self.stall_margin_s,
+                         watch=request.watch or ())
         for note in s.sharding.notes:
             text = note.split(": ", 1)[-1]
             if text not in self.warnings:
                 self.warnings.append(text)
-        return s, (s.candidate_s, s.engine_s)
-
-
-def _min_calls(config: RunConfig) -> int:
-    return PROFILES[config.profile].min_calls
+        return s
 
 
 class ShardedRunnerCache(RunnerCache):
@@ -221,13 +216,6 @@ class ShardedRunnerCache(RunnerCache):
         super().__init__(size)
         self.store_dir = store_dir
 
-    def get(self, candidate, case, dtype, device, config: RunConfig, layout: Layout = None):
-        key = (candidate.spec, case.id, dtype_name(dtype), str(device), config, layout)
-        runner = self._runners.pop(key, None)
-        if runner is None:
-            runner = ShardedCaseRunner(candidate, case, dtype, device, config, layout,
-                                       store_dir=self.store_dir)
-        self._runners[key] = runner
-        while len(self._runners) > self.size:
-            self._runners.popitem(last=False)
-        return runner
+    def build(self, candidate, case, dtype, device, config: RunConfig, layout: Layout):
+        return ShardedCaseRunner(candidate, case, dtype, device, config, layout,
+                                 store_dir=self.store_dir)
