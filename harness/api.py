@@ -26,20 +26,17 @@ from reference.dtypes import DTYPES, torch_dtype
 from reports.store import results_frame
 
 from .cases import Case, case_by_id
-from .plugin.options import (DEFAULT_ALPHA, DEFAULT_CASE_TIMEOUT, OptionError, parse_options)
+from .plugin.options import RUN_DEFAULTS, OptionError, option_defaults, parse_options
 from .plugin.session import REPORT_WRITE_FAILED, Combo, HarnessSession
-from .seeds import DEFAULT_RUN_SEED
 
 __all__ = ["check", "law", "OptionError"]
 
+#: Options `check` names itself (the command line's --candidate, --cases, --dtypes, ...).
+NAMED = ("candidate", "cases", "dtypes", "devices", "profile", "seed", "report_dir")
 #: Keyword options of `check` beyond the named ones, as the command line spells them without
-#: the dashes: value -> the default `pytest suites` uses.
-OPTIONS = {"samples": None, "bounds": "rounded", "case_timeout": DEFAULT_CASE_TIMEOUT,
-           "case_budget": None, "budget_seconds": None, "alpha_suspect": DEFAULT_ALPHA,
-           "alpha_fail": DEFAULT_ALPHA, "xfails_file": None, "world_sizes": None,
-           "placements": "shard0,shard1,replicate", "rank_seeds": "same", "shard_id": None,
-           "num_shards": None, "durations_from": None, "shapes": None, "paths": None,
-           "case": (), "cases_from": (), "record": (), "explore": None, "explore_seed": None}
+#: the dashes: name -> the default `pytest suites` uses (`harness.plugin.options.option_defaults`).
+OPTIONS = {name: tuple(default) if isinstance(default, list) else default
+           for name, default in option_defaults(tuple(DTYPES)).items() if name not in NAMED}
 
 
 def _csv(value) -> str | None:
@@ -90,9 +87,9 @@ def _namespace(candidate, cases, dtypes, devices, profile, seed, report_dir, opt
                               report_dir=report_dir or "", **values)
 
 
-def check(candidate=None, *, cases=None, dtypes=None, devices=None, profile: str = "pr",
-          seed: int = DEFAULT_RUN_SEED, report_dir: str | None = None, progress: bool = True,
-          **options) -> pd.DataFrame:
+def check(candidate=None, *, cases=None, dtypes=None, devices=None,
+          profile: str = RUN_DEFAULTS.profile, seed: int = RUN_DEFAULTS.run_seed,
+          report_dir: str | None = None, progress: bool = True, **options) -> pd.DataFrame:
     """Run `candidate` through the conformance checks; one row per (candidate, case, dtype,
     device, check), the rows ``pytest suites`` gives with the same options.
 

@@ -23,13 +23,16 @@ from ..checks import STATISTICAL_CHECKS
 from ..explore import explore_alpha_fail, explored_cases
 from ..recorded import RecordingError, cases_from
 from ..fleet.partition import PartitionError, ShardSpec, load_durations, resolve_shard
+from ..runner import RunConfig
 from ..sharded.layout import PLACEMENTS, RANK_SEEDS
 
+#: The run's defaults are `RunConfig`'s field defaults, written there only: the options below,
+#: the reproduce lines and `harness.check` read them from here.
+RUN_DEFAULTS = RunConfig()
 DEFAULT_DTYPES = DEFAULT_DTYPE_NAMES
 DEFAULT_REPORT_DIR = "harness-report"
 DEFAULT_CANDIDATE = "torch"
-DEFAULT_CASE_TIMEOUT = 20.0
-DEFAULT_ALPHA = 1e-3
+DEFAULT_CASE_TIMEOUT = RUN_DEFAULTS.case_timeout
 BOUNDS_POLICIES = ("rounded", "strict")
 
 
@@ -42,8 +45,8 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
     g.addoption("--candidate", action="append", default=[], metavar="SPEC",
                 help="sampler under test: a registered name, pkg.mod:fn or path/file.py:fn; "
                      "repeatable (default: torch)")
-    g.addoption("--profile", default="pr", metavar="NAME",
-                help=f"samples per case: {', '.join(PROFILES)} (default pr)")
+    g.addoption("--profile", default=RUN_DEFAULTS.profile, metavar="NAME",
+                help=f"samples per case: {', '.join(PROFILES)} (default {RUN_DEFAULTS.profile})")
     g.addoption("--samples", default=None, metavar="N",
                 help="stage-1 samples per (case, dtype, device), drawn in full (no budget); "
                      "overrides the profile")
@@ -81,7 +84,7 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
     g.addoption("--paths", default=None, metavar="LIST",
                 help=f"execution paths: {', '.join(PATHS)} (default: the profile's: eager; "
                      "nightly: all)")
-    g.addoption("--bounds", default="rounded", metavar="POLICY",
+    g.addoption("--bounds", default=RUN_DEFAULTS.bounds, metavar="POLICY",
                 help="rounded: accept values in [RN(a), RN(b)] (default); strict: demand [a, b]")
     g.addoption("--case-timeout", default=str(DEFAULT_CASE_TIMEOUT), metavar="SECONDS",
                 help=f"seconds one candidate call on a tensor of up to 2^22 elements may take "
@@ -94,10 +97,10 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
     g.addoption("--budget-seconds", default=None, metavar="SECONDS",
                 help="a wall-clock budget for the whole run's sampling, shared out as equal "
                      "per-case budgets (replaces --case-budget)")
-    g.addoption("--alpha-suspect", default=str(DEFAULT_ALPHA), metavar="A",
-                help=f"stage-1 p below this draws stage 2 (default {DEFAULT_ALPHA:g})")
-    g.addoption("--alpha-fail", default=str(DEFAULT_ALPHA), metavar="A",
-                help=f"stage-2 p below this fails (default {DEFAULT_ALPHA:g})")
+    g.addoption("--alpha-suspect", default=str(RUN_DEFAULTS.alpha_suspect), metavar="A",
+                help=f"stage-1 p below this draws stage 2 (default {RUN_DEFAULTS.alpha_suspect:g})")
+    g.addoption("--alpha-fail", default=str(RUN_DEFAULTS.alpha_fail), metavar="A",
+                help=f"stage-2 p below this fails (default {RUN_DEFAULTS.alpha_fail:g})")
     g.addoption("--report-dir", default=DEFAULT_REPORT_DIR, metavar="DIR",
                 help=f"where results go (default ./{DEFAULT_REPORT_DIR}); '' to write nothing")
     g.addoption("--xfails-file", default=None, metavar="FILE",
@@ -122,6 +125,29 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
     g.addoption("--rank-seeds", default="same", metavar="LIST",
                 help="how ranks are seeded: same (every rank torch.manual_seed(s), default), "
                      "per-rank (rank 0 s, the others their own), or both")
+
+
+class _DefaultsRecorder:
+    """Stands in for pytest's parser in `option_defaults`: keeps each option's default."""
+
+    def __init__(self):
+        self.defaults: dict = {}
+
+    def getgroup(self, *args, **kwargs):
+        return self
+
+    def addoption(self, *names, **kwargs):
+        dest = kwargs.get("dest") or names[0].lstrip("-").replace("-", "_")
+        self.defaults[dest] = kwargs.get("default")
+
+
+def option_defaults(known_dtypes=DEFAULT_DTYPES) -> dict:
+    """Each option's name as `parse_options` reads it -> the default `add_options` registers
+    for it (as text, the way pytest hands it over): the one table of the command line's
+    defaults, which `harness.check` takes as its own."""
+    recorder = _DefaultsRecorder()
+    add_options(recorder, RUN_DEFAULTS.run_seed, tuple(known_dtypes))
+    return recorder.defaults
 
 
 @dataclass(frozen=True)

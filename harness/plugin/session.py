@@ -46,7 +46,7 @@ from ..sharded.runner import ShardedRunnerCache, sharded_skip_reason
 from .crashes import CrashLedger
 from .devices import (check_device_name, default_devices, device_skip_reason,
                       memory_skip_reason)
-from .options import DEFAULT_ALPHA, DEFAULT_CASE_TIMEOUT, OptionError, Options
+from .options import RUN_DEFAULTS, OptionError, Options
 from .rows import row_skeleton
 from .xfails import XfailPattern, load_xfails
 
@@ -388,9 +388,10 @@ class HarnessSession:
         if alpha_fail is None:
             alpha_fail = (case.alpha_fail if case is not None and case.alpha_fail is not None
                           else cfg.alpha_fail)
-        for flag, value, default in (("--case-timeout", cfg.case_timeout, DEFAULT_CASE_TIMEOUT),
-                                     ("--alpha-suspect", cfg.alpha_suspect, DEFAULT_ALPHA),
-                                     ("--alpha-fail", alpha_fail, DEFAULT_ALPHA)):
+        for flag, value, default in (
+                ("--case-timeout", cfg.case_timeout, RUN_DEFAULTS.case_timeout),
+                ("--alpha-suspect", cfg.alpha_suspect, RUN_DEFAULTS.alpha_suspect),
+                ("--alpha-fail", alpha_fail, RUN_DEFAULTS.alpha_fail)):
             if value != default:
                 parts += [flag, f"{value:g}"]
         parts += ["-k", f"test_{check}"]

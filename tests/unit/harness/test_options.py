@@ -50,6 +50,21 @@ def test_defaults():
     assert opt.case_budget is None and opt.budget_seconds is None  # no clock decides an n
 
 
+def test_the_run_defaults_are_written_once():
+    """The command line, the reproduce lines and harness.check take RunConfig's defaults."""
+    import harness.api
+    from harness.plugin.options import option_defaults
+    from harness.runner import RunConfig
+
+    opt, cfg = parse(), RunConfig()
+    assert (opt.profile, opt.seed, opt.bounds, opt.case_timeout, opt.alpha_suspect,
+            opt.alpha_fail) == (cfg.profile, cfg.run_seed, cfg.bounds, cfg.case_timeout,
+                                cfg.alpha_suspect, cfg.alpha_fail)
+    cli = option_defaults()
+    assert set(harness.api.OPTIONS) == set(cli) - set(harness.api.NAMED)
+    assert harness.api.OPTIONS["case_timeout"] == cli["case_timeout"] == str(cfg.case_timeout)
+
+
 @pytest.mark.parametrize("given, says", [
     (dict(profile="weekly"), "--profile: unknown 'weekly'"),
     (dict(samples="-5"), "--samples: must be a positive integer, got '-5'"),
