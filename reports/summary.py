@@ -16,6 +16,8 @@ import pandas as pd
 
 from reference.dtypes import DTYPES
 
+from .ids import API_CASE, parse_case_label
+
 #: Worst first. A cell where some checks passed and others were skipped is a pass: skipping a
 #: check (e.g. no meta-tensor support claimed) says nothing against the samples.
 RANK = {"error": 5, "fail": 4, "xfail": 3, "pass": 2, "skip": 1}
@@ -27,7 +29,6 @@ MAX_FAILURE_LINES = 24
 #: The staging prefix of a statistical check's message ("stage 1 p=... at n=...; stage 2 ...: ");
 #: the p-values are in the table, the line keeps the observed-vs-expected part.
 _STAGE_PREFIX = re.compile(r"^stage 1 p=\S+ at n=\d+(; stage 2 p=\S+ at n=\d+)?: ")
-API_CASE = "api"
 #: The model report's file (`reports.model`), written where the run recorded a model's calls.
 MODEL_REPORT = "model.md"
 
@@ -67,8 +68,12 @@ def main_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def base_case(label) -> str:
-    """The grid case of a case label: ``normal-2sigma:61x67+compile`` -> ``normal-2sigma``."""
-    return str(label).split("@")[0].split("+")[0].split(":")[0]
+    """The grid case of a case label: ``normal-2sigma:61x67+compile`` -> ``normal-2sigma``
+    (`reports.ids`); a text that is no case label is its own."""
+    try:
+        return parse_case_label(label).case
+    except ValueError:
+        return str(label)
 
 
 def axis_grid(df: pd.DataFrame, candidate: str, column: str, preferred=()) -> pd.DataFrame:
