@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from ..engine import standard_scale
 from ..result import Outcome
 from ..summary import Summary
 from .stat_common import bonferroni, clip_p, norm_two_sided, not_applicable, quiet, z_crit
@@ -56,7 +57,7 @@ def _expect_square(c: np.ndarray, k: np.ndarray) -> float:
 
 def moment_sds(law, scale: float | None = None, center: float | None = None):
     """Asymptotic sd * sqrt(n) of (mean_z, m2_z, g1, g2) under the law, in z units."""
-    scale = _scale(law) if scale is None else scale
+    scale = standard_scale(law) if scale is None else scale
     center = float(law.mean) if center is None else center
     _, k = _law_moments(law, scale, center)
     var = np.array([_expect_square(c, k) for c in _influence_polys(k)])
@@ -65,13 +66,6 @@ def moment_sds(law, scale: float | None = None, center: float | None = None):
     scale_ref = np.array([k[2], k[4], 1.0, 1.0])
     var = np.where(var > 1e-10 * np.maximum(scale_ref, 1e-300), var, 0.0)
     return np.sqrt(var), k
-
-
-def _scale(law) -> float:
-    s = float(law.std)
-    if not (s > 0 and math.isfinite(s)):
-        s = float(law.dist.std)
-    return s
 
 
 def moments_mde(law, n: int, alpha: float = 1e-3) -> dict:

@@ -46,10 +46,18 @@ _MIX = 0x5851F42D4C957F2D
 MIN_SCALE_SHARE = 1e-6
 
 
-def new_summary(law, shape: tuple, dtype: torch.dtype) -> Summary:
+def standard_scale(law) -> float:
+    """The scale values are standardized by (z = (x - mean) / scale), wherever the harness does
+    it: the rounded law's std, or the continuous law's where the rounded one is below
+    `MIN_SCALE_SHARE` of it, zero or not finite."""
     scale = float(law.std)
     if not (math.isfinite(scale) and scale >= MIN_SCALE_SHARE * float(law.dist.std)):
         scale = float(law.dist.std)
+    return scale
+
+
+def new_summary(law, shape: tuple, dtype: torch.dtype) -> Summary:
+    scale = standard_scale(law)
     dist = law.dist
     return Summary(
         dtype=dtype_name(dtype),

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..engine import INT_VIEW, Folder, dtype_bits, fixed_sum, new_summary, row_hash_coefficients
+from ..engine import (INT_VIEW, Folder, dtype_bits, fixed_sum, new_summary,
+                      row_hash_coefficients, standard_scale)
 from ..summary import ROW_EXTREMES_CAP, LagSums, Summary
 from .layout import Layout, boxes, comparison_pairs, global_row_ids, is_sharded
 
@@ -350,18 +351,13 @@ def fold_layout(batch: torch.Tensor, law, layout: Layout, *, locals_: list | Non
             folder.fold(locals_[r][sl], halo=halo)
         for i, j in pairs:
             stats.pairs.append(compare_pair(i, j, locals_[i][sl], locals_[j][sl], law.mean,
-                                            _scale(law)))
+                                            standard_scale(law)))
         if layout.placement == "replicate":
             for r in range(1, layout.world_size):
                 diff = count_differing(locals_[r][sl], locals_[0][sl])
                 record_replicas(stats, r, start, diff, locals_[r][0].numel())
     parts = [f.finish() for f in folders]
     return parts, ShardingStats.merge([stats])
-
-
-def _scale(law) -> float:
-    scale = float(law.std)
-    return scale if scale > 0 and math.isfinite(scale) else float(law.dist.std)
 
 
 def record_replicas(stats: ShardingStats, rank: int, first_call: int, differing: torch.Tensor,
