@@ -346,6 +346,8 @@ class Profile:
     shape_classes: tuple = ()
     shape_calls: int = 4096
     shape_n: int | None = None  # stage-1 samples of a shape-axis case (None: the profile's n)
+    # The shape-axis cases drawn at the big shape classes too (None: every one of them).
+    big_shape_cases: tuple | None = None
     # Execution paths run by default (--paths).
     paths: tuple = ("eager",)
 
@@ -365,6 +367,8 @@ class Profile:
 EVERYDAY_SHAPES = tuple(s.name for s in SHAPES if s.kind != "big")
 #: The cases that carry the shape axis at pr: the +-2 sigma init cases and the absolute-bounds trap.
 PR_SHAPE_CASES = ("normal-2sigma", "vit-pos-embed", "abs-bounds-trap")
+#: Where the big shapes are drawn at pr: one case (the trap, the model-init call), every dtype.
+BIG_SHAPE_CASES_PR = ("abs-bounds-trap",)
 
 PROFILES = {
     # smoke: the grid alone (the self-tests run it dozens of times); --shapes adds the axis, on
@@ -373,7 +377,8 @@ PROFILES = {
                      shape_cases=("normal-2sigma",), shape_classes=(), shape_calls=64),
     "pr": Profile("pr", 1 << 22, "the default: the whole grid for one candidate in minutes on 2 cores",
                   slow_draw_n=1 << 18, shape_cases=PR_SHAPE_CASES,
-                  shape_classes=EVERYDAY_SHAPES + ("2^24",), shape_calls=4096, shape_n=1 << 20),
+                  shape_classes=EVERYDAY_SHAPES + ("2^24",), shape_calls=4096, shape_n=1 << 20,
+                  big_shape_cases=BIG_SHAPE_CASES_PR),
     "nightly": Profile("nightly", 1 << 27, "long CPU runs and GPUs (2^30 there); rates down to "
                        "~1e-8 per element; the sharded selection on 2 and 4 ranks; every case at "
                        "every shape; every execution path",
@@ -382,20 +387,16 @@ PROFILES = {
                        shape_calls=1 << 16, paths=("eager", "compile", "deterministic")),
 }
 
-#: Where the big shapes are drawn at pr: one case (the trap, the model-init call), every dtype.
-BIG_SHAPE_CASES = {"pr": ("abs-bounds-trap",)}
-
-
 def shape_classes_for(case_id: str, profile: Profile, on_cuda: bool, dtype: str | None = None,
                       names=None) -> list:
     """The shape classes a grid case is drawn at: `names` (--shapes) or the profile's selection
     for its cases; the CUDA-only classes only on CUDA, a dtype-bound one only in its dtype (dtype
-    None: not filtered), the big ones at pr only on `BIG_SHAPE_CASES` (unless named)."""
+    None: not filtered), the big ones only on the profile's `big_shape_cases` (unless named)."""
     if names is None:
         if profile.shape_cases is not None and case_id not in profile.shape_cases:
             return []
         names = profile.shape_classes
-        big_cases = BIG_SHAPE_CASES.get(profile.name)
+        big_cases = profile.big_shape_cases
     else:
         big_cases = None
     out = []

@@ -239,7 +239,7 @@ class HarnessSession:
     def shapes_for(self, case, dtype, device) -> list:
         """The shape classes `case` is drawn at in this run (`harness.cases.SHAPES`): --shapes, or
         the profile's selection; the big CUDA-only ones only on CUDA, a dtype-bound one in its
-        dtype, the big ones at pr only on `BIG_SHAPE_CASES`."""
+        dtype, the big ones only on the profile's `big_shape_cases`."""
         if case.shape_class or case.path != "eager" or case.own_shape:
             return []  # a case named as one shape or path, or given with its shape, is just that
         return shape_classes_for(case.id, PROFILES[self.options.profile],
