@@ -53,7 +53,8 @@ COLUMNS = ("run_id", "started", "candidate", "candidate_version", "case", "dtype
            "check", "verdict", "n", "statistic", "p_value", "message", "seed", "candidate_s",
            "harness_s", "n_stage1", "n_stage2", "p_value_stage1", "p_value_stage2", "seed_stage2",
            "alpha_suspect", "alpha_fail", "effect", "effect_unit", "mde", "n_target",
-           "budget_limited", "samples_per_s", "normal_samples_per_s", "speed_vs_normal", "mean",
+           "samples_drawn", "budget_limited", "samples_per_s", "normal_samples_per_s",
+           "speed_vs_normal", "mean",
            "std", "a", "b", "shape", "shape_class", "path", "torch_version", "device_name", "profile", "worker", "repro",
            "xfail_cause", "candidate_spec", "group", "bits", "bits_lo", "bits_hi", "law_bits",
            "resolution", "details")
@@ -80,7 +81,7 @@ CASE_DATA_DIR = "case-data"
 
 #: Integer columns that may be missing on some rows: nullable Int64, because float64 would round
 #: 63-bit seeds (and the seed is what makes a failure reproducible).
-INT_COLUMNS = ("seed", "seed_stage2", "n", "n_stage1", "n_stage2", "n_target")
+INT_COLUMNS = ("seed", "seed_stage2", "n", "n_stage1", "n_stage2", "n_target", "samples_drawn")
 
 
 class ReportError(Exception):

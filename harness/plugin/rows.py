@@ -40,16 +40,16 @@ def latest_rows(rows: list[dict]) -> list[dict]:
 
 
 def throughput(rows: list[dict]) -> dict:
-    """candidate -> (samples generated, seconds inside the candidate), over both stages."""
-    samples: dict = defaultdict(int)
-    stage2: dict = {}
+    """candidate -> (samples generated, seconds inside the candidate), over both stages: each
+    group's `samples_drawn` (the most any of its rows carries: the last one's) and the time
+    charged to its rows."""
+    drawn: dict = {}
     seconds: dict = defaultdict(float)
     for r in rows:
         seconds[r["candidate"]] += float(r.get("candidate_s") or 0.0)
         key = (r["candidate"], r["case"], r["dtype"], r["device"])
-        if r["check"] == "hang":
-            samples[r["candidate"]] += int(r.get("n_stage1") or 0)
-        stage2[key] = max(stage2.get(key, 0), int(r.get("n_stage2") or 0))
-    for (cand, *_), n2 in stage2.items():
-        samples[cand] += n2
+        drawn[key] = max(drawn.get(key, 0), int(r.get("samples_drawn") or 0))
+    samples: dict = defaultdict(int)
+    for (cand, *_), n in drawn.items():
+        samples[cand] += n
     return {c: (samples[c], seconds[c]) for c in seconds}

@@ -149,10 +149,14 @@ class CaseRunner:
 
     def case_columns(self) -> dict:
         """What every row of the case carries besides its check's result: the n asked for,
-        whether the budget cut stage 1 short of it, and the candidate's stage-1 throughput next to
-        torch's ``normal_`` on the same tensor and device (`speed_vs_normal`: their ratio)."""
+        whether the budget cut stage 1 short of it, the samples the group has drawn so far over
+        both stages (`samples_drawn`: a later row of the group carries a larger figure, its last
+        row the group's total), and the candidate's stage-1 throughput next to torch's
+        ``normal_`` on the same tensor and device (`speed_vs_normal`: their ratio)."""
+        drawn = [self.cached_summary(stage) for stage in (1, 2)]
         cols = {"n_target": self.config.n(1, self.device, self.case),
-                "budget_limited": self.budget_limited}
+                "budget_limited": self.budget_limited,
+                "samples_drawn": sum(s.n for s in drawn if s is not None)}
         s1 = self.cached_summary(1)
         if s1 is not None and s1.n and s1.candidate_s > 0:
             rate = s1.n / s1.candidate_s
