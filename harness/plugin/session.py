@@ -36,8 +36,8 @@ from ..fleet.partition import plan
 from ..cases import PROFILES, shape_classes_for, shaped
 from ..cases import on_path as case_on_path
 from ..explore import EXPLORE_FWER
-from ..runner import (RunConfig, RunnerCache, all_check_names, checks_for, on_path,
-                      run_candidate_check, runs_on_sharded_group)
+from ..runner import (RunConfig, RunnerCache, all_check_names, checks_for,
+                      candidate_on_path, run_candidate_check, runs_on_sharded_group)
 from ..runner.drawn import as_drawn
 from ..runner.shrink import PARAMETERS as SHRINK_PARAMETERS
 from ..runner.shrink import SHRINK_CASES, ShrinkTask, run_tasks
@@ -266,7 +266,8 @@ class HarnessSession:
 
     def runner_for(self, combo: "Combo"):
         if combo.layout is None:
-            candidate = on_path(as_drawn(combo.candidate, combo.case.drawn_in), combo.path)
+            candidate = candidate_on_path(as_drawn(combo.candidate, combo.case.drawn_in),
+                                          combo.path)
             return self.runners.get(candidate, combo.case, combo.dtype, combo.device,
                                     self.run_config)
         return self.sharded_runners.get(combo.candidate, combo.case, combo.dtype, combo.device,

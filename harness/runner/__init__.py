@@ -14,8 +14,9 @@ from reports.leases import LeaseHeld, lease
 from .case_runner import (CASE_CHECKS, CaseRunner, DrawRequest, RunConfig, RunnerCache,
                           all_check_names, checks_for, crash_guarded, failure_from_lease,
                           inflight_marker, on_device, run_candidate_check, runs_on_sharded_group)
-from .paths import PATHS, on_path
+from .paths import PATHS, candidate_on_path
 
 __all__ = ["CASE_CHECKS", "CaseRunner", "DrawRequest", "RunConfig", "RunnerCache", "all_check_names",
            "checks_for", "crash_guarded", "failure_from_lease", "inflight_marker", "on_device",
-           "run_candidate_check", "runs_on_sharded_group", "LeaseHeld", "lease", "PATHS", "on_path"]
+           "run_candidate_check", "runs_on_sharded_group", "LeaseHeld", "lease", "PATHS",
+           "candidate_on_path"]

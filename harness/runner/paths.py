@@ -73,6 +73,6 @@ class PathCandidate:
         return f"PathCandidate({self._candidate!r}, {self.path!r})"
 
 
-def on_path(candidate, path: str):
+def candidate_on_path(candidate, path: str):
     """The candidate as called on `path` (the candidate itself for eager)."""
     return candidate if path == "eager" else PathCandidate(candidate, path)

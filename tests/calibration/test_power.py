@@ -38,7 +38,7 @@ import torch
 
 from candidates import REGISTRY, resolve
 from harness.cases import PROFILES, case_by_id, case_by_label, parse_case_spec
-from harness.runner import CaseRunner, RunConfig, on_path
+from harness.runner import CaseRunner, RunConfig, candidate_on_path
 from reference.dtypes import dtype_name
 
 pytestmark = pytest.mark.calibration
@@ -145,7 +145,7 @@ def plan_case(label: str):
 
 def _run_named_checks(name: str, case_id: str, dtype, config: RunConfig) -> dict:
     case = plan_case(case_id)
-    cand = on_path(resolve(name), case.path)  # the path a run wraps the candidate in
+    cand = candidate_on_path(resolve(name), case.path)  # the path a run wraps the candidate in
     runner = CaseRunner(cand, case, dtype, "cpu", config)
     return {check: runner.run(check) for check in resolve(name).caught_by}
 

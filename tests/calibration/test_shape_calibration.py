@@ -5,7 +5,7 @@ every shape class and every path, and the checks' p-values stay calibrated there
 p-value they get is a draw from its check's null distribution, whatever the tensor. Each group is
 run through `CaseRunner` exactly as a run draws it: the case at a shape class
 (`harness.cases.shaped`, label ``case:SHAPE``) or on a path (`harness.cases.on_path`, label
-``case+PATH``, the candidate wrapped by `harness.runner.on_path`), its n the profile's for that
+``case+PATH``, the candidate wrapped by `harness.runner.candidate_on_path`), its n the profile's for that
 group (`Profile.samples`: at `smoke` at most 64 calls of a shape class, so a 1-element tensor
 draws 64 samples and 1x197x768 two calls), its checks those a run gives it
 (`harness.runner.checks_for`: the hard ones, ``inplace`` on the shape axis, the API checks on
@@ -65,7 +65,7 @@ from candidates import resolve
 from harness.cases import (EVERYDAY_SHAPES, PR_SHAPE_CASES, SHAPE_CLASSES, Case, case_by_id,
                            on_path as case_on_path, shaped)
 from harness.checks import STATISTICAL_CHECKS
-from harness.runner import CaseRunner, RunConfig, checks_for, on_path
+from harness.runner import CaseRunner, RunConfig, candidate_on_path, checks_for
 
 from test_calibration import (ALPHA_SUSPECT, FALSE_FAILURE_BUDGET, MIN_LOCAL, MIN_POOLED,
                               STAT_FAILS_SHARE, continuous_components)
@@ -160,7 +160,7 @@ def _stage1_details(runner, check: str, result) -> dict:
 def run_draw(candidate, draw: Draw, dtype: torch.dtype) -> list[Row]:
     """Every check a run gives `draw`'s group, through `CaseRunner`, as Rows."""
     case = draw.case
-    runner = CaseRunner(on_path(candidate, case.path), case, dtype, "cpu",
+    runner = CaseRunner(candidate_on_path(candidate, case.path), case, dtype, "cpu",
                         RunConfig(profile=draw.profile, run_seed=draw.seed))
     rows = []
     for check in checks_for(case, case.path):
