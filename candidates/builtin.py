@@ -24,11 +24,11 @@ Sharded parameters (DTensors; `candidates.sharded`, imported on first use): ``ex
 sharding-invariant: u from a counter-based stream indexed by global position) and ``local-shard``
 (known bad: the seed's DTensor workaround, the local tensor initialized with the rank's own generator).
 
-Known-bad by construction (issues 4 and 14), each the exact sampler with one defect, named for it:
+Known-bad by construction, each the exact sampler with one defect, named for it:
 ``scale-2pct-wide``, ``shift-0.02sigma``, ``no-tail-beyond-3.5sigma``, ``antithetic-neighbours``,
 ``round-toward-zero``, ``point-mass-1e-4-at-a``, ``fallback-mean-1e-5``, ``hole-2e-5``; and
-(issue 20) exact except on one class of tensors: ``remainder-loop``, ``small-tensor-path``,
-``big-tensor-path``, ``counter-wrap``, ``compile-only-shift``; and (issue 21) exact except in one
+exact except on one class of tensors: ``remainder-loop``, ``small-tensor-path``,
+``big-tensor-path``, ``counter-wrap``, ``compile-only-shift``; and exact except in one
 region of the parameter space off the grid: ``below-mean-window``, ``narrow-window-midpoint``;
 and with a resolution coarser than the dtype (right in every histogram bin): ``uniform-24-bits``,
 ``float32-widened``, ``dropped-last-bit``. Never "fix" them: they exist to be caught.
@@ -215,7 +215,7 @@ def clamp_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None
         return tensor
 
 
-# ------------------------------------------------------------------------------ known-bad (issue 4)
+# -------------------------------- known-bad: a law off in scale, location, tails, pairs or rounding
 
 
 def scale_2pct_wide_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
@@ -300,7 +300,7 @@ def point_mass_at_a_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     return exact_based(tensor, mean, std, a, b, generator, x_map=put_a)
 
 
-# ------------------------------------------------------------------------------ known-bad (issue 14)
+# ----------------------------------------------- known-bad: rare defects (a fallback value, a hole)
 
 #: fallback-mean-1e-5: the share of elements written as RN(mean)
 FALLBACK_RATE = 1e-5
@@ -344,7 +344,7 @@ def hole_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     return exact_based(tensor, mean, std, a, b, generator, u_map=_skip_quantiles)
 
 
-# ------------------------------------------------------------------------------ known-bad (issue 20)
+# ------------------------------------------------------------------ known-bad: one class of tensors
 # Each is exact except on one class of tensors real kernels dispatch on: the grid's 256x256 tensors
 # never meet the defect, the shape axis (and the paths) do.
 
@@ -450,7 +450,7 @@ def compile_only_shift_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None
     return tensor
 
 
-# ------------------------------------------------------------------------------ known-bad (issue 21)
+# ----------------------------------------------------- known-bad: one region of the parameter space
 # Each is exact except in one region of the parameter space that no grid case visits: only an
 # exploration (`--explore`) meets them, and its shrinking finds where the region ends.
 

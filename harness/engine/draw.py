@@ -45,7 +45,7 @@ PREPARE_TIMEOUT_S = 120.0
 
 
 def prepare_candidate(candidate, call_timeout: float | None, folder: "Folder") -> None:
-    """A candidate's one-time start-up (``candidate.prepare()``, issue 13: importing a library,
+    """A candidate's one-time start-up (``candidate.prepare()``: importing a library,
     starting a library's child process) before the timed calls, so it is neither candidate time
     nor spent out of a per-case budget. Idempotent on the candidate's side; bounded by a deadline
     of its own (imports are slow on a busy machine)."""
