@@ -133,60 +133,63 @@ class MassBins:
 
     A key whose coarse bin is ``c`` and whose low bits (the key bits below the coarse bin, ordered)
     are ``low`` falls in mass bin ``start[c] + (low >> shift[c])``; bins increase with the value.
-    The engine counts finer than that over the main bins: one counter per main bin or part of a
-    split one (light main bins are not merged), so its one bincount gives the main histogram too.
-    It looks up ``raw_table[c]`` (packed ``counter start << SHIFT_BITS | shift``; for main bins
-    indexed by the *raw* top bits, whose low bits run backwards for negative values) and puts its
-    raw counters in order once (`order_raw`: raw counter ``i`` is counter ``raw_order[i]``), then
-    `counters_to_mass` / `counters_to_main`. It depends on the law alone, so the engine and the
-    checks agree without talking.
 
-    Memory is what a new law costs (a fresh page costs more than the arithmetic on it), so a law
-    keeps only what the engine and the checks read on every run: the engine's table, the mass
-    bins' first counters and masses, and the raw counter order (the identity but for the split
-    negative bins) as those runs (``backward``), not as 1.6e6 indices. The main layout's engine
-    table is kept as what makes it (its split bins and their shifts, `_MainTable`) and built when
-    asked (`raw_table`: the engine takes it once per run, and owns it). ``start``, ``shift`` and
-    ``split`` over the coarse bins (for labels and tests) and ``main_first`` are derived."""
+    Stored as what makes them (``start`` and ``shift`` span all 2**20 main bins, and are built
+    when asked): the coarse bins cut into parts (``split_bins``, each into ``split_parts``
+    parts of ``2**split_shift`` keys), the others whole. The coarse bins and parts, in key order,
+    are the *parts* 0 .. n_parts - 1, and mass bin ``j`` is the run of parts from
+    ``mass_first[j]`` to ``mass_first[j + 1] - 1`` (light coarse bins merged: several parts; a
+    part of a split bin: one). Counts per part add up to the mass bins (`parts_to_mass`) and to
+    the coarse bins (`parts_to_coarse`): the engine counts parts
+    (`harness.engine.mass_counters`). It depends on the law alone, so the engine and the checks
+    agree without talking. Memory is what a new law costs (a fresh page costs more than the
+    arithmetic on it), so a law keeps only the masses, the split bins and the first parts."""
 
     bits: int  # of the format
     low_bits: int  # key bits below the coarse bin: 12 / 44 (main bins) or the fine bins' shift
     fine: "FineBins | None"  # the coarse bins are these fine bins (else the main bins)
     n_bins: int
     probs: np.ndarray  # float64[n_bins]
-    table: "np.ndarray | _MainTable"  # the engine's table (fine layout), or how to build it (main)
-    backward: tuple  # ((count, int64[first counters]), ...): runs of counters the engine sees reversed
-    n_counters: int  # the engine's counters
-    mass_first: "np.ndarray | None"  # int32[n_bins]: first counter of each mass bin (None: the same)
-
-    SHIFT_BITS = 6  # shift <= 44 < 2**6
+    n_coarse: int  # 2**hist_bits main bins, or the fine bins and the two beyond them
+    split_bins: np.ndarray  # int64: the coarse bins cut into parts, increasing
+    split_shift: np.ndarray  # int64: each part of split_bins[i] holds 2**split_shift[i] keys
+    mass_first: np.ndarray  # int32[n_bins]: the first part of each mass bin
 
     @property
-    def raw_table(self) -> np.ndarray:
-        """int32 (float32) / int64 (float64) [coarse bins]: the engine's table, indexed by raw main
-        bin (main layout: a new, writable array on each call) or by fine bin (read-only)."""
-        return self.table if isinstance(self.table, np.ndarray) else self.table.build()
+    def split_parts(self) -> np.ndarray:
+        """int64: how many parts each split bin is cut into."""
+        return np.int64(1) << (self.low_bits - self.split_shift)
 
-    def _packed(self) -> np.ndarray:
-        """int64[coarse bins]: (first counter << SHIFT_BITS) | shift of each coarse bin, in order."""
-        t = self.raw_table.astype(np.int64)
-        if self.fine is not None:
-            return t
-        half = t.size // 2  # raw bins 0..half-1 are ordered bins half.., the others run backwards
-        return np.concatenate([t[half:][::-1], t[:half]])
+    def parts_before_split(self) -> np.ndarray:
+        """int64[split bins + 1]: the extra parts (beyond one per coarse bin) before each split
+        bin's first part, and (last) in all."""
+        return np.concatenate([[0], np.cumsum(self.split_parts - 1)]).astype(np.int64)
+
+    @property
+    def n_parts(self) -> int:
+        return self.n_coarse + int(self.parts_before_split()[-1])
+
+    def first_parts(self) -> np.ndarray:
+        """int64[coarse bins]: each coarse bin's first part (a new array on each call)."""
+        first = np.arange(self.n_coarse, dtype=np.int64)
+        cs = self.split_bins
+        if cs.size:
+            extra = self.parts_before_split()
+            first[:int(cs[-1]) + 1] += np.repeat(extra[:-1], np.diff(np.r_[0, cs + 1]))
+            first[int(cs[-1]) + 1:] += int(extra[-1])
+        return first
 
     @functools.cached_property
     def start(self) -> np.ndarray:
         """int64[coarse bins]: the mass bin of each coarse bin's first key (see the class note)."""
-        first_counter = self._packed() >> self.SHIFT_BITS
-        if self.mass_first is None:
-            return first_counter
-        return np.searchsorted(self.mass_first, first_counter, side="right") - 1
+        return np.searchsorted(self.mass_first, self.first_parts(), side="right") - 1
 
     @functools.cached_property
     def shift(self) -> np.ndarray:
         """int64[coarse bins]: a key's low bits shifted right by this give its part of the bin."""
-        return self._packed() & ((1 << self.SHIFT_BITS) - 1)
+        shift = np.full(self.n_coarse, self.low_bits, dtype=np.int64)
+        shift[self.split_bins] = self.split_shift
+        return shift
 
     @property
     def split(self) -> np.ndarray:
@@ -194,39 +197,20 @@ class MassBins:
         return self.shift != self.low_bits
 
     @property
-    def main_first(self) -> "np.ndarray | None":
-        """int64[main bins]: first counter of each main bin (main layout; None over fine bins)."""
-        return None if self.fine is not None else self.table.first_counters()
-
-    def order_raw(self, raw: np.ndarray) -> np.ndarray:
-        """The counters in order from the engine's raw counters, as a new array; the same map
-        takes ordered counters to raw ones (it reverses runs, so it is its own inverse)."""
-        out = np.array(raw, copy=True)
-        for count, firsts in self.backward:
-            idx = firsts[:, None] + np.arange(count)
-            out[idx] = raw[idx[:, ::-1]]
-        return out
-
-    @property
-    def raw_order(self) -> np.ndarray:
-        """int64[n_counters]: raw counter ``i`` is counter ``raw_order[i]`` (built on each call)."""
-        return self.order_raw(np.arange(self.n_counters, dtype=np.int64))
-
-    @property
     def nbytes(self) -> int:
         """Bytes of the tables (the derived ones included once built)."""
-        arrays = [self.probs, self.table, self.mass_first] + [f for _, f in self.backward]
+        arrays = [self.probs, self.split_bins, self.split_shift, self.mass_first]
         arrays += [vars(self).get(name) for name in ("start", "shift")]
         return sum(a.nbytes for a in arrays if a is not None)
 
-    def counters_to_mass(self, counts: np.ndarray) -> np.ndarray:
-        """Mass-bin counts from the engine's counters (in order)."""
-        return counts if self.mass_first is None else np.add.reduceat(counts, self.mass_first)
+    def parts_to_mass(self, counts: np.ndarray) -> np.ndarray:
+        """Mass-bin counts from counts per part."""
+        return np.add.reduceat(counts, self.mass_first)
 
-    def counters_to_main(self, counts: np.ndarray) -> "np.ndarray | None":
-        """Main-histogram counts from the engine's counters (in order); None over fine bins,
-        whose counters do not refine the main bins (the engine counts those itself)."""
-        return None if self.fine is not None else np.add.reduceat(counts, self.main_first)
+    def parts_to_coarse(self, counts: np.ndarray) -> np.ndarray:
+        """Coarse-bin counts (the main histogram, or the fine one with the bins beyond it) from
+        counts per part."""
+        return np.add.reduceat(counts, self.first_parts())
 
     def _coarse_first_key(self, c: np.ndarray) -> np.ndarray:
         c = np.asarray(c, dtype=np.int64)
@@ -290,8 +274,8 @@ def _mass_bins(law) -> "MassBins":
     other coarse bin has mass exactly 0 and so is merged into the bin before it or after it), the
     cell edges of the parts of a split bin come from its first value and its spacing (every split
     bin lies inside one binade: its values are ``v0 + i h``, and each edge is formed exactly as
-    `FloatFormat.key_cell_edge` forms it, bit for bit), and only the arrays the engine indexes span
-    all 2**20 main bins."""
+    `FloatFormat.key_cell_edge` forms it, bit for bit), and nothing the law keeps spans all 2**20
+    main bins."""
     fmt = law.fmt
     fb = law.fine_bins
     if fb is None:
@@ -302,8 +286,7 @@ def _mass_bins(law) -> "MassBins":
     splittable[[0, -1]] = False
     layout = _split_and_merge(m, splittable, low_bits)
     n_bins = layout.n_bins
-    start, shift = layout.start_per_coarse(m.size), layout.shift_per_coarse(m.size)
-    mb = MassBins(fmt.bits, low_bits, fb, n_bins, np.empty(0), np.empty(0), (), 0, None)  # keys only
+    mb = _keys_only(fmt, low_bits, fb, n_bins, m.size)
     probs = np.empty(n_bins)
     probs[layout.open_start] = np.add.reduceat(m, layout.opens)
     cs = layout.split_bins
@@ -319,12 +302,34 @@ def _mass_bins(law) -> "MassBins":
         h = fmt.spacing(np.where(uniform, v_first, 1.0))
         _part_probs(law, mb, cs, layout.split_parts, layout.split_shift, v_first[fine_i], h[fine_i],
                     lo_e[fine_i], hi_e[fine_i], uniform[fine_i], probs, layout.split_start)
-    # one counter per mass bin, in order
-    packed = (start.astype(np.int64) << MassBins.SHIFT_BITS) | shift
-    raw_table = packed.astype(np.int32 if fmt.bits <= 32 else np.int64)
-    for arr in (probs, raw_table):
+    return _with_parts(fmt, low_bits, fb, layout, probs, m.size, 0)
+
+
+def _keys_only(fmt, low_bits: int, fine, n_bins: int, n_coarse: int) -> "MassBins":
+    """A `MassBins` that knows its coarse bins' keys only (for `_part_probs` while it is built)."""
+    empty = np.empty(0, dtype=np.int64)
+    return MassBins(fmt.bits, low_bits, fine, n_bins, np.empty(0), n_coarse, empty, empty,
+                    np.empty(0, dtype=np.int32))
+
+
+def _with_parts(fmt, low_bits: int, fine, layout: "_Layout", probs: np.ndarray, n_coarse: int,
+                s0: int) -> "MassBins":
+    """The `MassBins` of a layout over coarse bins s0 .. (the window; every coarse bin before it
+    joins mass bin 0, every one after it the last): its split bins, and each mass bin's first
+    part. Coarse bin c's first part is c + (the extra parts of the split bins before it)."""
+    cs = (layout.split_bins + s0).astype(np.int64)
+    split_shift = layout.split_shift.astype(np.int64)
+    extra = np.concatenate([[0], np.cumsum(layout.split_parts - 1)])
+    splits_before = np.cumsum(layout.open_split) - layout.open_split
+    open_part = layout.opens + s0 + extra[splits_before]
+    mass_first = np.repeat((open_part - layout.open_start).astype(np.int32), layout.open_size)
+    mass_first += _arange32(layout.n_bins)
+    if s0 > 0:
+        mass_first[0] = 0  # mass bin 0 starts at coarse bin 0, left of the window
+    for arr in (probs, cs, split_shift, mass_first):
         arr.setflags(write=False)
-    return MassBins(fmt.bits, low_bits, fb, n_bins, probs, raw_table, (), n_bins, None)
+    return MassBins(fmt.bits, low_bits, fine, layout.n_bins, probs, n_coarse, cs, split_shift,
+                    mass_first)
 
 
 def _expand(base: np.ndarray, counts: np.ndarray, step: int = 1) -> np.ndarray:
@@ -447,7 +452,7 @@ def _mass_bins_main(law) -> "MassBins":
     n_main = 1 << fmt.hist_bits
     low_bits = fmt.bits - fmt.hist_bits
     lo_c, hi_c, spacing = _hist_cells(fmt)
-    v_first, splittable, _, _, _, half = _main_layout(fmt)
+    v_first, splittable, _, _, _, _ = _main_layout(fmt)
     m_all = np.asarray(law.hist_bin_probs(), dtype=np.float64)
     r0, r1 = law._hist_span  # m_all == 0 outside [r0, r1]
     # The window: the span and one zero-mass bin either side. Outside it every coarse bin has mass 0
@@ -459,7 +464,7 @@ def _mass_bins_main(law) -> "MassBins":
     m = m_all[s0:s1 + 1]
     layout = _split_and_merge(m, splittable[s0:s1 + 1], low_bits)
     n_bins = layout.n_bins
-    keys_only = MassBins(fmt.bits, low_bits, None, n_bins, np.empty(0), np.empty(0), (), 0, None)
+    keys_only = _keys_only(fmt, low_bits, None, n_bins, n_main)
 
     # (a split bin's mass lands on its first part, which is overwritten below, with its others)
     probs = np.empty(n_bins)
@@ -470,110 +475,7 @@ def _mass_bins_main(law) -> "MassBins":
         lower, upper = law._main_bin_edges(cs, lo_c, hi_c)
         _part_probs(law, keys_only, cs, counts, layout.split_shift, v_first[cs], spacing[cs], lower,
                     upper, np.ones(cs.size, dtype=bool), probs, layout.split_start)
-    # The engine's counters: one per main bin, or one per part of a split main bin (light bins are
-    # not merged), so that the engine's single bincount gives both histograms (`counters_to_main`,
-    # `counters_to_mass`): the mass bins refine the main bins' counters, which sum to the main ones.
-    # Main bin c's first counter is c + extra[k], k the split bins before it.
-    extra = np.concatenate([[0], np.cumsum(counts - 1)])
-    n_counters = n_main + int(extra[-1])
-    splits_before = np.cumsum(layout.open_split) - layout.open_split
-    open_counter = layout.opens + s0 + extra[splits_before]
-    mass_first = np.repeat((open_counter - layout.open_start).astype(np.int32), layout.open_size)
-    mass_first += _arange32(n_bins)
-    if s0 > 0:
-        mass_first[0] = 0  # mass bin 0 starts at main bin 0, left of the window
-    # The engine indexes main bins by the raw top bits and adds the *raw* low bits shifted; for
-    # a negative value the ordered low bits are the raw ones complemented, so inside a split
-    # negative main bin the raw counters run backwards (`MassBins.backward`).
-    negative = cs < half
-    split_counter = cs + extra[:-1]
-    backward = []
-    for cnt in np.unique(counts[negative]):
-        firsts = split_counter[negative & (counts == cnt)].astype(np.int64)
-        firsts.setflags(write=False)
-        backward.append((int(cnt), firsts))
-    for arr in (probs, mass_first):
-        arr.setflags(write=False)
-    table = _MainTable(fmt, s0, cs, extra, layout.split_shift)
-    return MassBins(fmt.bits, low_bits, None, n_bins, probs, table, tuple(backward), n_counters,
-                    mass_first)
-
-
-@dataclass(frozen=True, eq=False)
-class _MainTable:
-    """The engine's table of a main layout, as what makes it: that of a law without split bins
-    (`_plain_raw_table`), plus the extra counters of the split bins before each main bin (a step
-    function of the bin) and the split bins' shifts."""
-
-    fmt: FloatFormat
-    s0: int  # the window's first main bin: the step function is 0 before it
-    split_bins: np.ndarray  # int64, ordered main bins, increasing
-    extra: np.ndarray  # int64[split bins + 1]: extra counters before the k-th split bin (and all)
-    split_shift: np.ndarray  # int64
-
-    def __post_init__(self):
-        for arr in (self.split_bins, self.extra, self.split_shift):
-            arr.setflags(write=False)
-
-    @property
-    def nbytes(self) -> int:
-        return self.split_bins.nbytes + self.extra.nbytes + self.split_shift.nbytes
-
-    def _step_runs(self):
-        """(values, lengths) of the step function over main bins s0 .. last split bin."""
-        cs = self.split_bins
-        return self.extra[:-1], np.diff(np.r_[self.s0, cs + 1])
-
-    def first_counters(self) -> np.ndarray:
-        """int64[main bins]: each ordered main bin's first counter."""
-        n_main = 1 << self.fmt.hist_bits
-        first = np.arange(n_main, dtype=np.int64)
-        cs = self.split_bins
-        if cs.size:
-            values, lengths = self._step_runs()
-            first[self.s0:int(cs[-1]) + 1] += np.repeat(values, lengths)
-            first[int(cs[-1]) + 1:] += int(self.extra[-1])
-        return first
-
-    def build(self) -> np.ndarray:
-        """A new engine table: packed (first counter << SHIFT_BITS | shift) by raw main bin."""
-        fmt, cs = self.fmt, self.split_bins
-        n_main, half = 1 << fmt.hist_bits, 1 << (fmt.hist_bits - 1)
-        table = _plain_raw_table(fmt).copy()
-        if cs.size:
-            values, lengths = self._step_runs()
-            steps = np.repeat((values << MassBins.SHIFT_BITS).astype(np.int32), lengths)
-            _add_in_key_order(table, self.s0, int(cs[-1]) + 1, steps)
-            _add_in_key_order(table, int(cs[-1]) + 1, n_main, int(self.extra[-1]) << MassBins.SHIFT_BITS)
-            raw_of = np.where(cs >= half, cs - half, (n_main - 1) - cs)
-            table[raw_of] -= (fmt.bits - fmt.hist_bits) - self.split_shift
-        return table
-
-
-@functools.lru_cache(maxsize=None)
-def _plain_raw_table(fmt: FloatFormat) -> np.ndarray:
-    """The main layout's engine table of a law without split bins: main bin c's counter is c, its
-    shift the key bits below it, laid out by raw top bits (`_raw_to_ordered_bins`)."""
-    low_bits = fmt.bits - fmt.hist_bits
-    ordered = _raw_to_ordered_bins(fmt.hist_bits)
-    table = ((ordered << MassBins.SHIFT_BITS) | low_bits).astype(np.int32 if fmt.bits <= 32 else np.int64)
-    table.setflags(write=False)
-    return table
-
-
-def _add_in_key_order(raw_table: np.ndarray, lo: int, hi: int, values) -> None:
-    """raw_table[raw bin of ordered bin c] += values[c - lo] (or the scalar) for c in [lo, hi):
-    ordered bins half.. are raw bins 0.., ordered bins below half raw bins n-1 down (in place)."""
-    half = raw_table.size // 2
-    vec = not np.isscalar(values)
-    if lo < min(hi, half):  # ordered lo .. min(hi, half) - 1 are raw n-1-lo down to n-min(hi, half)
-        top = min(hi, half)
-        view = raw_table[raw_table.size - top:raw_table.size - lo][::-1]
-        view += values[:top - lo] if vec else values
-    if max(lo, half) < hi:
-        start = max(lo, half)
-        view = raw_table[start - half:hi - half]
-        view += values[start - lo:] if vec else values
+    return _with_parts(fmt, low_bits, None, layout, probs, n_main, s0)
 
 
 _ARANGE32: list = [np.arange(0, dtype=np.int32)]
@@ -606,16 +508,6 @@ class _Layout:
     split_parts: np.ndarray  # int64: 2**r
     split_shift: np.ndarray  # int64: low_bits - r
     split_start: np.ndarray  # int64
-
-    def start_per_coarse(self, size: int) -> np.ndarray:
-        """int64[size]: the mass bin of each coarse bin's first key."""
-        return np.repeat(self.open_start, np.diff(np.r_[self.opens, size]))
-
-    def shift_per_coarse(self, size: int) -> np.ndarray:
-        """int64[size]: each coarse bin's shift."""
-        shift = np.full(size, self.low_bits, dtype=np.int64)
-        shift[self.split_bins] = self.split_shift
-        return shift
 
 
 _LAYOUT_BLOCK = 1 << 15  # coarse bins per block of `_split_and_merge` (its scratch stays in cache)
@@ -669,14 +561,6 @@ def _split_and_merge(m: np.ndarray, splittable: np.ndarray, low_bits: int) -> _L
     n_bins = int(open_size.sum())
     return _Layout(low_bits, n_bins, opens, open_start, open_size, split_open, cs, open_size[at],
                    low_bits - r, open_start[at])
-
-
-def _raw_to_ordered_bins(hist_bits: int) -> np.ndarray:
-    """Ordered-key bin of each raw top-bits bin (the key's top bits are the raw top bits with the
-    key's bit flips: sign set -> all flipped, else the sign bit set)."""
-    raw = np.arange(1 << hist_bits, dtype=np.int64)
-    sign, mask = 1 << (hist_bits - 1), (1 << hist_bits) - 1
-    return np.where(raw & sign, ~raw & mask, raw | sign)
 
 
 #: 32/64-bit laws with more atoms than this between the 1e-30 quantiles get their moments and

@@ -3,6 +3,7 @@
 * `harness.engine.draw` — `run_engine`, the loop of one stage's draw, and `CandidateFailure`;
 * `harness.engine.folder` — `Folder`, the device-side fold of chunks into a Summary, and
   `summarize_samples` for samples already in memory;
+* `harness.engine.mass_counters` — `MassCounters`, the fold's lookup table for a law's mass bins;
 * `harness.engine.bits` — the integer views and the poison written before each call;
 * `harness.engine.deadline` — calling a candidate: the per-call deadline, and what it raises
   that is not an Exception (`candidate_call`, `CallTimeout`, `CandidateRaised`);

@@ -24,6 +24,7 @@ from ..bins import (COARSE_LATTICES, RESOLUTION_SCAN, block_pair_slots, collisio
                     raw_to_ordered, signed)
 from ..summary import ROW_EXTREMES_CAP, LagSums, Summary, counts_from_exact_histogram
 from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_value
+from .mass_counters import SHIFT_BITS, MassCounters
 
 #: Mass-bin counters of this many chunks are counted by one bincount (see `Folder._flush_mass`).
 PENDING_CHUNKS = 4
@@ -281,10 +282,10 @@ class Folder:
         if mb is None or self.exact_hist:
             return
         self.mass = mb
-        table = mb.raw_table  # (the main layout's is built for us: ours to keep)
-        self.mass_table = torch.from_numpy(table if table.flags.writeable else table.copy()).to(self.device)
+        self.counters = MassCounters.of(mb)
+        self.mass_table = torch.from_numpy(self.counters.table).to(self.device)
         self.mass_low_mask = (1 << mb.low_bits) - 1  # main-bin layout
-        self.raw_mass = torch.zeros(mb.n_counters, dtype=torch.int64, device=self.device)
+        self.raw_mass = torch.zeros(self.counters.n, dtype=torch.int64, device=self.device)
         self.s.mass_hist = np.zeros(mb.n_bins, dtype=np.int64)
         if mb.fine is None:
             # The counters refine the main bins: the main histogram comes from them (one bincount
@@ -294,15 +295,13 @@ class Folder:
                                        device=self.device)
         if watch:
             bins = np.asarray(sorted(set(int(j) for j in watch)), dtype=np.int64)
-            watched_ordered = np.zeros(mb.n_counters, dtype=bool)
-            if mb.mass_first is None:
-                watched_ordered[bins] = True
-            else:  # mass bin j has counters mass_first[j] .. mass_first[j + 1] - 1
-                ends = np.append(mb.mass_first, mb.n_counters)
-                first, count = ends[bins], ends[bins + 1] - ends[bins]
-                watched_ordered[np.repeat(first - (np.cumsum(count) - count), count)
-                                + np.arange(int(count.sum()))] = True
-            self.watch_raw = torch.as_tensor(mb.order_raw(watched_ordered), device=self.device)
+            watched_ordered = np.zeros(self.counters.n, dtype=bool)
+            # mass bin j has parts (counters) mass_first[j] .. mass_first[j + 1] - 1
+            ends = np.append(mb.mass_first, self.counters.n)
+            first, count = ends[bins], ends[bins + 1] - ends[bins]
+            watched_ordered[np.repeat(first - (np.cumsum(count) - count), count)
+                            + np.arange(int(count.sum()))] = True
+            self.watch_raw = torch.as_tensor(self.counters.order(watched_ordered), device=self.device)
             self.s.watch_bins = tuple(int(j) for j in bins)
 
     def _fold_mass(self, packed: torch.Tensor, low: torch.Tensor, ints: torch.Tensor) -> None:
@@ -311,10 +310,9 @@ class Folder:
         element's low key bits shifted are the offset. Counted by one bincount per chunk, or (main
         layout) written to the pending buffer that one bincount counts for several chunks.
         ``low`` becomes the counters; ``packed`` is overwritten."""
-        mb = self.mass
-        shift = torch.bitwise_and(packed, (1 << mb.SHIFT_BITS) - 1,
+        shift = torch.bitwise_and(packed, (1 << SHIFT_BITS) - 1,
                                   out=self._buffer("mass_s", tuple(packed.shape), packed.dtype))
-        packed.bitwise_right_shift_(mb.SHIFT_BITS)
+        packed.bitwise_right_shift_(SHIFT_BITS)
         counter = low.bitwise_right_shift_(shift).add_(packed)
         if self.pending is None:
             self.raw_mass += torch.bincount(counter, minlength=self.raw_mass.numel())
@@ -584,17 +582,17 @@ class Folder:
         self._finish_resolution()
         self._flush_mass()
         if self.mass is not None:
-            counters = self.mass.order_raw(self.raw_mass.cpu().numpy())
+            counters = self.counters.order(self.raw_mass.cpu().numpy())
         if self.raw_hist is not None:
             hist = np.zeros(1 << s.hist_bits, dtype=np.int64)
             hist[raw_to_ordered(s.hist_bits)] = self.raw_hist.cpu().numpy()
             s.hist = hist
         else:
-            s.hist = self.mass.counters_to_main(counters)
+            s.hist = self.mass.parts_to_coarse(counters)
         if self.raw_fine is not None:
             s.fine_hist = self.raw_fine.cpu().numpy()
         if self.mass is not None:
-            s.mass_hist = self.mass.counters_to_mass(counters)
+            s.mass_hist = self.mass.parts_to_mass(counters)
             if self.watch_raw is not None:
                 patterns, per_value = _add_tallies(self.watched, self.device)
                 unsigned = (patterns & ((1 << self.bits) - 1) if self.bits < 64 else patterns)

@@ -10,7 +10,7 @@ of equal steps, and the moments of a law with many atoms come in closed form per
 * masses against `TruncatedNormal.prob` on the same intervals (the Gauss-Legendre / Mills-ratio
   path), interval by interval: relative 1e-12 (observed <= 5e-13, at 40 sigma, where both carry
   the rounding of the standardized point), and against the mpmath oracle for a handful;
-* the mass-bin layout (start, shift, split, counters, raw tables) against the original algorithm
+* the mass-bin layout (start, shift, split, parts) against the original algorithm
   run over all 2**20 coarse bins (copied below): identical integers; their masses against
   `prob` over each mass bin's key range;
 * moments and collision probability against an atom-by-atom enumeration with `prob`;
@@ -266,11 +266,12 @@ def _reference_split_and_merge(m, splittable, low_bits):
     return start, shift, split, sizes, int(ends[-1])
 
 
-def _reference_counters(fmt, start, shift, split, sizes, n_bins):
-    """(c_start, n_counters, mass_first, raw_order, raw_table) of the main layout, as originally."""
+def _reference_parts(start, split, sizes, n_bins):
+    """(first part of each coarse bin, n_parts, mass_first): the coarse bins and the parts of the
+    split ones, in key order, are the parts; mass bin j starts at part mass_first[j]."""
     c_sizes = np.where(split, sizes, 1)
     c_start = np.cumsum(c_sizes) - c_sizes
-    n_counters = int(c_sizes.sum())
+    n_parts = int(c_sizes.sum())
     mass_first = np.empty(n_bins, dtype=np.int64)
     starts_run = ~split & np.r_[True, start[1:] != start[:-1]]
     mass_first[start[starts_run]] = c_start[starts_run]
@@ -278,17 +279,7 @@ def _reference_counters(fmt, start, shift, split, sizes, n_bins):
     counts = sizes[cs]
     offset = np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
     mass_first[np.repeat(start[cs], counts) + offset] = np.repeat(c_start[cs], counts) + offset
-    raw_order = np.arange(n_counters, dtype=np.int64)
-    cn = np.flatnonzero(split & (np.arange(split.size) < (1 << (fmt.hist_bits - 1))))
-    counts = sizes[cn]
-    first = np.repeat(c_start[cn], counts)
-    offset = np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-    raw_order[first + offset] = first + np.repeat(counts, counts) - 1 - offset
-    raw = np.arange(1 << fmt.hist_bits, dtype=np.int64)
-    sign, mask = 1 << (fmt.hist_bits - 1), (1 << fmt.hist_bits) - 1
-    coarse_of_raw = np.where(raw & sign, ~raw & mask, raw | sign)
-    packed = (c_start[coarse_of_raw] << R.MassBins.SHIFT_BITS) | shift[coarse_of_raw]
-    return c_start, n_counters, mass_first, raw_order, packed.astype(np.int32 if fmt.bits <= 32 else np.int64)
+    return c_start, n_parts, mass_first
 
 
 @pytest.mark.parametrize("dtype", WIDE, ids=str)
@@ -310,18 +301,14 @@ def test_mass_bins_against_the_original_layout_and_slow_masses(case, dtype):
     assert mb.n_bins == n_bins
     assert np.array_equal(mb.start, start) and np.array_equal(mb.shift, shift)
     assert np.array_equal(mb.split, split)
-    for arr in (mb.start, mb.shift, mb.raw_order, mb.probs):
+    for arr in (mb.start, mb.shift, mb.first_parts(), mb.probs):
         assert arr.dtype == (np.float64 if arr is mb.probs else np.int64)
-    if law.fine_bins is None:
-        c_start, n_counters, mass_first, raw_order, raw_table = _reference_counters(
-            fmt, start, shift, split, sizes, n_bins)
-        assert mb.n_counters == n_counters
-        assert np.array_equal(mb.main_first, c_start)
-        assert np.array_equal(mb.mass_first, mass_first)
-        assert np.array_equal(mb.raw_order, raw_order)
-        assert mb.raw_table.dtype == raw_table.dtype and np.array_equal(mb.raw_table, raw_table)
-    else:
-        assert mb.n_counters == n_bins and mb.main_first is None and mb.mass_first is None
+    c_start, n_parts, mass_first = _reference_parts(start, split, sizes, n_bins)
+    assert mb.n_coarse == m.size and mb.n_parts == n_parts
+    assert np.array_equal(mb.first_parts(), c_start)
+    assert np.array_equal(mb.mass_first, mass_first)
+    assert np.array_equal(mb.split_bins, np.flatnonzero(split))
+    assert np.array_equal(mb.split_parts, sizes[split])
     # every mass bin's mass from `prob` over the cells of its key range
     k0, k1 = mb.key_ranges(np.arange(mb.n_bins))
     kf_lo, kf_hi = fmt.finite_key_range
