@@ -545,7 +545,9 @@ def test_known_bad_defects_are_present():
     assert deep.eq(10.0).all()
     anti = resolve("antithetic-neighbours")(torch.empty(n, dtype=torch.float64), 0.0, 1.0, -INF, INF, gen(5))
     assert torch.allclose(anti[1::2], -anti[0::2], atol=1e-9)
-    assert torch.equal(anti[0::2], ex[0::2])
+    # exact's float64 draw is refined inside a block of <= 2^24 ulps (refine_float64); a u_map
+    # keeps the one-uniform draw
+    assert torch.allclose(anti[0::2], ex[0::2], rtol=2**-27, atol=0)
     chop = resolve("round-toward-zero")(torch.empty(n, dtype=torch.bfloat16), 0.0, 1.0, -INF, INF, gen(5))
     assert (chop.double().abs() <= ex.abs()).all() and torch.equal(
         chop, rz_cast(ex, torch.bfloat16))
