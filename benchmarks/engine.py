@@ -12,7 +12,7 @@ of a case, and times every piece:
    itself: ``candidate_s`` is the time inside the candidate's calls (filling the case's 256x256
    tensor again and again), ``engine_s`` everything else (poisoning, copying into the chunk
    buffer, folding chunks into the Summary).
-3. ``checks_s``: every statistical check (``harness.checks.STATISTICAL_CHECKS``) called on that
+3. ``checks_s``: every statistical check (``harness.checks.CHECKS.outcomes()``) called on that
    Summary and law, ``fn(summary, law, alpha=1e-3)``, second pass (law tables warm).
 4. ``peak RSS``: the subprocess's ``ru_maxrss`` right after 1-3, i.e. the high-water mark of the
    harness itself (imports included); nothing from other measurements carries over.
@@ -104,7 +104,7 @@ def measure_one(dtype_name: str, n: int, candidate_name: str, case_id: str, thre
 
     from candidates import resolve
     from harness.cases import PROFILES, case_by_id
-    from harness.checks import STATISTICAL_CHECKS
+    from harness.checks import CHECKS
     from harness.engine import run_engine
     from harness.runner import RunConfig
     from harness.seeds import DEFAULT_RUN_SEED, derive_seed
@@ -139,7 +139,7 @@ def measure_one(dtype_name: str, n: int, candidate_name: str, case_id: str, thre
     # and a warm one (the per-Summary cost). Outcomes are kept as a sanity note, not judged here.
     checks_cold, checks_warm, verdicts = {}, {}, {}
     for passes, times in ((1, checks_cold), (2, checks_warm)):
-        for name, fn in STATISTICAL_CHECKS.items():
+        for name, fn in CHECKS.outcomes().items():
             t0 = time.perf_counter()
             try:
                 o = fn(summary, law, alpha=config.alpha_fail)
@@ -149,7 +149,7 @@ def measure_one(dtype_name: str, n: int, candidate_name: str, case_id: str, thre
             except Exception as exc:  # a check still being written must not sink the benchmark
                 verdicts[name] = f"error: {type(exc).__name__}: {exc}"[:200]
             times[name] = time.perf_counter() - t0
-    out["n_checks"] = len(STATISTICAL_CHECKS)
+    out["n_checks"] = len(CHECKS.outcomes())
     out["checks_cold_s"] = sum(checks_cold.values())
     out["checks_s"] = sum(checks_warm.values())
     out["checks_each_s"] = checks_warm
@@ -380,14 +380,10 @@ def _fmt_s(v) -> str:
 
 
 def report(results: list, args, total_wall: float, load_start: str) -> str:
-    from harness.checks import STATISTICAL_CHECKS
+    from harness.checks import CHECKS
 
     lines = [f"# Engine benchmark: case `{args.case}`, torch threads {args.threads}", ""]
-    if not STATISTICAL_CHECKS:
-        lines += ["**STATISTICAL_CHECKS is empty** (harness/checks/statistical.py missing or not "
-                  "importable): checks_s below is 0 and harness_s is the engine alone.", ""]
-    else:
-        lines += [f"Statistical checks timed: {', '.join(STATISTICAL_CHECKS)}.", ""]
+    lines += [f"Statistical checks timed: {', '.join(CHECKS.outcomes())}.", ""]
     lines += ["| dtype | n | candidate | candidate_s | harness_s | ratio | engine_s | checks_s | "
               "law_s (once per case) | peak RSS MB | naive_s | naive RSS MB | naive / harness |",
               "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]

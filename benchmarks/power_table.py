@@ -90,7 +90,7 @@ from harness.checks.stat_local import (LocalBins, critical_excess, hole_guarante
 from harness.checks.stat_moments import moments_mde  # noqa: E402
 from harness.checks.stat_resolution import collisions_mde, lattices_mde  # noqa: E402
 from harness.bins import RESOLUTION_SCAN  # noqa: E402
-from harness.checks.statistical import check_mdes  # noqa: E402
+from harness.checks import CHECKS  # noqa: E402
 from harness.checks.power import mde_table, samples_drawn  # noqa: E402
 from harness.runner import CaseRunner, RunConfig  # noqa: E402
 from reference.dtypes import dtype_name  # noqa: E402
@@ -205,7 +205,7 @@ def mde_markdown(alpha: float) -> str:
 
 # ------------------------------------------------------------------------------ (a') per shape class
 
-#: The columns of the per-shape-class table: (check in `check_mdes`, header).
+#: The columns of the per-shape-class table: (check in `CHECKS.mdes`, header).
 SHAPE_MDE_CHECKS = (("ks", "ks (D)"), ("gof", "gof (w)"), ("atoms", "atoms (obs/exp)"),
                     ("moments.mean", "moments mean (σ)"), ("position", "position (w)"))
 
@@ -218,7 +218,7 @@ def drawn_n(profile, case, device: str = "cpu") -> int:
 
 def shape_mde_rows(case_id: str, dtype, alpha: float, profile_name: str = "pr") -> list:
     """[label, calls, n, MDE per SHAPE_MDE_CHECKS] for the case's grid shape and each shape class
-    `profile_name` draws it at (no sampling: `check_mdes` at the n drawn)."""
+    `profile_name` draws it at (no sampling: `CHECKS.mdes` at the n drawn)."""
     profile = PROFILES[profile_name]
     base = case_by_id(case_id)
     law = _law(base, dtype)
@@ -228,7 +228,7 @@ def shape_mde_rows(case_id: str, dtype, alpha: float, profile_name: str = "pr") 
     rows = []
     for label, case in cases:
         n = drawn_n(profile, case)
-        mdes = check_mdes(law, n, tuple(case.shape), alpha)
+        mdes = CHECKS.mdes(law, n, tuple(case.shape), alpha)
         rows.append([label, n // max(1, case.numel), n]
                     + [mdes[check][0] for check, _ in SHAPE_MDE_CHECKS])
     return rows

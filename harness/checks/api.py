@@ -16,6 +16,7 @@ import torch
 from ..engine import (INT_VIEW, CallTimeout, CandidateRaised, candidate_call, dtype_bits, poison_,
                       poison_value, raised_text)
 from ..result import Result
+from .check import CANDIDATE, calling
 
 
 class _Probe:
@@ -312,3 +313,22 @@ def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Resu
                                  [f"not expressible: {', '.join(not_expressible)}"]
                                  if not_expressible else [],
                                  details={"a_equals_b": a_eq_b}))
+
+
+#: The API checks: tensors of their own, on the grid's unsharded groups (one call may take up to
+#: --case-timeout, capped: they make many small calls), and `arguments` once per candidate.
+CONTRACT = calling("contract", lambda c, seed, timeout: check_contract(
+    c.candidate, c.case, c.dtype, c.device, seed, timeout), timeout_cap=30.0,
+    doc="In place, same tensor back, views written exactly, edge shapes, nn.Parameter, meta.")
+GENERATOR = calling("generator", lambda c, seed, timeout: check_generator(
+    c.candidate, c.case, c.dtype, c.device, seed, timeout, float(c.law.collision_prob)),
+    timeout_cap=30.0,
+    doc="Same seed, same bits; other seed, other bits; an explicit generator leaves the global "
+        "RNG alone.")
+THREADS = calling("threads", lambda c, seed, timeout: check_threads(
+    c.candidate, c.case, c.dtype, c.device, seed, timeout), timeout_cap=30.0,
+    doc="The same generator state with 1 and with all torch threads (recorded; held if "
+        "declared).")
+ARGUMENTS = calling("arguments", lambda c, seed, timeout: check_arguments(
+    c.candidate, c.dtype, c.device, seed, timeout), scope=CANDIDATE, timeout_cap=10.0,
+    doc="Invalid arguments raise; a == b raises or fills with a (recorded).")

@@ -1,5 +1,6 @@
 """Checks of a Summary that need no statistics: any violation is impossible under the law and fails
-at once (`finite`, `written`, `bounds`; `inplace` on the shape axis)."""
+at once (`finite`, `written`, `bounds`; `inplace` on the shape axis), and `hang`, the verdict on
+the draw itself. Each is declared here as a `harness.checks.check.Check`."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import math
 
 import numpy as np
 
+from ..engine import CandidateFailure
 from ..result import Result
 from ..summary import Summary
+from .check import DRAWN, SHAPE_AXIS, Check, on_draw
 
 
 def _sigma(value: float, summary: Summary, mean: float, std: float) -> str:
@@ -80,3 +83,30 @@ def check_inplace(summary: Summary) -> Result:
                       n=summary.n)
     return Result("inplace", "pass", f"{summary.n_calls} calls wrote the tensor given, in place, "
                   f"and nothing else", statistic=0, p_value=1.0, n=summary.n)
+
+
+def judge_hang(context) -> Result:
+    """Every call returned within its timeout. A draw that raised returned, so it passes here
+    (the other checks of the group fail on it); one that hung, crashed or was split is this
+    check's verdict."""
+    s1 = context.summary(1)
+    if isinstance(s1, CandidateFailure) and s1.kind in ("hang", "crashed", "split"):
+        return context.failed("hang", s1, 1)
+    if isinstance(s1, CandidateFailure):
+        return Result("hang", "pass", "returned (with an error; see the other checks)")
+    return Result("hang", "pass", f"{s1.n_calls} calls, slowest within "
+                  f"{context.config.call_timeout(context.case):g} s", n=s1.n, n_stage1=s1.n)
+
+
+FINITE = on_draw("finite", lambda context, s: check_finite(s, context.law),
+                 doc="No NaN or infinity, ever.")
+WRITTEN = on_draw("written", lambda context, s: check_written(s),
+                  doc="Every element of the tensor is written on every call (the tensor is "
+                      "poisoned before).")
+BOUNDS = on_draw("bounds", lambda context, s: check_bounds(
+    s, context.case.mean, context.case.std, strict=context.config.bounds == "strict"),
+                 doc="Every value lies in [RN(a), RN(b)] (or [a, b] with --bounds strict).")
+HANG = Check("hang", "hard", DRAWN, "Every call returns within --case-timeout seconds.", judge_hang)
+INPLACE = on_draw("inplace", lambda context, s: check_inplace(s), scope=SHAPE_AXIS,
+                  doc="The shape axis: the tensor given is written in place, and nothing outside "
+                      "a view.")

@@ -1,8 +1,8 @@
 """Minimum detectable effects of the statistical checks, as pure functions of the law and n.
 
 `mde_table` feeds the README's MDE table: per (profile, case, dtype) and check, the effect each
-check detects with probability 0.5 at level alpha (see `harness.checks.statistical` for the
-convention and units). No sampling: everything comes from the rounded law.
+check detects with probability 0.5 at level alpha (`harness.checks.registry.Registry.mdes`;
+`harness.checks.statistical` states the convention). No sampling: everything comes from the rounded law.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pandas as pd
 from reference import TruncatedNormal, rounded_law
 from reference.dtypes import dtype_name, torch_dtype
 
-from .statistical import check_mdes
+from .registry import CHECKS
 
 
 def samples_drawn(n: int, shape: tuple, min_calls: int = 2) -> int:
@@ -39,7 +39,7 @@ def mde_table(profile_n: dict, cases, dtypes, alpha: float = 1e-3) -> pd.DataFra
                 n_req = int(getattr(spec, "n", spec))
                 min_calls = int(getattr(spec, "min_calls", 2))
                 n = samples_drawn(n_req, tuple(case.shape), min_calls)
-                for check, (mde, unit) in check_mdes(law, n, tuple(case.shape), alpha).items():
+                for check, (mde, unit) in CHECKS.mdes(law, n, tuple(case.shape), alpha).items():
                     rows.append({"profile": profile, "case": case.id, "dtype": dtype_name(dtype),
                                  "n": n, "check": check, "mde": mde, "unit": unit})
     return pd.DataFrame(rows, columns=["profile", "case", "dtype", "n", "check", "mde", "unit"])

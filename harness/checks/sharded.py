@@ -32,13 +32,11 @@ import math
 
 from ..result import Outcome
 from ..summary import Summary
+from .check import SHARDED, statistical
 from .stat_common import (binom_two_sided, binom_upper, bonferroni, norm_two_sided,
                           not_applicable, quiet)
 from .stat_independence import (DUP_POISSON_MAX_PER_CALL, collision_rates, component_mde,
                                 poisson_count_component)
-
-SHARDED_CHECK_NAMES = ("replicas", "shards", "sharding")
-
 
 def _stats(summary: Summary):
     return getattr(summary, "sharding", None)
@@ -178,20 +176,29 @@ def check_sharding(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
                                   "sharding-invariant)")
 
 
-SHARDED_CHECKS = {
-    "replicas": check_replicas,
-    "shards": check_shards,
-    "sharding": check_sharding,
-}
+REPLICAS = statistical(
+    "replicas", check_replicas, kind="hard", scope=SHARDED, unit="elements differing from rank 0",
+    mde=None,
+    doc="Sharded groups, Replicate: every rank holds rank 0's bits on every call.",
+    method=("With Replicate, every rank holds rank 0's bits on every call; any difference is "
+            "impossible under the law (decisive). False-alarm rate 0."),
+)
+SHARDS = statistical(
+    "shards", check_shards, scope=SHARDED, unit="obs/exp", mde=None,
+    doc="Sharded groups, Shard(d): no shard repeats another (equal elements, correlation, rows).",
+    method=("No shard repeats another: equal elements and correlation at the same local index, "
+            "rows repeated across shards, whole shards equal; expected rates from the collision "
+            "probability of the output's marginal (the law's above 16 bits); Bonferroni over "
+            "shard pairs and components. False-alarm rate <= alpha per stage, <= 1e-6 two-stage."),
+)
+SHARDING = statistical(
+    "sharding", check_sharding, kind="hard", scope=SHARDED,
+    unit="fraction of elements differing from W=1", mde=None,
+    doc="Sharded groups: the whole tensor against the unsharded one (held for invariant "
+        "candidates).",
+    method=("The sharded tensor against the unsharded one from the same seed (first calls): "
+            "differences recorded; a candidate declaring sharding invariance fails on any "
+            "differing bit. False-alarm rate 0."),
+)
 
-SHARDED_CHECK_DOCS = {
-    "replicas": "With Replicate, every rank holds rank 0's bits on every call; any difference is "
-                "impossible under the law (decisive). False-alarm rate 0.",
-    "shards": "No shard repeats another: equal elements and correlation at the same local index, "
-              "rows repeated across shards, whole shards equal; expected rates from the collision "
-              "probability of the output's marginal (the law's above 16 bits); Bonferroni over "
-              "shard pairs and components. False-alarm rate <= alpha per stage, <= 1e-6 two-stage.",
-    "sharding": "The sharded tensor against the unsharded one from the same seed (first calls): "
-                "differences recorded; a candidate declaring sharding invariance fails on any "
-                "differing bit. False-alarm rate 0.",
-}
+DECLARED = (REPLICAS, SHARDS, SHARDING)

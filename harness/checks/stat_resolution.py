@@ -16,6 +16,10 @@ Two statistics see it, each against an exact law from the reference:
 * `check_lattices`: how many of the scanned values are representable in a coarser format
   (bfloat16 and float16 in a float32 tensor, float32 in a float64 one) against the law's mass
   on that lattice (`RoundedLaw.lattice_mass`: 2^-16, 2^-13, 2^-29 of the law for a wide one).
+* `check_low_bits`: the scanned values by the last `harness.summary.LOW_BITS` bits of their bit
+  patterns (16 classes) against the law's masses of those classes
+  (`RoundedLaw.low_bit_masses`: not uniform near the bounds, zeros and powers of two, nor for a
+  law of few values per std): Pearson chi-square.
 """
 
 from __future__ import annotations
@@ -30,11 +34,15 @@ from reference.dtypes import float_format
 from ..bins import (COARSE_LATTICES, COLLISION_BLOCK_MIN, RESOLUTION_SCAN, block_pair_slots,
                     collision_block)
 from ..result import Outcome
-from ..summary import Summary
+from ..summary import LOW_BITS, Summary
 from .stat_common import binom_two_sided, bonferroni, clip_p, not_applicable, quiet
+from .stat_fit import w_mde
 
 COLLISIONS_UNIT = "obs/exp equal pairs"
 LATTICES_UNIT = "obs/exp values on a coarser lattice"
+LOW_BITS_UNIT = f"Cohen's w of the last-{LOW_BITS}-bit classes"
+#: Classes expecting fewer scanned values than this are pooled (the chi-square approximation).
+LOW_BITS_MIN_EXPECTED = 5.0
 #: Two-sided confidence level of the bits-of-randomness figure.
 FIGURE_LEVEL = 0.95
 
@@ -218,3 +226,107 @@ def lattices_mde(law, n: int, alpha: float = 1e-3) -> float:
         return math.nan
     masses = np.array([float(law.lattice_mass(name)) for name in names])
     return lattices_ratio_mde(min(int(n), RESOLUTION_SCAN), masses, alpha)
+
+
+LOW_BITS_DOC = (
+    f"The last {LOW_BITS} bits of each value's bit pattern (the significand's last bits), over "
+    "the values collisions and lattices scan (32/64-bit dtypes: the draw's first 2^19 finite "
+    f"values, pooled across calls; 16-bit dtypes count every value already): 2^{LOW_BITS} "
+    "classes against the law's masses of the same classes (`RoundedLaw.low_bit_masses`, summed "
+    "over the law's values binade by binade: not uniform near the bounds, the zeros and the "
+    "powers of two, nor where the law holds few values per std). Null: iid draws of the rounded "
+    "law, so the class counts are multinomial. Pearson chi-square, classes expecting fewer than "
+    "5 values pooled (2^4 - 1 = 15 df for a wide law); not applicable where fewer than two "
+    "classes remain (a law of a value or two); a value in a class the law gives no mass is "
+    "decisive. Catches a last step that truncates or drops bits, arithmetic that leaves the last "
+    "bits to chance, and randomness coarser than the dtype's lattice where the law holds "
+    "~1 value per 2^-53 of probability (the inverse CDF of one 53-bit uniform in float64: its "
+    "values are too few to reach every float64 with its mass). False-alarm rate <= alpha up to "
+    "the chi-square approximation (each class expects ~32 000 values for a wide law). Effect: "
+    "Cohen's w = sqrt(chi2 / n). MDE: the w detected with power 0.5 at level alpha (~0.0066 at "
+    "2^19 values and 15 df; a cleared last bit is w = 1, 16 % too many values in one class of "
+    "16 is w ~ 0.04)."
+)
+
+
+def low_bit_cells(expected: np.ndarray) -> list[np.ndarray]:
+    """The classes tested: each class expecting at least LOW_BITS_MIN_EXPECTED values alone, the
+    others pooled into one cell (with the smallest of the rest until the pool expects that many
+    too). Classes the law gives no mass stay out (a value there is decisive)."""
+    order = [int(j) for j in np.argsort(expected, kind="stable") if expected[j] > 0]
+    pool = [j for j in order if expected[j] < LOW_BITS_MIN_EXPECTED]
+    rest = [j for j in order if expected[j] >= LOW_BITS_MIN_EXPECTED]
+    while pool and rest and sum(expected[j] for j in pool) < LOW_BITS_MIN_EXPECTED:
+        pool.append(rest.pop(0))
+    cells = [np.array([j]) for j in rest]
+    if pool and sum(expected[j] for j in pool) >= LOW_BITS_MIN_EXPECTED:
+        cells.append(np.array(pool))
+    elif pool and cells:  # a pool too small to stand alone joins the smallest cell
+        cells[0] = np.concatenate([cells[0], pool])
+    return cells
+
+
+def low_bit_law(law, bits: int = LOW_BITS) -> np.ndarray:
+    """The law's probabilities of the 2^bits classes among its finite values (they sum to 1;
+    all zero where the law has no finite value)."""
+    masses = np.asarray(law.low_bit_masses(bits), dtype=np.float64)
+    total = float(masses.sum())
+    return masses / total if total > 0 else masses
+
+
+@quiet
+def check_low_bits(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
+    """The scanned values' last-bit classes against the law's (Pearson chi-square, pooled cells)."""
+    if float_format(summary.dtype).bits < 32 or summary.low_bit_counts is None:
+        return not_applicable("16-bit and narrower dtypes: the histogram counts every value "
+                              "(gof, spikes)", LOW_BITS_UNIT)
+    counts = np.asarray(summary.low_bit_counts, dtype=np.int64)
+    n = int(counts.sum())
+    if n == 0:
+        return not_applicable("no finite value scanned", LOW_BITS_UNIT)
+    bits = int(summary.low_bits)
+    probs = low_bit_law(law, bits)
+    expected = n * probs
+    cells = low_bit_cells(expected)
+    width = f"0{bits}b"
+    impossible = (probs <= 0) & (counts > 0)
+    if impossible.any():
+        j = int(np.flatnonzero(impossible)[0])
+        return Outcome(statistic=math.inf, p_value=0.0, effect=math.inf, effect_unit=LOW_BITS_UNIT,
+                       mde=math.nan, decisive=True,
+                       message=(f"{int(counts[impossible].sum())} of {n} scanned values end in "
+                                f"a bit pattern the law never ends in (first: {j:{width}})"),
+                       details={"counts": counts.tolist(), "probs": probs.tolist()})
+    if len(cells) < 2:
+        return not_applicable("the law's values end in too few bit patterns to compare "
+                              f"(fewer than two classes expect {LOW_BITS_MIN_EXPECTED:g} of the "
+                              f"{n} scanned values)", LOW_BITS_UNIT)
+    obs = np.array([counts[c].sum() for c in cells], dtype=np.float64)
+    exp = np.array([expected[c].sum() for c in cells])
+    chi2 = float(np.sum((obs - exp) ** 2 / exp))
+    df = len(cells) - 1
+    p = clip_p(stats.chi2.sf(chi2, df))
+    ratios = np.where(expected > 0, counts / np.where(expected > 0, expected, 1.0), np.nan)
+    worst = int(np.nanargmax(np.abs(counts - expected) / np.sqrt(np.maximum(expected, 1e-300))))
+    msg = (f"last {bits} bits of {n} scanned values: chi2 {chi2:.4g} on {df} df; class "
+           f"{worst:{width}} {int(counts[worst])} vs {expected[worst]:.6g} expected "
+           f"(x{ratios[worst]:.3g})")
+    if p < alpha:
+        msg += ("; the values' last bits are not the law's: a last step that truncates or drops "
+                "bits, or randomness or arithmetic coarser than the dtype's lattice")
+    details = {"counts": counts.tolist(), "probs": probs.tolist(), "df": df, "chi2": chi2,
+               "worst_class": worst, "worst_ratio": float(ratios[worst])}
+    return Outcome(statistic=chi2, p_value=p, effect=math.sqrt(chi2 / n), effect_unit=LOW_BITS_UNIT,
+                   mde=w_mde(df, n, alpha), message=msg, details=details)
+
+
+def low_bits_mde(law, n: int, alpha: float = 1e-3) -> float:
+    """`check_low_bits`' MDE at n samples (no sampling): Cohen's w detected with power 0.5 over
+    the first RESOLUTION_SCAN values (NaN where the check does not apply)."""
+    if law.fmt.bits < 32:
+        return math.nan
+    scanned = min(int(n), RESOLUTION_SCAN)
+    if scanned <= 0:
+        return math.nan
+    cells = low_bit_cells(scanned * low_bit_law(law))
+    return w_mde(len(cells) - 1, scanned, alpha) if len(cells) >= 2 else math.nan

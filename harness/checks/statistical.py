@@ -10,13 +10,14 @@ MDE convention (all checks): the effect that the whole check, Bonferroni factor 
 with probability 0.5 at level alpha, i.e. the effect that puts the statistic's median on the
 critical value. Power 0.9 needs roughly 1.6x (z-tests) to 2x (counts) the effect, or ~(1.6)^2 the n.
 
-The math lives in the ``stat_*`` modules, one per family; this module only gathers them.
+The math lives in the ``stat_*`` modules, one per family; this module declares each check
+(`harness.checks.check.statistical`): its one-line doc, its method, the unit of its effect and
+its MDE as a function of the law, n, the tensor's shape and alpha.
 """
 
 from __future__ import annotations
 
-import math
-
+from .check import statistical
 from .stat_counts import atoms_mde, check_atoms, check_tails, tails_mde
 from .stat_extremes import check_extremes, extremes_mde
 from .stat_fit import check_gof, check_ks, gof_mde, ks_mde
@@ -27,24 +28,10 @@ from .stat_position import check_position, check_repetition, position_mde
 from .stat_resolution import (COLLISIONS_UNIT, LATTICES_UNIT, check_collisions, check_lattices,
                               collisions_mde, lattices_mde)
 
-STATISTICAL_CHECKS = {
-    "gof": check_gof,
-    "ks": check_ks,
-    "atoms": check_atoms,
-    "tails": check_tails,
-    "moments": check_moments,
-    "extremes": check_extremes,
-    "independence": check_independence,
-    "spikes": check_spikes,
-    "scan": check_scan,
-    "position": check_position,
-    "repetition": check_repetition,
-    "collisions": check_collisions,
-    "lattices": check_lattices,
-}
-
-CHECK_DOCS = {
-    "gof": (
+GOF = statistical(
+    "gof", check_gof,
+    doc='Chi-square / G over exact histogram bins of the rounded law.',
+    method=(
         "Pearson chi-square goodness of fit over the Summary's histogram (ordered-key bins: every "
         "bit pattern for 16-bit dtypes, runs of 2^12 / 2^44 consecutive values for float32 / "
         "float64) against the rounded law's exact bin masses. Null: the samples are iid draws of "
@@ -57,7 +44,14 @@ CHECK_DOCS = {
         "standardized residual by value range. MDE: the w whose noncentral chi-square "
         "(lambda = n w^2) has median at the level-alpha critical value."
     ),
-    "ks": (
+    unit="Cohen's w",
+    mde=lambda law, n, shape, alpha: gof_mde(law, n, alpha),
+)
+
+KS = statistical(
+    "ks", check_ks,
+    doc="Kolmogorov-Smirnov against the rounded law's CDF at the bin edges.",
+    method=(
         "Kolmogorov-Smirnov distance D = max |F_n - F| over histogram bin edges, F the rounded "
         "law's CDF at the top of each bin (cumulative bin masses; the left limit at a bin's bottom "
         "is the previous bin's top, so for 16-bit dtypes D is the exact sup over the line). Null: "
@@ -68,7 +62,14 @@ CHECK_DOCS = {
         "Effect: D. MDE: the level-alpha critical value of D at this n (an alternative with "
         "sup |F_alt - F| at that value is detected with probability ~0.5)."
     ),
-    "atoms": (
+    unit="D (CDF distance)",
+    mde=lambda law, n, shape, alpha: ks_mde(law, n, alpha),
+)
+
+ATOMS = statistical(
+    "atoms", check_atoms,
+    doc='Mass of the boundary atoms RN(a) and RN(b).',
+    method=(
         "Counts at RN(a) and RN(b) against their exact masses law.atom_a / law.atom_b: exact "
         "two-sided binomial tests (doubled smaller tail, valid for any n and conservative), "
         "Bonferroni over the finite bounds (one test when RN(a) == RN(b)); not applicable when both "
@@ -78,7 +79,14 @@ CHECK_DOCS = {
         "observed/expected count at the worse bound. MDE: the obs/exp ratio (extra mass) at the "
         "better-powered bound whose mean sits on the critical count at level alpha / bounds."
     ),
-    "tails": (
+    unit="obs/exp (extra mass at a bound)",
+    mde=lambda law, n, shape, alpha: atoms_mde(law, n, alpha),
+)
+
+TAILS = statistical(
+    "tails", check_tails,
+    doc="Counts beyond the law's 1e-3, 1e-5 and 1e-7 quantiles on each side.",
+    method=(
         "Counts beyond the rounded law's 1e-3, 1e-5 and 1e-7 quantiles on each side. The cuts are "
         "histogram bin boundaries chosen from the law's cumulative bin masses (lower tail from the "
         "cumulative sum, upper tail from the reversed one, no 1 - F cancellation) so that the "
@@ -90,7 +98,14 @@ CHECK_DOCS = {
         "below 1 (a deficit, e.g. a cut tail) of the heaviest tail set whose mean sits on the "
         "lower critical count at level alpha / tests."
     ),
-    "moments": (
+    unit="obs/exp (deficit in the 1e-3 tail)",
+    mde=lambda law, n, shape, alpha: tails_mde(law, n, alpha),
+)
+
+MOMENTS = statistical(
+    "moments", check_moments,
+    doc='Mean, std, skewness and kurtosis of the rounded law.',
+    method=(
         "Mean, std, skewness and excess kurtosis of the samples (from the power sums of z) against "
         "those of the rounded law (not the std argument: 0.88 sigma at +-2 sigma). Each is a "
         "z-test with the asymptotic (delta-method / influence-function) variance computed from the "
@@ -102,7 +117,14 @@ CHECK_DOCS = {
         "kurtosis. MDE: the deviation equal to z_(alpha/8) estimator standard errors (mean in "
         "sigma, std as a ratio > 1), for the worst component."
     ),
-    "extremes": (
+    unit={"mean": "sigma", "std": "ratio", "skewness": "difference", "kurtosis": "difference"},
+    mde=lambda law, n, shape, alpha: moments_mde(law, n, alpha),
+)
+
+EXTREMES = statistical(
+    "extremes", check_extremes,
+    doc='Row minima and maxima against the exact order-statistic law.',
+    method=(
         "Per-row minima and maxima (along the last dimension) against the exact order-statistic "
         "law of a row of m iid draws of the rounded law: P(rowmin <= v) = 1 - P(Y > v)^m etc., "
         "computed in log space. Randomized probability-integral transform for the discrete law "
@@ -115,7 +137,14 @@ CHECK_DOCS = {
         "sigma' check. False-alarm rate <= alpha (exact under the null up to KS's own accuracy). "
         "Effect: the larger KS distance. MDE: the level alpha/4 KS critical value at R rows."
     ),
-    "independence": (
+    unit="D (row-extreme PIT vs uniform)",
+    mde=lambda law, n, shape, alpha: extremes_mde(law, n, int(shape[-1]) if shape else 0, alpha),
+)
+
+INDEPENDENCE = statistical(
+    "independence", check_independence,
+    doc='Lag-1 correlation along every dim and across calls; duplicate rows.',
+    method=(
         "Lag-1 Pearson correlation along every dimension of the filled tensor and between the same "
         "element of successive calls (z = sqrt(pairs) r ~ N(0, 1) under independence), bit-identical "
         "elements between successive calls against law.collision_prob (exact binomial for 16-bit "
@@ -127,7 +156,14 @@ CHECK_DOCS = {
         "obs/exp for the counts); message names the dimension/component. MDE: |r| = "
         "z_(alpha/2K) / sqrt(pairs) (for counts: the obs/exp ratio on the critical count)."
     ),
-    "spikes": (
+    unit="abs(r), lag-1 last dim",
+    mde=lambda law, n, shape, alpha: independence_mde(law, n, tuple(shape), alpha),
+)
+
+SPIKES = statistical(
+    "spikes", check_spikes,
+    doc='No single value over-represented: the finest exact bins, then (stage 2) the values themselves.',
+    method=(
         "Point masses: the most over-represented single values. Bins: every bit pattern for "
         "16-bit dtypes; for 32/64-bit dtypes the law's mass bins (contiguous runs of values holding "
         "about 2^-18.5 = 2.7e-6 of the law each at most, a single value where one holds more; exact masses), "
@@ -142,7 +178,14 @@ CHECK_DOCS = {
         "time shows as 1e-5). MDE: the extra point mass whose median count reaches the level "
         "alpha/K critical count in the heaviest bin (worst case)."
     ),
-    "scan": (
+    unit=SPIKES_UNIT,
+    mde=lambda law, n, shape, alpha: spikes_mde(law, n, alpha),
+)
+
+SCAN = statistical(
+    "scan", check_scan,
+    doc='No bump or hole at any scale: every interval of a multiscale family, exact binomial tests.',
+    method=(
         "Bumps and holes at every scale: a multiscale scan over the same bins as spikes (every "
         "value for 16-bit dtypes, the mass bins for 32/64-bit). Intervals: windows of w "
         "consecutive blocks of 2^l bins starting at every block, w in {4, 6} at every level l and "
@@ -157,7 +200,14 @@ CHECK_DOCS = {
         "hole) that, at the median alignment with typical bins, contains a whole scan interval "
         "whose empty count is significant (power >= 0.5)."
     ),
-    "position": (
+    unit="hole mass (share of samples)",
+    mde=lambda law, n, shape, alpha: scan_mde(law, n, alpha),
+)
+
+POSITION = statistical(
+    "position", check_position,
+    doc='The law of elements by position: first, last, vector-loop remainders, row ends.',
+    method=(
         "The law of elements by their flat position in the tensor: the first and the last element, "
         "the remainders of numel modulo 2, 4, 8, 16 and 32 (what a vectorized loop's remainder "
         "writes), the first and last element of every row and the row remainders modulo 8 and 32 "
@@ -171,7 +221,14 @@ CHECK_DOCS = {
         "approximation. Effect: Cohen's w of the worst class. MDE: the w detectable with power 0.5 "
         "in the smallest class tested, at level alpha / classes."
     ),
-    "repetition": (
+    unit="Cohen's w (smallest position class)",
+    mde=lambda law, n, shape, alpha: position_mde(law, n, tuple(shape), alpha),
+)
+
+REPETITION = statistical(
+    "repetition", check_repetition,
+    doc='No stretch of the output appears twice, in the same tensor or the next call.',
+    method=(
         "A stretch of the output that appears again: at another offset of the same tensor (a "
         "counter that wraps inside a big tensor) or in the next call (an offset reused). The engine "
         "hashes 32-element windows at content-defined anchors (the elements whose bit pattern "
@@ -185,7 +242,14 @@ CHECK_DOCS = {
         "law of a few values). False-alarm rate <= alpha. Effect: equal pairs. MDE: one equal pair "
         "(a repeated stretch of >= 1024 elements gives ~8)."
     ),
-    "collisions": (
+    unit="equal window pairs (a repeated stretch of >= 1024 elements gives ~8)",
+    mde=lambda law, n, shape, alpha: 1.0,
+)
+
+COLLISIONS = statistical(
+    "collisions", check_collisions,
+    doc='Equal values no more (or less) often than the law allows: the bits of randomness.',
+    method=(
         "Equal values, at the resolution of single values (32/64-bit dtypes; 16-bit ones count "
         "every value already). The engine takes the first 2^19 finite values of a draw, pooled "
         "across calls, in blocks of m consecutive values (m = 2^18, halved while m q > 2^-8, q "
@@ -206,7 +270,14 @@ CHECK_DOCS = {
         "obs/exp ratio whose median count sits on the upper critical count at alpha / 2 (float32 "
         "N(0, 1) at +-2: ~1.1, a tenth of a bit; float64: ~2^19, the law expects 2^-19 pairs)."
     ),
-    "lattices": (
+    unit=COLLISIONS_UNIT,
+    mde=lambda law, n, shape, alpha: collisions_mde(law, n, alpha),
+)
+
+LATTICES = statistical(
+    "lattices", check_lattices,
+    doc="No more values on a coarser format's lattice than the law puts there.",
+    method=(
         "Values representable in a coarser format: bfloat16 and float16 values in a float32 "
         "tensor, float32 values in a float64 one (a sampler that computes in the coarser format "
         "and writes wider produces nothing else). Among the same first 2^19 finite values of a "
@@ -219,32 +290,10 @@ CHECK_DOCS = {
         "MDE: the obs/exp ratio at the better-powered lattice whose median count sits on its "
         "upper critical count at alpha / (2 lattices)."
     ),
-}
+    unit=LATTICES_UNIT,
+    mde=lambda law, n, shape, alpha: lattices_mde(law, n, alpha),
+)
 
 
-def check_mdes(law, n: int, shape: tuple, alpha: float = 1e-3) -> dict:
-    """MDE of every check at n samples of a tensor of `shape` (no sampling): name -> (mde, unit).
-
-    Moments contributes one entry per component ("moments.mean", ...)."""
-    out = {
-        "gof": (gof_mde(law, n, alpha), "Cohen's w"),
-        "ks": (ks_mde(law, n, alpha), "D (CDF distance)"),
-        "atoms": (atoms_mde(law, n, alpha), "obs/exp (extra mass at a bound)"),
-        "tails": (tails_mde(law, n, alpha), "obs/exp (deficit in the 1e-3 tail)"),
-    }
-    units = {"mean": "sigma", "std": "ratio", "skewness": "difference", "kurtosis": "difference"}
-    for comp, v in moments_mde(law, n, alpha).items():
-        out[f"moments.{comp}"] = (v, units[comp])
-    row_len = int(shape[-1]) if shape else 0
-    out["extremes"] = (extremes_mde(law, n, row_len, alpha), "D (row-extreme PIT vs uniform)")
-    out["independence"] = (independence_mde(law, n, tuple(shape), alpha), "abs(r), lag-1 last dim")
-    out["spikes"] = (spikes_mde(law, n, alpha), SPIKES_UNIT)
-    out["scan"] = (scan_mde(law, n, alpha), "hole mass (share of samples)")
-    out["position"] = (position_mde(law, n, tuple(shape), alpha), "Cohen's w (smallest position class)")
-    out["repetition"] = (1.0, "equal window pairs (a repeated stretch of >= 1024 elements gives ~8)")
-    out["collisions"] = (collisions_mde(law, n, alpha), COLLISIONS_UNIT)
-    out["lattices"] = (lattices_mde(law, n, alpha), LATTICES_UNIT)
-    return {k: (float(v) if v is not None else math.nan, u) for k, (v, u) in out.items()}
-
-
-__all__ = ["STATISTICAL_CHECKS", "CHECK_DOCS", "check_mdes", *(f"check_{k}" for k in STATISTICAL_CHECKS)]
+DECLARED = (GOF, KS, ATOMS, TAILS, MOMENTS, EXTREMES, INDEPENDENCE, SPIKES, SCAN, POSITION,
+            REPETITION, COLLISIONS, LATTICES)

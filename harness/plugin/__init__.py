@@ -19,6 +19,7 @@ from reference.dtypes import DTYPES, dtype_name
 from reports.figures import save_case_data
 from reports.store import case_data_path, command_line
 
+from ..checks import CHECKS
 from ..fleet.groups import group_of_nodeid
 from ..fleet.scheduling import DeviceGroupScheduling, owned_cuda_device, visible_cuda_devices
 from ..seeds import DEFAULT_RUN_SEED
@@ -26,7 +27,7 @@ from ..sharded import ranks
 from . import crashes
 from .options import OptionError, add_options, parse_options
 from .rows import ROW_KEY, latest_rows, row_key, row_skeleton, throughput
-from .session import CHECK_ORDER, REPORT_WRITE_FAILED, ApiCombo, Combo, HarnessSession
+from .session import REPORT_WRITE_FAILED, ApiCombo, Combo, HarnessSession
 from .xfails import stale_lines
 
 #: xdist modes whose scheduling the harness takes over (plain -n gives "load"); any other mode
@@ -181,9 +182,9 @@ def _empty_parametrization(item) -> bool:
 def pytest_collection_modifyitems(session, config, items):
     s = _session(config)
     if s.partition is not None:
-        deselect_other_shards(s.partition, config, items)
+        deselect_other_partitions(s.partition, config, items)
 
-    order = {name: i for i, name in enumerate(CHECK_ORDER)}
+    order = {name: i for i, name in enumerate(CHECKS.names())}
     empty = [item for item in items if _empty_parametrization(item)]
     if empty:
         config.hook.pytest_deselected(items=empty)
@@ -217,9 +218,9 @@ def pytest_collection_modifyitems(session, config, items):
         warn_stale_xfails(config, s)
 
 
-def deselect_other_shards(partition, config, items) -> None:
-    """Keep the conformance tests of this shard's groups; the others are deselected (not skipped:
-    another shard runs them). Tests the harness did not parametrize are left alone."""
+def deselect_other_partitions(partition, config, items) -> None:
+    """Keep the conformance tests of this partition's groups; the others are deselected (not
+    skipped: another partition runs them). Tests the harness did not parametrize are left alone."""
     keep, drop = [], []
     for item in items:
         mine = _param_of(item) is None or partition.owns(group_of_nodeid(item.nodeid))
@@ -254,6 +255,26 @@ def warn_stale_xfails(config, s: "HarnessSession") -> None:
 
 # ------------------------------------------------------------------------------------------------
 # Fixtures and the bridge from a check's outcome to a pytest outcome
+
+
+def conformance_tests() -> dict:
+    """``test_<name>`` -> the pytest test of each check of `harness.checks.CHECKS`, in its order:
+    what ``suites/test_conformance.py`` defines. A case-group check takes the ``conformance_case``
+    parameter, a candidate-scope one ``api_case``; the test's docstring is the check's doc."""
+    return {check.test_name: _conformance_test(check) for check in CHECKS}
+
+
+def _conformance_test(check):
+    if check.applies_to("candidate"):
+        def test(verify, api_case):
+            verify(check.name, api_case)
+    else:
+        def test(verify, conformance_case):
+            verify(check.name, conformance_case)
+    test.__name__ = test.__qualname__ = check.test_name
+    test.__doc__ = check.doc
+    return pytest.mark.harness_check(check.name)(test)
+
 
 
 class Verifier:
@@ -436,7 +457,7 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     empty_share = s.partition is not None and not s.partition.groups
     if empty_share and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
-        session.exitstatus = pytest.ExitCode.OK  # N > groups: this shard has nothing to run
+        session.exitstatus = pytest.ExitCode.OK  # N > groups: this partition has nothing to run
     if s.options.explore and session.exitstatus != pytest.ExitCode.INTERRUPTED:
         for b in s.shrink_failures(lambda text: _say(config, text), workers=_workers(config)):
             _say(config, f"harness: {b.line}\n  reproduce: {b.repro}")

@@ -19,10 +19,10 @@ from reference.dtypes import DEFAULT_DTYPE_NAMES
 
 from ..cases import (GRID, PATHS, PROFILES, SHAPE_CLASSES, SHARDED_CASES, SHARDED_DTYPES,
                      CaseSpecError, case_by_id, case_by_label, parse_case_spec)
-from ..checks import STATISTICAL_CHECKS
+from ..checks import CHECKS
 from ..explore import explore_alpha_fail, explored_cases
 from ..recorded import RecordingError, cases_from
-from ..fleet.partition import PartitionError, ShardSpec, load_durations, resolve_shard
+from ..fleet.partition import PartitionError, PartitionSpec, load_durations, resolve_partition
 from ..runner import RunConfig
 from ..sharded.layout import PLACEMENTS, RANK_SEEDS
 
@@ -105,15 +105,17 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
                 help=f"where results go (default ./{DEFAULT_REPORT_DIR}); '' to write nothing")
     g.addoption("--xfails-file", default=None, metavar="FILE",
                 help="known failures, one pattern per line with '# cause'")
-    # Grid partitions (harness.fleet.partition): this process runs shard K of N of the grid.
-    g.addoption("--shard-id", default=None, metavar="K",
-                help="run grid shard K of --num-shards N (0-based); default: a CI's variables "
-                     "(JOB_COMPLETION_INDEX, BUILDKITE_PARALLEL_JOB, CIRCLE_NODE_INDEX, "
+    # Grid partitions (harness.fleet.partition): this process runs partition K of N of the grid.
+    # --shard-id and --num-shards are their former names, kept as aliases.
+    g.addoption("--partition-id", "--shard-id", dest="partition_id", default=None, metavar="K",
+                help="run grid partition K of --num-partitions N (0-based); default: a CI's "
+                     "variables (JOB_COMPLETION_INDEX, BUILDKITE_PARALLEL_JOB, CIRCLE_NODE_INDEX, "
                      "CI_NODE_INDEX), else the whole grid")
-    g.addoption("--num-shards", default=None, metavar="N",
-                help="number of grid shards (with --shard-id, or alone with JOB_COMPLETION_INDEX)")
+    g.addoption("--num-partitions", "--num-shards", dest="num_partitions", default=None,
+                metavar="N", help="number of grid partitions (with --partition-id, or alone with "
+                                  "JOB_COMPLETION_INDEX)")
     g.addoption("--durations-from", default=None, metavar="DIR",
-                help="balance the shards by the group durations in an earlier run's report "
+                help="balance the partitions by the group durations in an earlier run's report "
                      "directory (default: a stable hash of the group key)")
     # Sharded parameters (harness.sharded).
     g.addoption("--world-sizes", default=None, metavar="LIST",
@@ -169,7 +171,7 @@ class Options:
     alpha_fail: float
     report_dir: str
     xfails_file: str | None
-    shard: ShardSpec | None = None  # None: the whole grid (harness.fleet.partition)
+    partition: PartitionSpec | None = None  # None: the whole grid (harness.fleet.partition)
     durations_from: str | None = None
     durations: dict | None = None  # group -> seconds, from --durations-from
     world_sizes: tuple = (1,)  # 1: the unsharded grid
@@ -231,7 +233,7 @@ def _alpha(name: str, text) -> float:
 
 def parse_options(opt, known_dtypes, environ=None) -> Options:
     """Validate the raw option namespace; OptionError (one line) on the first bad value.
-    `environ` (default os.environ) is where a CI's shard variables are read from."""
+    `environ` (default os.environ) is where a CI's partition variables are read from."""
     profile = str(opt.profile)
     if profile not in PROFILES:
         raise OptionError(f"--profile: unknown {profile!r}; known: {', '.join(PROFILES)}")
@@ -274,7 +276,7 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
             raise OptionError(f"--xfails-file: {xfails_file!r} is not a file")
         if not os.access(xfails_file, os.R_OK):
             raise OptionError(f"--xfails-file: {xfails_file!r} is not readable")
-    shard, durations_from, durations = _partition(opt, environ)
+    partition, durations_from, durations = _partition(opt, environ)
     world_sizes, placements, rank_seeds = _sharding_options(opt, profile)
     shapes = _shapes(getattr(opt, "shapes", None))
     paths = (_choices("--paths", opt.paths, PATHS) if getattr(opt, "paths", None) is not None
@@ -289,7 +291,8 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
                    budget_seconds=budget_seconds,
                    alpha_suspect=_alpha("--alpha-suspect", opt.alpha_suspect),
                    alpha_fail=_alpha("--alpha-fail", opt.alpha_fail), report_dir=report_dir,
-                   xfails_file=xfails_file, shard=shard, durations_from=durations_from,
+                   xfails_file=xfails_file, partition=partition,
+                   durations_from=durations_from,
                    durations=durations, world_sizes=world_sizes, placements=placements,
                    rank_seeds=rank_seeds, sharded_cases=sharded_cases,
                    sharded_dtypes=sharded_dtypes, shapes=shapes, paths=paths, explore=explore,
@@ -337,7 +340,7 @@ def _cases(opt, seed: int, dtypes: tuple, known_dtypes) -> tuple:
             _require("--explore-seed", opt.explore_seed, 0 <= explore_seed < 2**63,
                      "an integer in [0, 2^63)")
         alpha_suspect = _alpha("--alpha-suspect", opt.alpha_suspect)
-        level = explore_alpha_fail(explore * len(dtypes), len(STATISTICAL_CHECKS), alpha_suspect,
+        level = explore_alpha_fail(explore * len(dtypes), statistical_verdicts_per_group(), alpha_suspect,
                                    _alpha("--alpha-fail", opt.alpha_fail))
         cases += explored_cases(explore, explore_seed, level)
     elif getattr(opt, "explore_seed", None) is not None:
@@ -365,20 +368,21 @@ def _shapes(text) -> tuple | None:
 
 
 def _partition(opt, environ) -> tuple:
-    """(shard, durations_from, durations): which grid shard this process runs (harness.fleet.partition)."""
+    """(partition, durations_from, durations): which grid partition this process runs
+    (harness.fleet.partition)."""
     try:
-        shard = resolve_shard(getattr(opt, "shard_id", None), getattr(opt, "num_shards", None),
-                              environ)
+        partition = resolve_partition(getattr(opt, "partition_id", None),
+                                      getattr(opt, "num_partitions", None), environ)
         durations_from = getattr(opt, "durations_from", None)
         durations = None
         if durations_from is not None:
-            if shard is None:
-                raise OptionError("--durations-from: no shard given (--shard-id K --num-shards N, "
-                                  "or a CI's shard variables)")
+            if partition is None:
+                raise OptionError("--durations-from: no partition given (--partition-id K "
+                                  "--num-partitions N, or a CI's partition variables)")
             durations = load_durations(durations_from)
     except PartitionError as exc:
         raise OptionError(str(exc)) from None
-    return shard, durations_from, durations
+    return partition, durations_from, durations
 
 
 MAX_WORLD_SIZE = 1024
@@ -414,3 +418,9 @@ def _sharding_options(opt, profile: str) -> tuple[tuple, tuple, tuple]:
                           PLACEMENTS)
     rank_seeds = _choices("--rank-seeds", getattr(opt, "rank_seeds", "same"), RANK_SEEDS)
     return world_sizes, placements, rank_seeds
+
+
+def statistical_verdicts_per_group() -> int:
+    """The statistical verdicts one unsharded grid group gives (the explorer's family counts
+    them)."""
+    return sum(1 for c in CHECKS.for_kind("grid") if c.kind == "statistical")

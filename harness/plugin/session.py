@@ -12,7 +12,6 @@ import dataclasses
 import errno
 import json
 import os
-import re
 import shlex
 import shutil
 import time
@@ -25,19 +24,19 @@ from candidates import CandidateNotFound, resolve
 from reports.leases import ReportDirHeld, lock_report_dir, unlock_report_dir
 from reports.manifest import build_manifest, write_manifest
 from reports.render import write_run
+from reports.ids import DEFAULT_PATH, parse_case_label
 from reports.store import (DiskFault, RowLog, command_line, file_digest, prepare_report_dir,
                            writing)
 from reference.dtypes import DTYPES, dtype_name
 
-from ..checks import CANDIDATE_API_CHECKS
-from ..checks.sharded import SHARDED_CHECK_NAMES
-from ..fleet.groups import GroupLedger, group_of_nodeid
+from ..checks import CHECKS, group_kind
+from ..fleet.groups import GroupLedger, group_of_nodeid, nodeid_parts
 from ..fleet.partition import plan
 from ..cases import PROFILES, shape_classes_for, shaped
 from ..cases import on_path as case_on_path
 from ..explore import EXPLORE_FWER
-from ..runner import (RunConfig, RunnerCache, all_check_names, checks_for,
-                      candidate_on_path, run_candidate_check, runs_on_sharded_group)
+from ..group import ApiGroup, Group, id_clash
+from ..runner import CandidateRunner, RunConfig, RunnerCache, candidate_on_path
 from ..runner.drawn import as_drawn
 from ..runner.shrink import PARAMETERS as SHRINK_PARAMETERS
 from ..runner.shrink import SHRINK_CASES, ShrinkTask, run_tasks
@@ -59,47 +58,22 @@ BOUNDARIES_FILE = "boundaries.json"
 #: the directory removed under it): its manifest says partial, with the failed write as reason.
 #: pytest's own are 0 to 5; 1 (some checks fail) is a finding, this one a broken run.
 REPORT_WRITE_FAILED = 6
-#: The order of a group's checks (its draw is made by the first and shared by the rest).
-CHECK_ORDER = all_check_names() + SHARDED_CHECK_NAMES + CANDIDATE_API_CHECKS
 
 
 @dataclass(frozen=True)
-class Combo:
-    """One (candidate, case, dtype, device[, layout][, path]): the parameter of every
-    conformance test. A layout (harness.sharded.layout) makes it a sharded parameter on W ranks,
-    a path (harness.runner.paths) the candidate called another way: a group of its own each. A
-    case on the shape axis is its own case (`harness.cases.shaped`: ``case:shape``)."""
-
-    candidate: object
-    case: object
-    dtype: torch.dtype
-    device: str
-    layout: Layout | None = None
+class Combo(Group):
+    """A case group (`harness.group.Group`) as the plan runs it: the parameter of every
+    conformance test, with the kind of group it is."""
 
     @property
-    def path(self) -> str:
-        return self.case.path
-
-    @property
-    def id(self) -> str:
-        base = f"{self.candidate.name}-{self.case.id}-{dtype_name(self.dtype)}-{self.device}"
-        return base if self.layout is None else f"{base}-{self.layout.label}"
-
-    @property
-    def case_label(self) -> str:
-        """The report's case column: the case id, `@layout` for a sharded group."""
-        return self.case.id if self.layout is None else f"{self.case.id}@{self.layout.label}"
+    def kind(self) -> str:
+        """The group's kind (`harness.checks.check.GROUP_KINDS`): which checks it runs."""
+        return group_kind(shaped=bool(self.case.shape_class), path=self.path,
+                          sharded=self.layout is not None)
 
 
-@dataclass(frozen=True)
-class ApiCombo:
-    candidate: object
-    dtype: torch.dtype
-    device: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.candidate.name}-{dtype_name(self.dtype)}-{self.device}"
+#: The parameter of the candidate-scope tests: a (candidate, dtype, device).
+ApiCombo = ApiGroup
 
 
 @dataclass
@@ -178,10 +152,14 @@ class HarnessSession:
         self.report_dir = opt.report_dir
         self.saved_case_data: set = set()
         self.ledger = GroupLedger()  # controller: which worker ran each case group
+        clash = id_clash((*self.combos(), *self.api_combos()))
+        if clash:
+            raise OptionError(clash)
         # Grid partitions (harness.fleet.partition): the groups this process runs; None: all.
         self.partition = None
-        if opt.shard is not None:
-            self.partition = plan(opt.shard, self.grid_groups(), opt.durations, opt.durations_from)
+        if opt.partition is not None:
+            self.partition = plan(opt.partition, self.grid_groups(), opt.durations,
+                                  opt.durations_from)
         self.collected: dict = {}  # group -> tests collected (for the manifest)
         self.nodeids: list = []  # the tests collected, by node id
         self.written: str | None = None  # where the report went
@@ -274,23 +252,20 @@ class HarnessSession:
                                         self.run_config, combo.layout)
 
     def params_for(self, check: str) -> list:
-        """The groups a check runs on: the shard-only checks on sharded groups, the plain-tensor
-        API checks on unsharded ones, `arguments` once per (candidate, dtype, device)."""
-        if check in CANDIDATE_API_CHECKS:
+        """The groups a check runs on: those of the kinds its scope names (`harness.checks.CHECKS`):
+        the candidate-scope checks once per (candidate, dtype, device)."""
+        declared = CHECKS[check]
+        if declared.applies_to("candidate"):
             return list(self.api_combos())
-        combos = list(self.combos())
-        if check in SHARDED_CHECK_NAMES:
-            return [c for c in combos if c.layout is not None]
-        on_shards = runs_on_sharded_group(check)
-        return [c for c in combos
-                if (on_shards if c.layout is not None else check in checks_for(c.case, c.path))]
+        return [c for c in self.combos() if declared.applies_to(c.kind)]
 
     def planned_tests(self) -> list[tuple[str, object]]:
         """Every (check, group) this process runs, in the order pytest runs them: group by group
-        (`Combo.id` order), each group's checks in `CHECK_ORDER` (the partition's share only)."""
-        tests = [(check, param) for check in CHECK_ORDER for param in self.params_for(check)
+        (`Combo.id` order), each group's checks in the registry's order (the partition's share
+        only)."""
+        tests = [(check, param) for check in CHECKS.names() for param in self.params_for(check)
                  if self.partition is None or self.partition.owns(param.id)]
-        return sorted(tests, key=lambda t: (t[1].id, CHECK_ORDER.index(t[0])))
+        return sorted(tests, key=lambda t: (t[1].id, CHECKS.index(t[0])))
 
     def api_combos(self):
         if 1 not in self.world_sizes:  # the API checks call the candidate on plain tensors
@@ -330,11 +305,12 @@ class HarnessSession:
     def skeleton_from_nodeid(self, nodeid: str) -> dict | None:
         """Row skeleton of a test from its node id alone: the xdist controller collects nothing,
         yet must write rows for tests whose worker crashed or that were skipped at setup."""
-        match = re.search(r"::test_(\w+)\[", nodeid)
-        if match is None:
+        parts = nodeid_parts(nodeid)
+        if parts is None:
             return None
-        param = self.param_of_group(group_of_nodeid(nodeid))
-        return row_skeleton(param, match.group(1)) if param is not None else None
+        check, group = parts
+        param = self.param_of_group(group)
+        return row_skeleton(param, check) if param is not None else None
 
     def case_of(self, case_id: str):
         """The case of this run with id `case_id` (None when it is not one)."""
@@ -371,7 +347,8 @@ class HarnessSession:
                 parts += ["--shapes", "none", "--paths", "eager"]  # this group only
         elif case_id not in ("api", None):
             parts += ["--cases", case_id]
-            if ":" not in case_id and "+" not in case_id and layout is None:
+            label = parse_case_label(case_id)
+            if not label.shape and label.path == DEFAULT_PATH and layout is None:
                 parts += ["--shapes", "none", "--paths", "eager"]  # this group only
         parts += ["--dtypes", dtype_name(dtype), "--devices", device, "--seed", str(cfg.run_seed),
                   "--profile", cfg.profile]
@@ -578,12 +555,12 @@ class HarnessSession:
 
     def manifest(self, exitstatus: int | None, command: str, status: str = "complete",
                  files: dict | None = None, reason: str | None = None) -> dict:
-        """manifest.json: the shard, the grid's assignment, the groups run and the tests collected
-        per group, the options every shard shares, the machine (`reports.manifest`): what
+        """manifest.json: the partition (key ``shard``), the grid's assignment, the groups run and
+        the tests collected per group, the options every partition shares, the machine (`reports.manifest`): what
         `reports merge` checks a partitioned run's coverage with."""
         opt, p = self.options, self.partition
         if p is not None:
-            shard, assignment = p.shard.as_dict(), p.assignment
+            shard, assignment = p.spec.as_dict(), p.assignment
             partition = {"method": p.method, "durations_from": p.durations_from, "known": p.known}
         else:
             shard, assignment, partition = None, {g: 0 for g in self.grid_groups()}, {"method": None}
@@ -618,8 +595,8 @@ class HarnessSession:
             if result.verdict == "fail" and on_failure is not None:
                 on_failure(param, runner)
         else:
-            result = run_candidate_check(check, param.candidate, param.dtype, param.device,
-                                         self.run_config)
+            result = CandidateRunner(param.candidate, param.dtype, param.device,
+                                     self.run_config).run(check)
             case_id = "api"
         row = row_skeleton(param, check) | result.as_row() | case_columns
         row["worker"] = worker

@@ -8,8 +8,7 @@ import re
 from reference.dtypes import DTYPES
 
 from ..cases import GRID, PATHS, SHAPES, SHARDED_CASES, on_path, shaped
-from ..checks.sharded import SHARDED_CHECK_NAMES
-from ..runner import all_check_names
+from ..checks import CHECKS
 from ..sharded.layout import PLACEMENTS, RANK_SEEDS, Layout
 
 
@@ -43,21 +42,25 @@ def stale_lines(patterns: list, candidates, sharded_cases=(), layouts=(), cases=
     own cases (`cases`: --case, --cases-from, --explore), the sharded selection on every
     placement and rank seeding at W = 2 and 4 and the run's own layouts (a sharded line must not
     warn in a run without --world-sizes)."""
+    unsharded = [c.name for c in CHECKS if c.scope & {"grid", "compiled", "shape"}]
+    of_sharded = [c.name for c in CHECKS.for_kind("sharded")]
+    of_candidate = [c.name for c in CHECKS.for_kind("candidate")]
     every_case = {c.id for c in GRID} | {c.id for c in cases}
     every_case |= {shaped(c, s).id for c in GRID for s in SHAPES}
     every_case |= {on_path(c, p).id for c in GRID for p in PATHS}
     names = [f"{check}[{cand.name}-{case}-{dtype}-{device}]"
              for cand in candidates for case in sorted(every_case) for dtype in DTYPES
-             for device in ("cpu", "cuda:0") for check in all_check_names()]
-    names += [f"arguments[{cand.name}-{dtype}-{device}]"
-              for cand in candidates for dtype in DTYPES for device in ("cpu", "cuda:0")]
+             for device in ("cpu", "cuda:0") for check in unsharded]
+    names += [f"{check}[{cand.name}-{dtype}-{device}]"
+              for cand in candidates for dtype in DTYPES for device in ("cpu", "cuda:0")
+              for check in of_candidate]
     every_layout = {Layout(w, p, r) for w in (2, 4) for p in PLACEMENTS for r in RANK_SEEDS}
     sharded = set(SHARDED_CASES) | {c.id for c in sharded_cases}
     names += [f"{check}[{cand.name}-{case}-{dtype}-{device}-{layout.label}]"
               for cand in candidates for case in sorted(sharded) for dtype in DTYPES
               for device in ("cpu", "cuda:0")
               for layout in sorted(every_layout | set(layouts), key=str)
-              for check in all_check_names() + SHARDED_CHECK_NAMES]
+              for check in of_sharded]
     # One multiline search per pattern (a test name holds no newline): ~10^5 names.
     text = "\n".join(names)
     return [p for p in patterns

@@ -4,19 +4,19 @@ in-flight leases (`reports.leases`) that tell a crashed neighbour from a busy on
 * `harness.runner.case_runner` — `RunConfig`, `CaseRunner` (one (candidate, case, dtype, device):
   its Summaries, drawn once and shared, and the two-stage error control; `DrawRequest`, what one
   stage's draw asks for, which a sharded runner draws its own way), `RunnerCache`,
-  `run_candidate_check` (the candidate-level `arguments` check);
+  `CandidateRunner` (the checks of a candidate alone: `arguments`); each runner is the context a
+  check's ``run`` is given (`harness.checks.check`);
 * `harness.runner.paths` — execution paths (eager, compile, deterministic): wrappers around the
   candidate.
 """
 
 from reports.leases import LeaseHeld, lease
 
-from .case_runner import (CASE_CHECKS, CaseRunner, DrawRequest, RunConfig, RunnerCache,
-                          all_check_names, checks_for, crash_guarded, failure_from_lease,
-                          inflight_marker, on_device, run_candidate_check, runs_on_sharded_group)
+from .case_runner import (CandidateRunner, CaseRunner, DrawRequest, RunConfig, RunnerCache,
+                          crash_guarded, failure_from_lease, inflight_marker, on_device)
 from .paths import PATHS, candidate_on_path
 
-__all__ = ["CASE_CHECKS", "CaseRunner", "DrawRequest", "RunConfig", "RunnerCache", "all_check_names",
-           "checks_for", "crash_guarded", "failure_from_lease", "inflight_marker", "on_device",
-           "run_candidate_check", "runs_on_sharded_group", "LeaseHeld", "lease", "PATHS",
+__all__ = ["CandidateRunner", "CaseRunner", "DrawRequest", "RunConfig", "RunnerCache",
+           "crash_guarded", "failure_from_lease", "inflight_marker", "on_device", "LeaseHeld",
+           "lease", "PATHS",
            "candidate_on_path"]

@@ -26,9 +26,7 @@ from reference.dtypes import dtype_name
 from reports.leases import LeaseHeld, lease
 
 from ..cases import PROFILES, STAGE2_FACTOR
-from ..checks import (CASE_API_CHECKS, SHAPE_CHECKS, STATISTICAL_CHECKS, SUMMARY_CHECKS,
-                      check_arguments, check_bounds, check_contract, check_finite, check_generator,
-                      check_inplace, check_threads, check_written)
+from ..checks import CHECKS, Check
 from ..checks.stat_local import spike_watch
 from ..engine import CandidateFailure, normal_throughput, run_engine
 from ..result import Result
@@ -37,23 +35,6 @@ from ..seeds import DEFAULT_RUN_SEED, derive_seed
 #: --case-timeout is the limit of one call on a tensor of up to this many elements; a bigger one
 #: gets proportionally more (a sampler's time grows with the tensor; a hang does not end).
 TIMEOUT_ELEMENTS = 1 << 22
-
-CASE_CHECKS = SUMMARY_CHECKS + ("hang",) + SHAPE_CHECKS + CASE_API_CHECKS
-
-
-@dataclass(frozen=True)
-class DrawRequest:
-    """What one stage's draw asks for: the same rules make it for a plain and a sharded group;
-    only how it is drawn differs (`CaseRunner.draw`)."""
-
-    stage: int
-    n: int
-    seed: int
-    call_timeout: float
-    chunk_elements: int
-    min_calls: int
-    time_budget: float | None
-    watch: tuple | None
 
 
 @dataclass(frozen=True)
@@ -83,26 +64,19 @@ class RunConfig:
         return base * (STAGE2_FACTOR if stage == 2 else 1)
 
 
-def all_check_names() -> tuple:
-    """Every check a case group may run, in the order a group runs them."""
-    return CASE_CHECKS + tuple(STATISTICAL_CHECKS)
+@dataclass(frozen=True)
+class DrawRequest:
+    """What one stage's draw asks for: the same rules make it for a plain and a sharded group;
+    only how it is drawn differs (`CaseRunner.draw`)."""
 
-
-def checks_for(case, path: str = "eager") -> tuple:
-    """The checks of one unsharded group: a grid group runs the API checks on tensors of their
-    own, a shape-axis group `inplace` instead; a compiled group no API checks (each new tensor
-    shape of theirs would compile anew)."""
-    shaped = bool(getattr(case, "shape_class", ""))
-    skip = set(CASE_API_CHECKS) if shaped or path == "compile" else set()
-    skip |= set() if shaped else set(SHAPE_CHECKS)
-    return tuple(c for c in all_check_names() if c not in skip)
-
-
-def runs_on_sharded_group(check: str) -> bool:
-    """Whether a sharded group runs `check` (besides its shard-only checks): not the plain-tensor
-    API checks nor inplace, which call the candidate on tensors of their own; the case's unsharded
-    groups run them."""
-    return check not in CASE_API_CHECKS + SHAPE_CHECKS
+    stage: int
+    n: int
+    seed: int
+    call_timeout: float
+    chunk_elements: int
+    min_calls: int
+    time_budget: float | None
+    watch: tuple | None
 
 
 class CaseRunner:
@@ -115,6 +89,7 @@ class CaseRunner:
         self._law = None
         self._summaries: dict = {}
         self._uncharged: dict = {}  # stage -> (candidate_s, engine_s) not yet put on a Result
+        self._read: set = set()  # the stages the running check read
         self.warnings: list[str] = []
         self.progress = None  # progress(drawn, target) after each fold of a draw (harness.api)
 
@@ -175,7 +150,9 @@ class CaseRunner:
                                stage)
 
     def summary(self, stage: int):
-        """The stage's Summary, or the CandidateFailure that stopped it (both cached)."""
+        """The stage's Summary, or the CandidateFailure that stopped it (both cached). The check
+        that reads a stage first is charged its draw (`_charge`)."""
+        self._read.add(stage)
         if stage in self._summaries:
             return self._summaries[stage]
         marker = self._inflight_marker(stage)
@@ -198,7 +175,7 @@ class CaseRunner:
         (`spikes`' stage 2 judges each value there against its own mass). A function of stage 1's
         Summary alone, whichever check asks for stage 2 first, so all checks share one draw."""
         s1 = self._summaries.get(1)
-        if "spikes" not in STATISTICAL_CHECKS or s1 is None or isinstance(s1, CandidateFailure):
+        if s1 is None or isinstance(s1, CandidateFailure):
             return ()
         return spike_watch(s1, self.law)
 
@@ -251,22 +228,35 @@ class CaseRunner:
         return result
 
     # -- checks ------------------------------------------------------------------------------
-    def check_names(self) -> tuple:
-        return checks_for(self.case, getattr(self.candidate, "path", "eager"))
+    #: Whether the group is a sharded parameter (`harness.sharded.runner.ShardedCaseRunner`).
+    sharded = False
 
-    def run(self, check: str) -> Result:
+    def checks(self) -> tuple:
+        """The checks of this group (`harness.checks.CHECKS`, by the group's kind)."""
+        return CHECKS.for_group(shaped=bool(getattr(self.case, "shape_class", "")),
+                                path=getattr(self.candidate, "path", "eager"),
+                                sharded=self.sharded)
+
+    def check_names(self) -> tuple:
+        return tuple(c.name for c in self.checks())
+
+    def run(self, check: str | Check) -> Result:
+        """Run one check of the group -> its Result (a harness defect is an `error` Result)."""
+        check = CHECKS[check] if isinstance(check, str) else check
         t0 = time.perf_counter()
+        self._read = set()
         try:
             with on_device(self.device):
-                result, stages = self._run(check)
+                result = check.run(self)
         except Exception as exc:  # a harness defect or a law the reference cannot price
-            result, stages = Result(check, "error", f"{type(exc).__name__}: {exc}"[:400]), (1,)
+            result = Result(check.name, "error", f"{type(exc).__name__}: {exc}"[:400])
         result.seed = result.seed if result.seed is not None else self.seed(1)
         if self.warnings:
             result.details.setdefault("warnings", "; ".join(self.warnings)[:300])
-        return self._charge(result, stages, t0)
+        return self._charge(result, sorted(self._read), t0)
 
-    def _failed_run(self, check: str, failure: CandidateFailure, stage: int) -> Result:
+    def failed(self, check: str, failure: CandidateFailure, stage: int) -> Result:
+        """The Result of `check` when the stage's draw did not complete."""
         n = failure.summary.n if failure.summary is not None else 0
         if failure.kind == "split":  # the harness's scheduling, not the candidate
             return Result(check, "error", str(failure), n=n, n_stage1=n)
@@ -275,62 +265,24 @@ class CaseRunner:
                       f"({dtype_name(self.dtype)}, {self.device}), stage {stage}: {failure}",
                       n=n, n_stage1=n)
 
-    def _run(self, check: str):
-        cfg = self.config
-        case = self.case
-        if check in CASE_API_CHECKS:
-            s1 = self._summaries.get(1)
-            if isinstance(s1, CandidateFailure) and s1.kind == "hang":
-                # The case's draw already waited out the deadline: every probe would too.
-                return Result(check, "fail", f"not run: the candidate does not return on "
-                              f"{case.id} ({s1}); {check} needs calls that return"), ()
-            timeout = min(cfg.case_timeout, 30.0)
-            if check == "contract":
-                def call():
-                    return check_contract(self.candidate, case, self.dtype, self.device,
-                                          self.seed("contract"), timeout)
-            elif check == "threads":
-                def call():
-                    return check_threads(self.candidate, case, self.dtype, self.device,
-                                         self.seed("threads"), timeout)
-            else:
-                collision = float(self.law.collision_prob)
-
-                def call():
-                    return check_generator(self.candidate, case, self.dtype, self.device,
-                                           self.seed("generator"), timeout, collision)
-            return crash_guarded(self._inflight_marker(check), check, call), ()
-
+    def on_draw(self, check: str, judge) -> Result:
+        """`judge(summary) -> Result` on the stage-1 Summary; a failed draw is the Result."""
         s1 = self.summary(1)
-        if check == "hang":
-            if isinstance(s1, CandidateFailure) and s1.kind in ("hang", "crashed", "split"):
-                return self._failed_run(check, s1, 1), (1,)
-            if isinstance(s1, CandidateFailure):
-                return Result("hang", "pass", "returned (with an error; see the other checks)"), (1,)
-            return Result("hang", "pass", f"{s1.n_calls} calls, slowest within "
-                          f"{cfg.call_timeout(case):g} s", n=s1.n, n_stage1=s1.n), (1,)
         if isinstance(s1, CandidateFailure):
-            return self._failed_run(check, s1, 1), (1,)
+            return self.failed(check, s1, 1)
+        result = judge(s1)
+        result.n_stage1 = result.n
+        return result
 
-        if check in SUMMARY_CHECKS + SHAPE_CHECKS:
-            if check == "finite":
-                r = check_finite(s1, self.law)
-            elif check == "inplace":
-                r = check_inplace(s1)
-            elif check == "written":
-                r = check_written(s1)
-            else:
-                r = check_bounds(s1, case.mean, case.std, strict=cfg.bounds == "strict")
-            r.n_stage1 = r.n
-            return r, (1,)
-        if check in self.statistical_checks():
-            return self._two_stage(check, s1)
-        raise KeyError(f"unknown check {check!r}")
-
-    def statistical_checks(self) -> dict:
-        """name -> (Summary, law, *, alpha) -> Outcome: the checks run through the two stages
-        (a sharded case adds its own, see harness.sharded.runner.ShardedCaseRunner)."""
-        return STATISTICAL_CHECKS
+    def guarded(self, check: str, call) -> Result:
+        """An API check's `call() -> Result`, holding the group's lease (a call that kills the
+        process is then found by the next attempt: `crash_guarded`). Not run when the case's draw
+        already waited out the deadline: every probe would too."""
+        s1 = self._summaries.get(1)
+        if isinstance(s1, CandidateFailure) and s1.kind == "hang":
+            return Result(check, "fail", f"not run: the candidate does not return on "
+                          f"{self.case.id} ({s1}); {check} needs calls that return")
+        return crash_guarded(self._inflight_marker(check), check, call)
 
     @property
     def alpha_fail(self) -> float:
@@ -339,25 +291,30 @@ class CaseRunner:
         own = getattr(self.case, "alpha_fail", None)
         return own if own is not None else self.config.alpha_fail
 
-    def _two_stage(self, check: str, s1):
+    def two_stage(self, check: str, fn) -> Result:
+        """A statistical check `fn(summary, law, *, alpha) -> Outcome` through the two stages:
+        stage 1 passes at p >= alpha_suspect; below it, stage 2 draws STAGE2_FACTOR times the n
+        from another seed and decides at alpha_fail. Not applicable: skip; decisive: fail."""
+        s1 = self.summary(1)
+        if isinstance(s1, CandidateFailure):
+            return self.failed(check, s1, 1)
         cfg = self.config
         alpha_fail = self.alpha_fail
-        fn = self.statistical_checks()[check]
         o1 = fn(s1, self.law, alpha=alpha_fail)
         base = dict(statistic=o1.statistic, p_value=o1.p_value, p_value_stage1=o1.p_value,
                     n=s1.n, n_stage1=s1.n, seed=self.seed(1), effect=o1.effect,
                     effect_unit=o1.effect_unit, mde=o1.mde, alpha_suspect=cfg.alpha_suspect,
                     alpha_fail=alpha_fail, details=dict(o1.details))
         if not o1.applicable:
-            return Result(check, "skip", o1.message or "not applicable to this law", **base), (1,)
+            return Result(check, "skip", o1.message or "not applicable to this law", **base)
         if o1.decisive:
-            return Result(check, "fail", o1.message + " (impossible under the law)", **base), (1,)
+            return Result(check, "fail", o1.message + " (impossible under the law)", **base)
         if o1.p_value >= cfg.alpha_suspect:
-            return Result(check, "pass", o1.message, **base), (1,)
+            return Result(check, "pass", o1.message, **base)
 
         s2 = self.summary(2)
         if isinstance(s2, CandidateFailure):
-            return self._failed_run(check, s2, 2), (1, 2)
+            return self.failed(check, s2, 2)
         o2 = fn(s2, self.law, alpha=alpha_fail)
         base.update(statistic=o2.statistic, p_value=o2.p_value, p_value_stage2=o2.p_value,
                     n=s2.n, n_stage2=s2.n, seed_stage2=self.seed(2), effect=o2.effect,
@@ -365,7 +322,7 @@ class CaseRunner:
         base["details"].update(o2.details)
         verdict = "fail" if (o2.decisive or o2.p_value < alpha_fail) else "pass"
         prefix = (f"stage 1 p={o1.p_value:.3g} at n={s1.n}; stage 2 p={o2.p_value:.3g} at n={s2.n}: ")
-        return Result(check, verdict, prefix + o2.message, **base), (1, 2)
+        return Result(check, verdict, prefix + o2.message, **base)
 
 
 def failure_from_lease(held: LeaseHeld, what: str) -> CandidateFailure:
@@ -444,20 +401,39 @@ class RunnerCache:
         return CaseRunner(candidate, case, dtype, device, config)
 
 
-def run_candidate_check(check: str, candidate, dtype: torch.dtype, device: str,
-                        config: RunConfig) -> Result:
-    """Checks of the candidate's API that no case owns (today: `arguments`)."""
-    if check != "arguments":
-        raise KeyError(f"unknown candidate-level check {check!r}")
-    t0 = time.perf_counter()
-    seed = derive_seed(config.run_seed, candidate.spec, "api", dtype_name(dtype), str(device), check)
-    marker = inflight_marker(config, candidate, "api", dtype, device, check)
-    try:
-        with on_device(device):
-            result = crash_guarded(marker, check, lambda: check_arguments(
-                candidate, dtype, device, seed, min(config.case_timeout, 10.0)))
-    except Exception as exc:
-        result = Result(check, "error", f"{type(exc).__name__}: {exc}"[:400])
-    result.seed = seed
-    result.harness_s = max(0.0, time.perf_counter() - t0 - result.candidate_s)
-    return result
+class CandidateRunner:
+    """The runner of a candidate-scope group (candidate, dtype, device; no case): the context of
+    the checks of the candidate's API that no case owns (`arguments`)."""
+
+    sharded = False
+
+    def __init__(self, candidate, dtype: torch.dtype, device: str, config: RunConfig):
+        self.candidate = candidate
+        self.dtype = dtype
+        self.device = str(device)
+        self.config = config
+
+    def seed(self, what) -> int:
+        return derive_seed(self.config.run_seed, self.candidate.spec, "api",
+                           dtype_name(self.dtype), self.device, what)
+
+    def checks(self) -> tuple:
+        return CHECKS.for_kind("candidate")
+
+    def guarded(self, check: str, call) -> Result:
+        marker = inflight_marker(self.config, self.candidate, "api", self.dtype, self.device, check)
+        return crash_guarded(marker, check, call)
+
+    def run(self, check: str | Check) -> Result:
+        check = CHECKS[check] if isinstance(check, str) else check
+        if not check.applies_to("candidate"):
+            raise KeyError(f"{check.name!r} is not a check of the candidate alone")
+        t0 = time.perf_counter()
+        try:
+            with on_device(self.device):
+                result = check.run(self)
+        except Exception as exc:
+            result = Result(check.name, "error", f"{type(exc).__name__}: {exc}"[:400])
+        result.seed = self.seed(check.name)
+        result.harness_s = max(0.0, time.perf_counter() - t0 - result.candidate_s)
+        return result

@@ -28,9 +28,8 @@ import torch
 from reference.dtypes import DTYPES
 
 from ..cases import Case, case_spec
-from ..checks import CASE_API_CHECKS
 from ..explore import bounds
-from .case_runner import CaseRunner, checks_for
+from .case_runner import CaseRunner
 
 PARAMETERS = ("alpha", "beta", "log_std", "mean")
 ANCHORS = {"alpha": -2.0, "beta": 2.0, "log_std": 0.0, "mean": 0.0}
@@ -77,8 +76,8 @@ def probe_case(origin: Case, point: dict, tag: str) -> Case:
 def fails(candidate, case: Case, dtype, device, config) -> bool:
     """Whether any check but the API ones fails `case` (a group run from scratch)."""
     runner = CaseRunner(candidate, case, dtype, device, config)
-    for check in checks_for(case):
-        if check in CASE_API_CHECKS:
+    for check in runner.checks():
+        if check.kind == "api":
             continue
         if runner.run(check).verdict == "fail":
             return True

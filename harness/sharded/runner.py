@@ -31,6 +31,7 @@ Processes cannot hang the run:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import tempfile
@@ -39,11 +40,10 @@ import uuid
 import torch
 
 from reference.dtypes import dtype_name
+from reports.ids import format_case_label
 
-from ..checks.sharded import SHARDED_CHECKS
 from ..engine import CandidateFailure
-from ..runner import (CASE_CHECKS, CaseRunner, DrawRequest, RunConfig, RunnerCache,
-                      inflight_marker, runs_on_sharded_group)
+from ..runner import CaseRunner, DrawRequest, RunConfig, RunnerCache, inflight_marker
 from ..summary import Summary
 from .fold import ShardingStats, summary_facts
 from .layout import Layout, layout_applicable
@@ -59,9 +59,9 @@ STALL_MARGIN_S = 30.0
 REFERENCE_CALLS = 4
 
 
-def case_label(case_id: str, layout: Layout) -> str:
-    """The case column of a sharded group's rows (`harness.sharded.layout`'s naming)."""
-    return f"{case_id}@{layout.label}"
+def case_label(case, layout: Layout) -> str:
+    """The case column of a sharded group's rows: ``case@layout`` (`reports.ids`)."""
+    return format_case_label(dataclasses.replace(case.label, layout=layout.label))
 
 
 def sharded_skip_reason(layout: Layout, device: str, shape: tuple) -> str | None:
@@ -171,7 +171,10 @@ def draw_sharded(candidate, case, dtype, device: str, layout: Layout, law, *, n:
 
 class ShardedCaseRunner(CaseRunner):
     """`CaseRunner` for one sharded group: the draws come from `draw_sharded`, the checks are the
-    Summary and statistical ones plus `replicas`, `shards`, `sharding`."""
+    Summary and statistical ones plus `replicas`, `shards`, `sharding` (the checks of scope
+    ``sharded``, `harness.checks.CHECKS`)."""
+
+    sharded = True
 
     def __init__(self, candidate, case, dtype, device, config: RunConfig, layout: Layout,
                  store_dir: str | None = None, stall_margin_s: float = STALL_MARGIN_S):
@@ -180,15 +183,8 @@ class ShardedCaseRunner(CaseRunner):
         self.store_dir = store_dir
         self.stall_margin_s = stall_margin_s
 
-    def statistical_checks(self) -> dict:
-        return {**super().statistical_checks(), **SHARDED_CHECKS}
-
-    def check_names(self) -> tuple:
-        return tuple(c for c in CASE_CHECKS if runs_on_sharded_group(c)) + \
-            tuple(self.statistical_checks())
-
     def _inflight_marker(self, stage):
-        return inflight_marker(self.config, self.candidate, case_label(self.case.id, self.layout),
+        return inflight_marker(self.config, self.candidate, case_label(self.case, self.layout),
                                self.dtype, self.device, stage)
 
     def draw(self, request: DrawRequest) -> Summary:

@@ -8,7 +8,7 @@ run through `CaseRunner` exactly as a run draws it: the case at a shape class
 ``case+PATH``, the candidate wrapped by `harness.runner.candidate_on_path`), its n the profile's for that
 group (`Profile.samples`: at `smoke` at most 64 calls of a shape class, so a 1-element tensor
 draws 64 samples and 1x197x768 two calls), its checks those a run gives it
-(`harness.runner.checks_for`: the hard ones, ``inplace`` on the shape axis, the API checks on
+(`harness.runner.CaseRunner.checks`: the hard ones, ``inplace`` on the shape axis, the API checks on
 the deterministic path, every statistical check).
 
 Per block (one candidate and dtype), over `SEEDS` run seeds fixed before any result was seen:
@@ -64,11 +64,13 @@ from scipy import stats
 from candidates import resolve
 from harness.cases import (EVERYDAY_SHAPES, PR_SHAPE_CASES, SHAPE_CLASSES, Case, case_by_id,
                            on_path as case_on_path, shaped)
-from harness.checks import STATISTICAL_CHECKS
-from harness.runner import CaseRunner, RunConfig, candidate_on_path, checks_for
+from harness.checks import CHECKS
+from harness.runner import CaseRunner, RunConfig, candidate_on_path
 
 from test_calibration import (ALPHA_SUSPECT, FALSE_FAILURE_BUDGET, MIN_LOCAL, MIN_POOLED,
                               STAT_FAILS_SHARE, continuous_components)
+
+STATISTICAL_CHECKS = CHECKS.outcomes()
 
 pytestmark = pytest.mark.calibration
 
@@ -163,7 +165,7 @@ def run_draw(candidate, draw: Draw, dtype: torch.dtype) -> list[Row]:
     runner = CaseRunner(candidate_on_path(candidate, case.path), case, dtype, "cpu",
                         RunConfig(profile=draw.profile, run_seed=draw.seed))
     rows = []
-    for check in checks_for(case, case.path):
+    for check in runner.check_names():
         r = runner.run(check)
         statistical = check in STATISTICAL_CHECKS
         p1 = float(r.p_value_stage1) if statistical else math.nan

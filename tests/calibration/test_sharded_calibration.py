@@ -45,8 +45,7 @@ from scipy import stats
 
 from candidates import resolve
 from harness.cases import SHARDED_CASES, case_by_id
-from harness.checks import STATISTICAL_CHECKS
-from harness.checks.sharded import SHARDED_CHECKS
+from harness.checks import CHECKS
 from harness.sharded.runner import ShardedCaseRunner
 from harness.sharded.layout import PLACEMENTS, Layout
 from harness.runner import RunConfig
@@ -69,7 +68,7 @@ def run_seed(world_size: int, placement: str, k: int) -> int:
     return SEED_BASE + 1000 * world_size + 100 * PLACEMENTS.index(placement) + k
 SAMPLES = 2**14
 HARD = ("finite", "written", "bounds", "hang")
-STAT = {**STATISTICAL_CHECKS, "shards": SHARDED_CHECKS["shards"]}
+STAT = CHECKS.outcomes("sharded")
 EXACT_BY_CONSTRUCTION = ("replicas", "sharding")
 #: statistical checks a sharded group does not apply: they read the flat positions and windows of
 #: one tensor, which the ranks' boxes of a parameter are not (the rows say so: not applicable)

@@ -91,14 +91,11 @@ def test_a_rank_that_dies_costs_its_group_error_rows_and_the_report_is_written(s
     assert len(dead) and set(dead.verdict) <= {"error", "skip"}, dead[["case", "check", "verdict"]]
     assert dead[dead.verdict == "error"].message.str.contains("rank 1 died \\(exit code 9\\)").all()
     good = df[df.candidate == "exact-counter"]
-    from harness.checks import CASE_API_CHECKS, SHAPE_CHECKS
-    from harness.checks.sharded import SHARDED_CHECK_NAMES
-    from harness.runner import all_check_names
+    from harness.checks import CHECKS
 
     # a row per check, two layouts; the API checks (contract, generator, threads) run on plain
     # groups only, inplace on the shape axis only
-    per_group = len([c for c in all_check_names() if c not in CASE_API_CHECKS + SHAPE_CHECKS]) \
-        + len(SHARDED_CHECK_NAMES)
+    per_group = len(CHECKS.for_kind("sharded"))
     assert set(good.verdict) <= {"pass", "skip"} and len(good) == len(dead) == 2 * per_group
     assert good[good.verdict == "skip"].message.str.startswith("not applicable").all()
     assert (good.verdict == "pass").sum() >= per_group  # not a run of skips

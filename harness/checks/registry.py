@@ -1,0 +1,97 @@
+"""The one list of checks, in the order a group runs them; everything else is derived from it.
+
+The pytest tests of ``suites/`` (one per check), the Python API's check list, the runner's
+dispatch, which groups run which checks (sharded ones included), stale-xfails detection,
+reproduce lines and the MDE table all read `CHECKS`. Adding a check is one declaration next to
+its math (`harness.checks.check`) and one entry below.
+
+The order matters only for time: a group's draw is made by its first check and shared by the rest,
+and the cheap checks of a draw come before the statistics.
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import api, hard, sharded, statistical
+from .check import Check, group_kind
+
+
+class Registry:
+    """An ordered, name-unique collection of `Check` declarations."""
+
+    def __init__(self, checks) -> None:
+        self._checks = tuple(checks)
+        self._by_name = {c.name: c for c in self._checks}
+        if len(self._by_name) != len(self._checks):
+            seen: set = set()
+            twice = sorted({c.name for c in self._checks if c.name in seen or seen.add(c.name)})
+            raise ValueError(f"checks declared twice: {', '.join(twice)}")
+
+    def __iter__(self):
+        return iter(self._checks)
+
+    def __len__(self) -> int:
+        return len(self._checks)
+
+    def __contains__(self, name) -> bool:
+        return name in self._by_name
+
+    def __getitem__(self, name: str) -> Check:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"unknown check {name!r}; known: {', '.join(self.names())}") from None
+
+    def names(self) -> tuple:
+        """Every check's name, in the order a group runs them."""
+        return tuple(self._by_name)
+
+    def index(self, name: str) -> int:
+        return self.names().index(name)
+
+    def for_kind(self, kind: str) -> tuple:
+        """The checks a group of this kind runs (`harness.checks.check.GROUP_KINDS`), in order."""
+        return tuple(c for c in self._checks if c.applies_to(kind))
+
+    def for_group(self, *, shaped: bool, path: str, sharded: bool) -> tuple:
+        """The checks of one case group."""
+        return self.for_kind(group_kind(shaped=shaped, path=path, sharded=sharded))
+
+    def of_kind(self, kind: str) -> tuple:
+        """The checks whose verdict rests on `kind` (hard, statistical, api)."""
+        return tuple(c for c in self._checks if c.kind == kind)
+
+    def outcomes(self, kind: str = "grid") -> dict:
+        """name -> ``outcome(summary, law, *, alpha)`` of the statistical checks a group of this
+        kind runs, in order (the pure functions, for code that judges a Summary itself)."""
+        return {c.name: c.outcome for c in self.for_kind(kind) if c.kind == "statistical"}
+
+    def mdes(self, law, n: int, shape: tuple, alpha: float = 1e-3) -> dict:
+        """Minimum detectable effect of every check that states one, at n samples of a tensor of
+        `shape` (no sampling): name -> (mde, unit); a check with components (moments) gives one
+        entry per component, ``"moments.mean"``, ..."""
+        out = {}
+        for c in self._checks:
+            if c.mde is None:
+                continue
+            value = c.mde(law, n, tuple(shape), alpha)
+            if isinstance(value, dict):
+                for component, v in value.items():
+                    out[f"{c.name}.{component}"] = (_number(v), c.unit[component])
+            else:
+                out[c.name] = (_number(value), c.unit)
+        return out
+
+
+def _number(value) -> float:
+    return float(value) if value is not None else math.nan
+
+
+CHECKS = Registry((
+    hard.FINITE, hard.WRITTEN, hard.BOUNDS, hard.HANG, hard.INPLACE,
+    api.CONTRACT, api.GENERATOR, api.THREADS,
+    *statistical.DECLARED,
+    *sharded.DECLARED,
+    api.ARGUMENTS,
+))
