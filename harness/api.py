@@ -26,6 +26,7 @@ from reference.dtypes import DTYPES, torch_dtype
 from reports.store import results_frame
 
 from .cases import Case, case_by_id
+from .fleet.groups import conformance_nodeid
 from .plugin.options import RUN_DEFAULTS, OptionError, option_defaults, parse_options
 from .plugin.session import REPORT_WRITE_FAILED, Combo, HarnessSession
 
@@ -125,8 +126,7 @@ def check(candidate=None, *, cases=None, dtypes=None, devices=None,
 def _run(session: HarnessSession, progress: bool) -> pd.DataFrame:
     """Every planned test of `session`, in order, then its report; the rows as a DataFrame."""
     tests = session.planned_tests()
-    session.mark_collected(f"suites/test_conformance.py::test_{check_name}[{param.id}]"
-                           for check_name, param in tests)
+    session.mark_collected(conformance_nodeid(check_name, param.id) for check_name, param in tests)
     groups = list(dict.fromkeys(param.id for _, param in tests))
     bar = _Progress(len(groups), enabled=progress)
     try:

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 
 from reference.dtypes import DEFAULT_DTYPE_NAMES
+from reports.ids import CaseLabel, format_case_label, is_case_id, parse_case_label
 
 INF = math.inf
 #: The tag of a case whose draw is slow for the samplers people use (torch's rejection loop takes
@@ -69,6 +70,14 @@ class Case:
     sampler: str = ""
     drawn_in: str = ""
     origin: ModelCall | None = None
+    # A case drawn at a shape class or on a path (`shaped`, `on_path`): the id of the case it is
+    # drawn from ("": this case is its own).
+    base: str = ""
+
+    @property
+    def label(self) -> CaseLabel:
+        """The case's id, shape class and path as a group names them (`reports.ids`)."""
+        return CaseLabel(self.base or self.id, self.shape_class, self.path)
 
     @property
     def numel(self) -> int:
@@ -137,7 +146,6 @@ SPEC_KEYS = ("mean", "std", "a", "b", "shape", "id", "drawn")
 DRAWN_DTYPES = DEFAULT_DTYPE_NAMES
 #: The shape of a case given without one (the grid's), which also gets the shape axis.
 DEFAULT_SHAPE = (256, 256)
-_ID_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 
 class CaseSpecError(ValueError):
@@ -221,7 +229,8 @@ def parse_case_spec(spec: str, tags: tuple = ("custom",)) -> Case:
     case_id = fields.get("id") or "case-" + hashlib.blake2b(
         case_spec(mean, std, a, b, shape if own else None, drawn_in=drawn_in).encode(),
         digest_size=4).hexdigest()
-    if not case_id or set(case_id) - _ID_CHARS:
+    if not is_case_id(case_id):
+        # A ':', '+' or '@' would read as a shape class, a path or a layout in the case's label.
         raise CaseSpecError(f"{spec!r}: id {case_id!r} may hold letters, digits, '_', '.', '-' only")
     if case_id in _BY_ID:
         raise CaseSpecError(f"{spec!r}: id {case_id!r} is a grid case's")
@@ -291,8 +300,9 @@ assert len(SHAPE_CLASSES) == len(SHAPES), "shape class names must be unique"
 
 def shaped(case: Case, shape: ShapeClass) -> Case:
     """`case` drawn at `shape`: the same law, its own label (``case:shape``) and streams."""
-    return dataclasses.replace(case, id=f"{case.id}:{shape.name}", shape=tuple(shape.shape),
-                               view=shape.view, shape_class=shape.name,
+    label = dataclasses.replace(case.label, shape=shape.name)
+    return dataclasses.replace(case, id=format_case_label(label), base=label.case,
+                               shape=tuple(shape.shape), view=shape.view, shape_class=shape.name,
                                tags=tuple(case.tags) + ("shape",))
 
 
@@ -304,21 +314,29 @@ def on_path(case: Case, path: str) -> Case:
     """`case` with the candidate called on `path`: its own label (``case+path``) and streams."""
     if path not in PATHS:
         raise KeyError(f"unknown path {path!r}; known: {', '.join(PATHS)}")
-    return case if path == "eager" else dataclasses.replace(case, id=f"{case.id}+{path}", path=path)
+    if path == "eager":
+        return case
+    label = dataclasses.replace(case.label, path=path)
+    return dataclasses.replace(case, id=format_case_label(label), base=label.case, path=path)
 
 
 def case_by_label(label: str, cases: dict | None = None) -> Case:
     """The case a report's case label names: ``id``, ``id:shape`` (the shape axis), ``id+path``,
     ``id:shape+path``; `cases` (id -> Case) besides the grid. KeyError naming what is unknown."""
-    base, _, path = label.partition("+")
-    case_id, _, shape = base.partition(":")
-    case = (cases or {}).get(case_id) or case_by_id(case_id)
-    if shape:
-        if shape not in SHAPE_CLASSES:
-            raise KeyError(f"unknown shape class {shape!r} in {label!r}; known: "
+    try:
+        parts = parse_case_label(label)
+    except ValueError as exc:
+        raise KeyError(str(exc)) from None
+    if parts.layout:
+        raise KeyError(f"{label!r} names a sharded group's case: name the case, and its layout "
+                       f"with --world-sizes and --placements")
+    case = (cases or {}).get(parts.case) or case_by_id(parts.case)
+    if parts.shape:
+        if parts.shape not in SHAPE_CLASSES:
+            raise KeyError(f"unknown shape class {parts.shape!r} in {label!r}; known: "
                            f"{', '.join(SHAPE_CLASSES)}")
-        case = shaped(case, SHAPE_CLASSES[shape])
-    return on_path(case, path) if path else case
+        case = shaped(case, SHAPE_CLASSES[parts.shape])
+    return on_path(case, parts.path)
 
 
 #: The `sharded` selection: the cases and dtypes a sharded run (world size > 1) draws unless

@@ -39,14 +39,13 @@ CASE_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0
 #: The path of the grid's own groups (no ``+path`` in their names).
 DEFAULT_PATH = "eager"
 
-_PATH = re.compile(r"[a-z]+")
 # harness.sharded.layout's `Layout.label`: world size, placement (Shard(d) or Replicate), and
 # "-perrank" for a seed of each rank's own.
 _LAYOUT = re.compile(r"w[0-9]+-(?:shard[0-9]+|replicate)(?:-perrank)?")
 _DEVICE = re.compile(r"[a-z_]+(?::[0-9]+)?")
-_CASE_LABEL = re.compile(r"(?P<case>[A-Za-z0-9_.\-]+)(?::(?P<shape>[^@:]+?))?(?:\+(?P<path>[a-z]+))?"
-                         r"(?:@(?P<layout>[^@]+))?")
-_LAYOUT_TAIL = re.compile(r"-(?P<layout>" + _LAYOUT.pattern + r")$")
+_CASE_LABEL = re.compile("(?P<case>[" + re.escape("".join(sorted(CASE_ID_CHARS))) + "]+)"
+                         r"(?::(?P<shape>[^@:]+?))?(?:\+(?P<path>[a-z]+))?(?:@(?P<layout>[^@]+))?")
+_LAYOUT_TAIL = re.compile(r"-(?P<layout>" + _LAYOUT.pattern + r")\Z")
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,11 @@ def format_case_label(label: CaseLabel) -> str:
         text += f"+{label.path}"
     if label.layout:
         text += f"@{label.layout}"
-    if _CASE_LABEL.fullmatch(text) is None or parse_case_label(text) != label:
+    try:
+        readable = parse_case_label(text) == label
+    except ValueError:
+        readable = False
+    if not readable:
         raise ValueError(f"{label!r} cannot be named unambiguously: a case id holds "
                          f"letters, digits, '_', '.', '-' only; a path is a lowercase word; a "
                          f"shape class holds no ':' or '@' and does not end in '+word'")

@@ -17,15 +17,29 @@ from __future__ import annotations
 
 import re
 
+#: The module of the conformance tests (one ``test_<check>`` per check).
+CONFORMANCE_MODULE = "suites/test_conformance.py"
+
 # The test function's name, its parametrization id, and the optional "@group" suffix that
 # `--dist loadgroup` appends on pytest < 9.2 (ignored: the id is the group).
-_PARAM_ID = re.compile(r"::test_\w+\[(?P<param>.*)\](?:@[^\[\]]*)?$")
+_NODEID = re.compile(r"::test_(?P<check>\w+)\[(?P<param>.*)\](?:@[^\[\]]*)?$")
+
+
+def conformance_nodeid(check: str, group: str) -> str:
+    """The node id of `check` on the group whose id is `group` (`reports.ids`)."""
+    return f"{CONFORMANCE_MODULE}::test_{check}[{group}]"
+
+
+def nodeid_parts(nodeid: str) -> tuple[str, str] | None:
+    """(check, parametrization id) of a parametrized test's node id, None for any other."""
+    match = _NODEID.search(nodeid)
+    return (match["check"], match["param"]) if match else None
 
 
 def group_of_nodeid(nodeid: str) -> str:
     """The group of a test: its parametrization id; a test without one is a group of its own."""
-    match = _PARAM_ID.search(nodeid)
-    return match.group("param") if match else nodeid
+    parts = nodeid_parts(nodeid)
+    return parts[1] if parts else nodeid
 
 
 class GroupLedger:

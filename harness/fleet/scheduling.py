@@ -29,22 +29,22 @@ import re
 
 from xdist.scheduler import LoadScopeScheduling
 
+from reports.ids import group_device
+
 from .groups import group_of_nodeid
 
 #: At most this many workers run groups of one CUDA device at a time (while CPU work is queued).
 GPU_SLOTS_PER_DEVICE = 2
 
-# A group on cuda:J ends in "-cuda:J", or in "-cuda:J-<layout label>" for a sharded group
-# (harness.sharded.layout: "w2-shard0", "w4-replicate-perrank"), whose rank 0 uses cuda:J.
-_DEVICE_SUFFIX = re.compile(r"-cuda:(\d+)(?:-w\d+-(?:shard\d+|replicate)(?:-perrank)?)?$")
+_CUDA_DEVICE = re.compile(r"cuda:(?P<index>[0-9]+)")
 _WORKER_ID = re.compile(r"^gw(\d+)$")
 
 
 def cuda_index_of_group(group: str) -> int | None:
     """CUDA device index a group is bound to (``...-cuda:J``, or ``...-cuda:J-<layout>`` for a
     sharded group, whose ranks use cuda:J, J+1, ...), None for any other group."""
-    match = _DEVICE_SUFFIX.search(group)
-    return int(match.group(1)) if match else None
+    match = _CUDA_DEVICE.fullmatch(group_device(group) or "")
+    return int(match["index"]) if match else None
 
 
 def worker_index(worker_id: str) -> int | None:

@@ -16,7 +16,7 @@ def row_skeleton(param, check: str) -> dict:
     layout = getattr(param, "layout", None)
     row = {"group": param.id, "candidate": param.candidate.name, "candidate_spec": param.candidate.spec,
            "candidate_version": param.candidate.version,
-           "case": param.case_label if case else "api",
+           "case": param.case_label,
            "dtype": dtype_name(param.dtype), "device": param.device, "check": check}
     if layout is not None:
         row.update(case_id=case.id, world_size=layout.world_size, placement=layout.placement,

@@ -171,14 +171,16 @@ def test_sharded_cuda_groups_run_on_their_owners(config):
 
 
 def test_pick_group_policy():
-    queue = ["c-cuda:1", "a-cpu", "b-cuda:0", "d-cpu"]
+    a, d = "torch-a-float32-cpu", "torch-d-float32-cpu"
+    b, c = "torch-b-float32-cuda:0", "torch-c-float32-cuda:1"
+    queue = [c, a, b, d]
     owned = {0, 1}
-    assert pick_group(queue, 0, owned, busy_on_own=0) == "b-cuda:0"  # own device first
-    assert pick_group(queue, 0, owned, busy_on_own=GPU_SLOTS_PER_DEVICE) == "a-cpu"  # GPU full
-    assert pick_group(["b-cuda:0", "c-cuda:1"], 0, owned, GPU_SLOTS_PER_DEVICE) == "b-cuda:0"
-    assert pick_group(["c-cuda:1"], 0, owned, 0) is None  # another owner's work
-    assert pick_group(["c-cuda:1"], 0, {0}, 0) == "c-cuda:1"  # no live owner: anyone
-    assert pick_group(queue, None, owned, 0) == "a-cpu"  # a worker without a device
+    assert pick_group(queue, 0, owned, busy_on_own=0) == b  # own device first
+    assert pick_group(queue, 0, owned, busy_on_own=GPU_SLOTS_PER_DEVICE) == a  # GPU full
+    assert pick_group([b, c], 0, owned, GPU_SLOTS_PER_DEVICE) == b
+    assert pick_group([c], 0, owned, 0) is None  # another owner's work
+    assert pick_group([c], 0, {0}, 0) == c  # no live owner: anyone
+    assert pick_group(queue, None, owned, 0) == a  # a worker without a device
 
 
 @pytest.mark.parametrize("n_workers,device_count", [(4, 2), (3, 2), (6, 4), (5, 1)])

@@ -1,0 +1,99 @@
+"""The case group: the unit of a run. One candidate judged on one case, in one dtype on one
+device, and on a sharded group one layout; every check of a group reads the group's one draw.
+
+`Group` is the parameter of every conformance test and `ApiGroup` that of the candidate's
+argument handling (no case). Their ids and the report's case label are written by the one format
+of `reports.ids`; what a group is drawn at (its shape class, its execution path) is asked of its
+`harness.cases.Case`, never read back out of an id. Imports: `reports.ids` and `reference` only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+
+from reference.dtypes import dtype_name
+from reports.ids import API_CASE, CaseLabel, GroupId, format_case_label, format_group_id
+
+
+@dataclass(frozen=True)
+class Group:
+    """One (candidate, case, dtype, device[, layout]). A layout (`harness.sharded.layout.Layout`)
+    makes it a sharded group on W ranks; a case on the shape axis or on another execution path
+    (`harness.cases.shaped`, `harness.cases.on_path`) is a case of its own."""
+
+    candidate: object
+    case: object
+    dtype: torch.dtype
+    device: str
+    layout: object | None = None
+
+    @property
+    def path(self) -> str:
+        return self.case.path
+
+    @property
+    def shape_class(self) -> str:
+        return self.case.shape_class
+
+    @cached_property
+    def label(self) -> CaseLabel:
+        """The case as this group names it: the case's label and the layout's."""
+        case = self.case.label
+        return case if self.layout is None else CaseLabel(case.case, case.shape, case.path,
+                                                          self.layout.label)
+
+    @cached_property
+    def group_id(self) -> GroupId:
+        return GroupId(self.candidate.name, self.label, dtype_name(self.dtype), self.device)
+
+    @cached_property
+    def id(self) -> str:
+        """``candidate-case[:shape][+path]-dtype-device[-layout]`` (`reports.ids`)."""
+        return format_group_id(self.group_id)
+
+    @cached_property
+    def case_label(self) -> str:
+        """The report's case column: ``case[:shape][+path][@layout]`` (`reports.ids`)."""
+        return format_case_label(self.label)
+
+
+@dataclass(frozen=True)
+class ApiGroup:
+    """One (candidate, dtype, device) whose argument handling is checked on plain tensors."""
+
+    candidate: object
+    dtype: torch.dtype
+    device: str
+
+    case_label = API_CASE
+
+    @cached_property
+    def group_id(self) -> GroupId:
+        return GroupId(self.candidate.name, None, dtype_name(self.dtype), self.device)
+
+    @cached_property
+    def id(self) -> str:
+        """``candidate-dtype-device`` (`reports.ids`)."""
+        return format_group_id(self.group_id)
+
+
+def id_clash(groups) -> str | None:
+    """One line naming two different groups of `groups` that share an id, None where every id
+    names one group. Candidate names and case ids both hold '-': ``exact`` on a case
+    ``counter-x`` and ``exact-counter`` on a case ``x`` would both be ``exact-counter-x-...``."""
+    seen: dict = {}
+    for group in groups:
+        other = seen.setdefault(group.id, group)
+        if other != group:
+            return (f"group id {group.id!r} would name two groups, {_described(other)} and "
+                    f"{_described(group)}: give the case another id (--case ...,id=NAME)")
+    return None
+
+
+def _described(group) -> str:
+    case = getattr(group, "case", None)
+    return (f"{group.candidate.name} on {group.case_label}" if case is not None
+            else f"{group.candidate.name}'s arguments")
