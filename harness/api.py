@@ -38,6 +38,8 @@ NAMED = ("candidate", "cases", "dtypes", "devices", "profile", "seed", "report_d
 #: the dashes: name -> the default `pytest suites` uses (`harness.plugin.options.option_defaults`).
 OPTIONS = {name: tuple(default) if isinstance(default, list) else default
            for name, default in option_defaults(tuple(DTYPES)).items() if name not in NAMED}
+#: Former names of options, still taken: the grid's partitions were called shards.
+OPTION_ALIASES = {"shard_id": "partition_id", "num_shards": "num_partitions"}
 
 
 def _csv(value) -> str | None:
@@ -71,6 +73,7 @@ def _candidates(candidate) -> list:
 
 
 def _namespace(candidate, cases, dtypes, devices, profile, seed, report_dir, options) -> argparse.Namespace:
+    options = {OPTION_ALIASES.get(k, k): v for k, v in options.items()}
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise TypeError(f"check() got unknown option(s) {', '.join(unknown)}; known: "
@@ -79,8 +82,8 @@ def _namespace(candidate, cases, dtypes, devices, profile, seed, report_dir, opt
     for name in ("case", "cases_from", "record"):  # repeatable: one spec or several
         values[name] = [values[name]] if isinstance(values[name], str) else list(values[name])
     for name in ("samples", "case_timeout", "case_budget", "budget_seconds", "alpha_suspect",
-                 "alpha_fail", "world_sizes", "placements", "rank_seeds", "shard_id", "num_shards",
-                 "shapes", "paths", "explore", "explore_seed"):
+                 "alpha_fail", "world_sizes", "placements", "rank_seeds", "partition_id",
+                 "num_partitions", "shapes", "paths", "explore", "explore_seed"):
         if values[name] is not None and not isinstance(values[name], str):
             values[name] = _csv(values[name]) if isinstance(values[name], (list, tuple)) else str(values[name])
     return argparse.Namespace(candidate=_candidates(candidate), profile=profile, seed=str(seed),

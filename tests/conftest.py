@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.fleet.partition import SHARD_VARIABLES
+from harness.fleet.partition import PARTITION_VARIABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,7 +49,7 @@ def repo_root() -> Path:
 def suite(pytester, monkeypatch):
     """A scratch project holding the suites, with the repo importable; returns a runner."""
     monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    for name in SHARD_VARIABLES:  # a CI's shard variables would split these runs' grids
+    for name in PARTITION_VARIABLES:  # a CI's shard variables would split these runs' grids
         monkeypatch.delenv(name, raising=False)
     pytester.makeconftest('pytest_plugins = ["harness.plugin"]\n')
     shutil.copytree(ROOT / "suites", pytester.path / "suites")

@@ -1,27 +1,29 @@
 """Grid partitions: which case groups this process runs when one run is split across machines.
 
-A nightly run is more than one machine holds, so CI runs it as N jobs ("shards"), each given its
-index K in 0..N-1. This module decides, identically on every machine, which groups shard K runs:
+A nightly run is more than one machine holds, so CI runs it as N jobs (partitions of the grid),
+each given its index K in 0..N-1. This module decides, identically on every machine, which groups
+partition K runs:
 
 * The unit of assignment is the **group** (`harness.fleet.groups`: the parametrization id of a test,
   ``candidate-case-dtype-device`` today, extended by whatever the grid's key grows to). The
   partitioner only ever sees group keys, never their parts.
-* `resolve_shard` reads ``--shard-id K --num-shards N`` (0-based), or, when neither flag is given,
-  a CI system's variables (`ENV_SOURCES`). Half of a pair, a non-integer, or an index not below
-  the count is a `PartitionError` (one line; the plugin turns it into exit status 4): a CI that
-  silently runs the whole grid on every shard is the failure this prevents.
-* `assign` places every group of the grid on one shard: greedy longest-processing-time over the
+* `resolve_partition` reads ``--partition-id K --num-partitions N`` (0-based; ``--shard-id`` and
+  ``--num-shards`` are their former names), or, when neither flag is given, a CI system's
+  variables (`ENV_SOURCES`). Half of a pair, a non-integer, or an index not below the count is a
+  `PartitionError` (one line; the plugin turns it into exit status 4): a CI that silently runs
+  the whole grid on every partition is the failure this prevents.
+* `assign` places every group of the grid on one partition: greedy longest-processing-time over the
   groups' durations in an earlier run's results (``--durations-from DIR``: candidate_s +
   harness_s summed per group, whole milliseconds), heaviest first, each onto the least-loaded
-  shard. Without durations every group weighs the same, which deals the groups out round-robin
+  partition. Without durations every group weighs the same, which deals the groups out round-robin
   in the order of a stable hash of their key (BLAKE2b; never Python's salted ``hash``). Ties are
-  broken by that hash, then the key, then the lower shard index, so the answer depends on the
+  broken by that hash, then the key, then the lower partition index, so the answer depends on the
   grid, N and the durations only: not on the machine, the process, or the order groups were
   listed in.
 
 "Grid partitions" are not "sharded parameters" (DTensors across ranks, `harness.sharded`):
 this module splits the *grid* across CI jobs and never touches a tensor. Seeds derive from the
-case (`harness.seeds`), not from the shard, so a partitioned run's rows equal an unsharded run's.
+case (`harness.seeds`), not from the partition, so a partitioned run's rows equal a whole run's.
 """
 
 from __future__ import annotations
@@ -35,29 +37,31 @@ import pandas as pd
 
 from reports.store import ReportError, read_results
 
-#: Where a shard's index and count come from when the flags are not given, in the order they are
+#: Where a partition's index and count come from when the flags are not given, in the order they are
 #: read: (system, index variable, count variable, first index). Kubernetes Indexed Jobs give the
-#: index only; the count is ``--num-shards`` or `COUNT_VARIABLE`.
+#: index only; the count is ``--num-partitions`` or `COUNT_VARIABLE`.
 ENV_SOURCES = (
     ("Kubernetes Indexed Job", "JOB_COMPLETION_INDEX", None, 0),
     ("Buildkite", "BUILDKITE_PARALLEL_JOB", "BUILDKITE_PARALLEL_JOB_COUNT", 0),
     ("CircleCI", "CIRCLE_NODE_INDEX", "CIRCLE_NODE_TOTAL", 0),
     ("GitLab CI", "CI_NODE_INDEX", "CI_NODE_TOTAL", 1),
 )
-#: The shard count where the index comes from JOB_COMPLETION_INDEX (the Job's .spec.completions).
-COUNT_VARIABLE = "HARNESS_NUM_SHARDS"
-#: Every variable `resolve_shard` reads (tests clear them to run unsharded).
-SHARD_VARIABLES = tuple(sorted({v for _, i, c, _ in ENV_SOURCES for v in (i, c) if v}
-                               | {COUNT_VARIABLE}))
+#: The partition count where the index comes from JOB_COMPLETION_INDEX (the Job's
+#: .spec.completions), and the variable's former name, still read when it is not set.
+COUNT_VARIABLE = "HARNESS_NUM_PARTITIONS"
+COUNT_VARIABLE_ALIAS = "HARNESS_NUM_SHARDS"
+#: Every variable `resolve_partition` reads (tests clear them to run the whole grid).
+PARTITION_VARIABLES = tuple(sorted({v for _, i, c, _ in ENV_SOURCES for v in (i, c) if v}
+                                   | {COUNT_VARIABLE, COUNT_VARIABLE_ALIAS}))
 
 
 class PartitionError(Exception):
-    """A shard that cannot be resolved; str() is one line naming the flag or variable."""
+    """A partition that cannot be resolved; str() is one line naming the flag or variable."""
 
 
 @dataclass(frozen=True)
-class ShardSpec:
-    """Shard `id` of `count` (0-based), and where that came from (for the header and manifest)."""
+class PartitionSpec:
+    """Partition `id` of `count` (0-based), and where that came from (the header, the manifest)."""
 
     id: int
     count: int
@@ -76,38 +80,40 @@ def _integer(name: str, text) -> int:
 
 
 def _checked(index: int, count: int, source: str, index_name: str, count_name: str,
-             first: int = 0) -> ShardSpec:
+             first: int = 0) -> PartitionSpec:
     if count < 1:
-        raise PartitionError(f"{count_name}: the shard count must be at least 1, got {count}")
+        raise PartitionError(f"{count_name}: the partition count must be at least 1, got {count}")
     if not first <= index < count + first:
         base = "1-based" if first else "0-based"
-        raise PartitionError(f"{index_name}: shard index {index} is not in {first}..{count - 1 + first} "
-                             f"({base}, {count_name} {count})")
-    return ShardSpec(index - first, count, source)
+        raise PartitionError(f"{index_name}: partition index {index} is not in "
+                             f"{first}..{count - 1 + first} ({base}, {count_name} {count})")
+    return PartitionSpec(index - first, count, source)
 
 
-def resolve_shard(shard_id=None, num_shards=None, environ=None) -> ShardSpec | None:
-    """The shard this process is, or None for an unpartitioned run.
+def resolve_partition(partition_id=None, num_partitions=None, environ=None) -> PartitionSpec | None:
+    """The partition this process is, or None for an unpartitioned run.
 
-    `shard_id`/`num_shards`: the flags' raw values (None when not given). The flags win over the
-    environment, so ``--shard-id 0 --num-shards 1`` runs the whole grid anywhere.
+    `partition_id`/`num_partitions`: the flags' raw values (None when not given). The flags win
+    over the environment, so ``--partition-id 0 --num-partitions 1`` runs the whole grid anywhere.
     """
     environ = os.environ if environ is None else environ
-    if shard_id is not None or num_shards is not None:
-        if num_shards is None:
-            raise PartitionError(f"--shard-id {shard_id}: give --num-shards too")
-        count = _integer("--num-shards", num_shards)
-        if shard_id is None:
+    if COUNT_VARIABLE not in environ and COUNT_VARIABLE_ALIAS in environ:
+        environ = {**environ, COUNT_VARIABLE: environ[COUNT_VARIABLE_ALIAS]}
+    if partition_id is not None or num_partitions is not None:
+        if num_partitions is None:
+            raise PartitionError(f"--partition-id {partition_id}: give --num-partitions too")
+        count = _integer("--num-partitions", num_partitions)
+        if partition_id is None:
             # The count alone: the index is a Kubernetes Indexed Job's.
             index_text = environ.get("JOB_COMPLETION_INDEX")
             if index_text is None:
-                raise PartitionError(f"--num-shards {count}: give --shard-id too (or run where "
-                                     f"JOB_COMPLETION_INDEX is set)")
+                raise PartitionError(f"--num-partitions {count}: give --partition-id too (or run "
+                                     f"where JOB_COMPLETION_INDEX is set)")
             return _checked(_integer("JOB_COMPLETION_INDEX", index_text), count,
-                            "JOB_COMPLETION_INDEX, --num-shards", "JOB_COMPLETION_INDEX",
-                            "--num-shards")
-        return _checked(_integer("--shard-id", shard_id), count, "--shard-id/--num-shards",
-                        "--shard-id", "--num-shards")
+                            "JOB_COMPLETION_INDEX, --num-partitions", "JOB_COMPLETION_INDEX",
+                            "--num-partitions")
+        return _checked(_integer("--partition-id", partition_id), count,
+                        "--partition-id/--num-partitions", "--partition-id", "--num-partitions")
 
     found = []
     for system, index_name, count_name, first in ENV_SOURCES:
@@ -121,11 +127,11 @@ def resolve_shard(shard_id=None, num_shards=None, environ=None) -> ShardSpec | N
             if count == 1 and count_name != COUNT_VARIABLE:
                 continue  # GitLab sets CI_NODE_TOTAL=1 on every job without `parallel:`
             raise PartitionError(f"{count_name}={count_text} is set but {index_name} is not "
-                                 f"({system}): give both, or --shard-id K --num-shards N")
+                                 f"({system}): give both, or --partition-id K --num-partitions N")
         if count_text is None:
-            how = (f"pass --num-shards N or set {COUNT_VARIABLE}" if count_name == COUNT_VARIABLE
-                   else f"set {count_name} too, or pass --shard-id K --num-shards N")
-            raise PartitionError(f"{index_name}={index_text} is set but the shard count is not "
+            how = (f"pass --num-partitions N or set {COUNT_VARIABLE}" if count_name == COUNT_VARIABLE
+                   else f"set {count_name} too, or pass --partition-id K --num-partitions N")
+            raise PartitionError(f"{index_name}={index_text} is set but the partition count is not "
                                  f"({system}): {how}")
         index, count = _integer(index_name, index_text), _integer(count_name, count_text)
         spec = _checked(index, count, f"{index_name}/{count_name}" + (" (1-based)" if first else ""),
@@ -137,9 +143,10 @@ def resolve_shard(shard_id=None, num_shards=None, environ=None) -> ShardSpec | N
     first_spec = found[0]
     for other in found[1:]:
         if (other.id, other.count) != (first_spec.id, first_spec.count):
-            raise PartitionError(f"conflicting shard variables: {first_spec.source} says shard "
-                                 f"{first_spec.id} of {first_spec.count}, {other.source} says "
-                                 f"{other.id} of {other.count}; pass --shard-id K --num-shards N")
+            raise PartitionError(f"conflicting partition variables: {first_spec.source} says "
+                                 f"partition {first_spec.id} of {first_spec.count}, {other.source} "
+                                 f"says {other.id} of {other.count}; pass --partition-id K "
+                                 f"--num-partitions N")
     return first_spec
 
 
@@ -154,10 +161,10 @@ def stable_hash(key: str) -> int:
 
 @dataclass(frozen=True)
 class Partition:
-    """The whole grid's assignment, and this process's shard of it."""
+    """The whole grid's assignment, and this process's partition of it."""
 
-    shard: ShardSpec
-    assignment: dict = field(hash=False)  # group key -> shard index, for every group of the grid
+    spec: PartitionSpec
+    assignment: dict = field(hash=False)  # group key -> partition index, every group of the grid
     method: str = "hash"  # or "durations"
     weights: dict = field(default_factory=dict, hash=False)  # group -> ms used ("durations" only)
     known: int = 0  # groups whose duration the earlier run gave
@@ -165,28 +172,28 @@ class Partition:
 
     @property
     def groups(self) -> list[str]:
-        """This shard's groups, sorted."""
-        return sorted(g for g, k in self.assignment.items() if k == self.shard.id)
+        """This partition's groups, sorted."""
+        return sorted(g for g, k in self.assignment.items() if k == self.spec.id)
 
     def owns(self, group: str) -> bool:
-        """Whether this shard runs `group`. A group outside the grid (a test the harness did not
-        parametrize) goes by its hash alone, so it too runs on exactly one shard."""
+        """Whether this partition runs `group`. A group outside the grid (a test the harness did not
+        parametrize) goes by its hash alone, so it too runs on exactly one partition."""
         k = self.assignment.get(group)
         if k is None:
-            k = stable_hash(group) % self.shard.count
-        return k == self.shard.id
+            k = stable_hash(group) % self.spec.count
+        return k == self.spec.id
 
     def loads(self) -> list[int]:
-        """Estimated milliseconds (durations) or group counts (hash) per shard."""
-        out = [0] * self.shard.count
+        """Estimated milliseconds (durations) or group counts (hash) per partition."""
+        out = [0] * self.spec.count
         for g, k in self.assignment.items():
             out[k] += self.weights.get(g, 1)
         return out
 
     def describe(self) -> str:
         """One line for the pytest header."""
-        s = self.shard
-        text = (f"shard {s.id} of {s.count} (from {s.source}): {len(self.groups)} of "
+        s = self.spec
+        text = (f"partition {s.id} of {s.count} (from {s.source}): {len(self.groups)} of "
                 f"{len(self.assignment)} groups")
         if self.method == "durations":
             loads = self.loads()
@@ -199,7 +206,7 @@ class Partition:
 
 
 def assign(groups, count: int, durations: dict | None = None) -> tuple[dict, dict]:
-    """(group -> shard index, group -> weight in ms) for every group, by LPT (module docstring).
+    """(group -> partition index, group -> weight in ms) for every group, by LPT (module docstring).
 
     `durations`: group key -> seconds from an earlier run; groups it lacks weigh the median of
     those it has (1 ms if it has none of them). Without durations every group weighs 1.
@@ -223,14 +230,14 @@ def assign(groups, count: int, durations: dict | None = None) -> tuple[dict, dic
     return assignment, weights
 
 
-def plan(shard: ShardSpec, grid_groups, durations: dict | None = None,
+def plan(spec: PartitionSpec, grid_groups, durations: dict | None = None,
          durations_from: str | None = None) -> Partition:
-    """The partition of `grid_groups` for `shard` (durations: group -> seconds, or None)."""
-    assignment, weights = assign(grid_groups, shard.count, durations)
+    """The partition of `grid_groups` for `spec` (durations: group -> seconds, or None)."""
+    assignment, weights = assign(grid_groups, spec.count, durations)
     if durations is None:
-        return Partition(shard, assignment)
+        return Partition(spec, assignment)
     known = sum(1 for g in assignment if g in durations)
-    return Partition(shard, assignment, "durations", weights, known, durations_from)
+    return Partition(spec, assignment, "durations", weights, known, durations_from)
 
 
 def load_durations(report_dir: str) -> dict:

@@ -350,10 +350,10 @@ def collect_suites(args: list[str]) -> None:
 def _environment() -> dict:
     """The environment of a subprocess: the repository importable, no CI shard variables (a CI's
     would split the collected grid), nothing of the pytest run (and xdist worker) it starts from."""
-    from harness.fleet.partition import SHARD_VARIABLES
+    from harness.fleet.partition import PARTITION_VARIABLES
 
     env = {k: v for k, v in os.environ.items()
-           if k not in SHARD_VARIABLES and not k.startswith(("PYTEST_XDIST_", "PYTEST_CURRENT"))}
+           if k not in PARTITION_VARIABLES and not k.startswith(("PYTEST_XDIST_", "PYTEST_CURRENT"))}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("PYTEST_ADDOPTS", None)
     return env

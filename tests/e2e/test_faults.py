@@ -103,9 +103,9 @@ def faults(tmp_path):
 
 
 def _env(repo_root, **extra) -> dict:
-    from harness.fleet.partition import SHARD_VARIABLES
+    from harness.fleet.partition import PARTITION_VARIABLES
 
-    env = {k: v for k, v in os.environ.items() if k not in SHARD_VARIABLES}
+    env = {k: v for k, v in os.environ.items() if k not in PARTITION_VARIABLES}
     return env | {"PYTHONPATH": str(repo_root)} | extra
 
 

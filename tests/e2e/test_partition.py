@@ -1,5 +1,5 @@
-"""Grid partitions end to end: which shard a process is (flags and each CI's variables), how the
-grid's groups are assigned, and a 3-shard run on this machine as three real pytest processes whose
+"""Grid partitions end to end: which partition a process is (flags and each CI's variables), how
+the grid's groups are assigned, and a 3-partition run on this machine as three real pytest processes whose
 merged report equals the unsharded run's, bit for bit.
 
 The assignment and the shard resolution are pure functions, tested directly; the rest runs real
@@ -19,8 +19,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.fleet.partition import (COUNT_VARIABLE, SHARD_VARIABLES, PartitionError, ShardSpec, assign,
-                               load_durations, plan, resolve_shard, stable_hash)
+from harness.fleet.partition import (COUNT_VARIABLE, COUNT_VARIABLE_ALIAS, PARTITION_VARIABLES,
+                                     PartitionError, PartitionSpec, assign, load_durations, plan,
+                                     resolve_partition, stable_hash)
 from reports.__main__ import main as cli
 from reports.store import VOLATILE, file_digest, read_results, write_tables
 
@@ -28,11 +29,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 # ------------------------------------------------------------------------------------------------
-# Which shard: flags, then each CI system's variables
+# Which partition: flags, then each CI system's variables
 
 
 @pytest.mark.parametrize("environ, expected", [
     ({"JOB_COMPLETION_INDEX": "2", COUNT_VARIABLE: "4"}, (2, 4)),
+    ({"JOB_COMPLETION_INDEX": "2", COUNT_VARIABLE_ALIAS: "4"}, (2, 4)),  # the former name
     ({"BUILDKITE_PARALLEL_JOB": "0", "BUILDKITE_PARALLEL_JOB_COUNT": "3"}, (0, 3)),
     ({"CIRCLE_NODE_INDEX": "4", "CIRCLE_NODE_TOTAL": "5"}, (4, 5)),
     ({"CI_NODE_INDEX": "1", "CI_NODE_TOTAL": "3"}, (0, 3)),  # GitLab: 1-based
@@ -42,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
       "CI_NODE_TOTAL": "2"}, (1, 2)),
 ])
 def test_each_ci_system_is_detected(environ, expected):
-    spec = resolve_shard(environ=environ)
+    spec = resolve_partition(environ=environ)
     assert (spec.id, spec.count) == expected
     assert next(iter(environ)) in spec.source
 
@@ -54,42 +56,42 @@ def test_each_ci_system_is_detected(environ, expected):
     {"UNRELATED": "1"},
 ])
 def test_no_partition_without_a_split(environ):
-    assert resolve_shard(environ=environ) is None
+    assert resolve_partition(environ=environ) is None
 
 
 def test_flags_win_and_the_count_alone_takes_a_kubernetes_index():
     env = {"CI_NODE_INDEX": "2", "CI_NODE_TOTAL": "2", "JOB_COMPLETION_INDEX": "3"}
-    assert resolve_shard("0", "1", env) == ShardSpec(0, 1, "--shard-id/--num-shards")
-    spec = resolve_shard(None, "5", env)
+    assert resolve_partition("0", "1", env) == PartitionSpec(0, 1, "--partition-id/--num-partitions")
+    spec = resolve_partition(None, "5", env)
     assert (spec.id, spec.count) == (3, 5) and "JOB_COMPLETION_INDEX" in spec.source
 
 
 @pytest.mark.parametrize("flags, environ, says", [
-    (("1", None), {}, "--shard-id 1: give --num-shards too"),
-    ((None, "4"), {}, "--num-shards 4: give --shard-id too"),
-    (("4", "4"), {}, "--shard-id: shard index 4 is not in 0..3"),
-    (("-1", "4"), {}, "--shard-id: shard index -1 is not in 0..3"),
-    (("0", "0"), {}, "--num-shards: the shard count must be at least 1"),
-    (("one", "4"), {}, "--shard-id: expected an integer, got 'one'"),
-    ((None, None), {"JOB_COMPLETION_INDEX": "1"}, "JOB_COMPLETION_INDEX=1 is set but the shard count"),
+    (("1", None), {}, "--partition-id 1: give --num-partitions too"),
+    ((None, "4"), {}, "--num-partitions 4: give --partition-id too"),
+    (("4", "4"), {}, "--partition-id: partition index 4 is not in 0..3"),
+    (("-1", "4"), {}, "--partition-id: partition index -1 is not in 0..3"),
+    (("0", "0"), {}, "--num-partitions: the partition count must be at least 1"),
+    (("one", "4"), {}, "--partition-id: expected an integer, got 'one'"),
+    ((None, None), {"JOB_COMPLETION_INDEX": "1"}, "JOB_COMPLETION_INDEX=1 is set but the partition count"),
     ((None, None), {COUNT_VARIABLE: "4"}, f"{COUNT_VARIABLE}=4 is set but JOB_COMPLETION_INDEX is not"),
     ((None, None), {"JOB_COMPLETION_INDEX": "4", COUNT_VARIABLE: "4"},
-     "JOB_COMPLETION_INDEX: shard index 4 is not in 0..3"),
-    ((None, None), {"BUILDKITE_PARALLEL_JOB": "1"}, "BUILDKITE_PARALLEL_JOB=1 is set but the shard count"),
+     "JOB_COMPLETION_INDEX: partition index 4 is not in 0..3"),
+    ((None, None), {"BUILDKITE_PARALLEL_JOB": "1"}, "BUILDKITE_PARALLEL_JOB=1 is set but the partition count"),
     ((None, None), {"BUILDKITE_PARALLEL_JOB_COUNT": "4"}, "BUILDKITE_PARALLEL_JOB is not"),
-    ((None, None), {"CIRCLE_NODE_INDEX": "2"}, "CIRCLE_NODE_INDEX=2 is set but the shard count"),
+    ((None, None), {"CIRCLE_NODE_INDEX": "2"}, "CIRCLE_NODE_INDEX=2 is set but the partition count"),
     ((None, None), {"CIRCLE_NODE_INDEX": "2", "CIRCLE_NODE_TOTAL": "2"},
-     "CIRCLE_NODE_INDEX: shard index 2 is not in 0..1"),
+     "CIRCLE_NODE_INDEX: partition index 2 is not in 0..1"),
     ((None, None), {"CI_NODE_INDEX": "0", "CI_NODE_TOTAL": "3"},
-     "CI_NODE_INDEX: shard index 0 is not in 1..3 (1-based"),
+     "CI_NODE_INDEX: partition index 0 is not in 1..3 (1-based"),
     ((None, None), {"CI_NODE_TOTAL": "3"}, "CI_NODE_TOTAL=3 is set but CI_NODE_INDEX is not"),
     ((None, None), {"CI_NODE_INDEX": "x", "CI_NODE_TOTAL": "3"}, "CI_NODE_INDEX: expected an integer"),
     ((None, None), {"CIRCLE_NODE_INDEX": "0", "CIRCLE_NODE_TOTAL": "2", "CI_NODE_INDEX": "2",
-                    "CI_NODE_TOTAL": "2"}, "conflicting shard variables"),
+                    "CI_NODE_TOTAL": "2"}, "conflicting partition variables"),
 ])
 def test_half_a_pair_or_an_index_out_of_range_is_one_line(flags, environ, says):
     with pytest.raises(PartitionError) as info:
-        resolve_shard(*flags, environ)
+        resolve_partition(*flags, environ)
     assert says in str(info.value) and "\n" not in str(info.value)
 
 
@@ -129,7 +131,7 @@ def test_durations_balance_the_shards_longest_first():
     # LPT: big(10) -> 0; mid-a(6) -> 1; mid-b and unknown (5 each) -> 1, 0; small-a(4) -> 1;
     # small-b(3) -> 0 on the tie (15 each): 18 vs 15, where 17 vs 16 is best (LPT is within 4/3)
     assert sorted(loads) == [15000, 18000] and a["big"] != a["mid-a"]
-    p = plan(ShardSpec(1, 2, "test"), list(durations) + ["unknown"], durations, "prev")
+    p = plan(PartitionSpec(1, 2, "test"), list(durations) + ["unknown"], durations, "prev")
     assert p.method == "durations" and p.known == 5 and "durations in prev" in p.describe()
     assert set(p.groups) == {g for g in a if a[g] == 1}
 
@@ -156,7 +158,7 @@ ROW_COLUMNS = ["verdict", "statistic", "p_value", "n", "seed"]
 
 
 def _env(**shard_vars) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in SHARD_VARIABLES}
+    env = {k: v for k, v in os.environ.items() if k not in PARTITION_VARIABLES}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return env | shard_vars
 
@@ -188,7 +190,8 @@ def sharded_run(tmp_path_factory):
     rc, out = _finish(_pytest(base / "full"))
     assert rc == 1, out[-3000:]  # clamp fails
     balance = ("--durations-from", str(base / "full"))
-    procs = [_pytest(base / "shard-0", "--shard-id", "0", "--num-shards", "3", *balance),
+    # partition 2 is named with the options' former names, which stay aliases
+    procs = [_pytest(base / "shard-0", "--partition-id", "0", "--num-partitions", "3", *balance),
              _pytest(base / "shard-1", *balance, env=_env(CI_NODE_INDEX="2", CI_NODE_TOTAL="3")),
              _pytest(base / "shard-2", "--shard-id", "2", "--num-shards", "3", "-n", "2", *balance)]
     results = [_finish(p) for p in procs]
@@ -208,7 +211,7 @@ def test_three_shards_merged_equal_the_unsharded_run(run, sharded_run, capsys):
     manifests = [json.loads((base / f"shard-{k}" / "manifest.json").read_text()) for k in range(3)]
     assert [m["shard"]["id"] for m in manifests] == [0, 1, 2]
     assert "CI_NODE_INDEX/CI_NODE_TOTAL (1-based)" in manifests[1]["shard"]["source"]
-    assert "harness: shard 1 of 3 (from CI_NODE_INDEX/CI_NODE_TOTAL (1-based))" in outs[1]
+    assert "harness: partition 1 of 3 (from CI_NODE_INDEX/CI_NODE_TOTAL (1-based))" in outs[1]
     assert all(m["partition"]["method"] == "durations" and m["partition"]["known"] == 12
                for m in manifests)
     # The other shards' tests are deselected, not skipped: the shards' skips are the unsharded
@@ -332,5 +335,5 @@ def test_a_ci_variable_without_its_pair_exits_4_before_running_anything(tmp_path
                        text=True, timeout=300)
     err = [line for line in p.stderr.splitlines() if line.strip()]
     assert p.returncode == 4 and len(err) == 1, p.stderr
-    assert "BUILDKITE_PARALLEL_JOB=1 is set but the shard count is not (Buildkite)" in err[0]
+    assert "BUILDKITE_PARALLEL_JOB=1 is set but the partition count is not (Buildkite)" in err[0]
     assert not (tmp_path / "r").exists()

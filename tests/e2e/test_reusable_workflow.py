@@ -11,7 +11,7 @@ import textwrap
 import pandas as pd
 import yaml
 
-from harness.fleet.partition import SHARD_VARIABLES
+from harness.fleet.partition import PARTITION_VARIABLES
 
 
 def _steps(repo_root) -> dict:
@@ -36,7 +36,7 @@ def test_the_conformance_step_runs_a_callers_sampler_and_publishes_the_report(re
         '''))
     (tmp_path / "caller" / "known.txt").write_text("# no known failures\n")
     os.symlink(repo_root, tmp_path / "harness")
-    env = {k: v for k, v in os.environ.items() if k not in SHARD_VARIABLES}
+    env = {k: v for k, v in os.environ.items() if k not in PARTITION_VARIABLES}
     env.update(GITHUB_WORKSPACE=str(tmp_path), GITHUB_OUTPUT=str(tmp_path / "output"),
                GITHUB_STEP_SUMMARY=str(tmp_path / "summary"), CANDIDATE="mypkg.init:trunc_normal_",
                PROFILE="smoke", XFAILS="known.txt",

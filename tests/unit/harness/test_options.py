@@ -37,7 +37,7 @@ def options(**given):
 
 
 def parse(environ=None, **given):
-    # an empty environment unless given: a CI's shard variables must not leak into these tests
+    # an empty environment unless given: a CI's partition variables must not leak into these tests
     return parse_options(options(**given), tuple(DTYPES), environ=environ or {})
 
 
@@ -91,13 +91,14 @@ def test_the_run_defaults_are_written_once():
     (dict(alpha_suspect="1"), "--alpha-suspect: must be a probability"),
     (dict(alpha_suspect="p"), "--alpha-suspect: expected a number"),
     (dict(xfails_file="/missing"), "--xfails-file: '/missing' is not a file"),
-    (dict(shard_id="1"), "--shard-id 1: give --num-shards too"),
-    (dict(num_shards="3"), "--num-shards 3: give --shard-id too"),
-    (dict(shard_id="3", num_shards="3"), "--shard-id: shard index 3 is not in 0..2"),
-    (dict(shard_id="x", num_shards="3"), "--shard-id: expected an integer, got 'x'"),
-    (dict(shard_id="0", num_shards="0"), "--num-shards: the shard count must be at least 1"),
-    (dict(durations_from="/missing"), "--durations-from: no shard given"),
-    (dict(durations_from="/missing", shard_id="0", num_shards="2"),
+    (dict(partition_id="1"), "--partition-id 1: give --num-partitions too"),
+    (dict(num_partitions="3"), "--num-partitions 3: give --partition-id too"),
+    (dict(partition_id="3", num_partitions="3"), "--partition-id: partition index 3 is not in 0..2"),
+    (dict(partition_id="x", num_partitions="3"), "--partition-id: expected an integer, got 'x'"),
+    (dict(partition_id="0", num_partitions="0"),
+     "--num-partitions: the partition count must be at least 1"),
+    (dict(durations_from="/missing"), "--durations-from: no partition given"),
+    (dict(durations_from="/missing", partition_id="0", num_partitions="2"),
      "--durations-from: '/missing' is not a directory"),
     (dict(world_sizes="0"), "--world-sizes: each must be an integer in [1, 1024] (1: unsharded), got 0"),
     (dict(world_sizes="2,x"), "--world-sizes: expected an integer, got 'x'"),
@@ -143,13 +144,13 @@ def test_budgets():
     assert parse(budget_seconds="60").budget_seconds == 60.0
 
 
-def test_shards_from_flags_or_the_environment():
-    assert parse().shard is None and parse().durations is None
-    opt = parse(shard_id="1", num_shards="4")
-    assert (opt.shard.id, opt.shard.count) == (1, 4)
+def test_partitions_from_flags_or_the_environment():
+    assert parse().partition is None and parse().durations is None
+    opt = parse(partition_id="1", num_partitions="4")
+    assert (opt.partition.id, opt.partition.count) == (1, 4)
     opt = parse(environ={"CI_NODE_INDEX": "4", "CI_NODE_TOTAL": "4"})
-    assert (opt.shard.id, opt.shard.count) == (3, 4) and "1-based" in opt.shard.source
-    with pytest.raises(OptionError, match=r"^CI_NODE_INDEX: shard index 5 is not in 1\.\.4"):
+    assert (opt.partition.id, opt.partition.count) == (3, 4) and "1-based" in opt.partition.source
+    with pytest.raises(OptionError, match=r"^CI_NODE_INDEX: partition index 5 is not in 1\.\.4"):
         parse(environ={"CI_NODE_INDEX": "5", "CI_NODE_TOTAL": "4"})
 
 

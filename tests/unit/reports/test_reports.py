@@ -488,9 +488,9 @@ def test_real_tiny_run(tmp_path, capsys):
     cmd = [sys.executable, "-m", "pytest", "suites", "--candidate", "exact", "--candidate",
            "point-mass-1e-4-at-a", "--profile", "smoke", "--cases", "abs-bounds-trap", "--dtypes",
            "bfloat16", "-p", "no:cacheprovider", "-q", "--report-dir", str(d)]
-    from harness.fleet.partition import SHARD_VARIABLES
+    from harness.fleet.partition import PARTITION_VARIABLES
 
-    env = {k: v for k, v in os.environ.items() if k not in SHARD_VARIABLES}  # the whole grid
+    env = {k: v for k, v in os.environ.items() if k not in PARTITION_VARIABLES}  # the whole grid
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert (d / "results.parquet").is_file(), p.stdout[-3000:] + p.stderr[-3000:]
     assert not (d / "views-error.txt").exists()
