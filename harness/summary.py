@@ -45,6 +45,9 @@ RESOLVABLE_VARIANCE = 1e-6
 #: How many row extremes (per-slice minima/maxima along the last dim) a Summary keeps at most.
 ROW_EXTREMES_CAP = 1 << 16
 
+#: The last bits of each scanned value's bit pattern counted by class (32/64-bit dtypes): 16 classes.
+LOW_BITS = 4
+
 
 @dataclass
 class LagSums:
@@ -161,6 +164,10 @@ class Summary:
     resolution_scanned: int = 0
     lattice_names: tuple = ()
     lattice_counts: np.ndarray | None = None
+    # The same scanned values by the last `low_bits` bits of their bit patterns (the significand's
+    # last bits): `low_bit_counts[j]` of them end in j (`RoundedLaw.low_bit_masses` is its law).
+    low_bits: int = 0
+    low_bit_counts: np.ndarray | None = None
     # The shape axis: elements of a view's base written outside the view, and calls that returned
     # something other than the tensor they were given (both zero for a sampler working in place).
     n_written_outside: int = 0
@@ -277,8 +284,8 @@ class Summary:
 
 
 def _merge_resolution(out: "Summary", parts) -> None:
-    """Collision blocks and lattice counts add when every part used the same block size and
-    lattices (parts of one law do); otherwise the whole has none."""
+    """Collision blocks, lattice and low-bit counts add when every part used the same block size,
+    lattices and bits (parts of one law do); otherwise the whole has none."""
     first = parts[0]
     same = all((p.collision_block, tuple(p.lattice_names)) == (first.collision_block,
                                                                tuple(first.lattice_names))
@@ -292,6 +299,10 @@ def _merge_resolution(out: "Summary", parts) -> None:
     out.lattice_names = tuple(first.lattice_names)
     if all(p.lattice_counts is not None for p in parts) and out.lattice_names:
         out.lattice_counts = np.sum([np.asarray(p.lattice_counts, dtype=np.int64) for p in parts],
+                                    axis=0)
+    if all(p.low_bit_counts is not None and p.low_bits == first.low_bits for p in parts):
+        out.low_bits = first.low_bits
+        out.low_bit_counts = np.sum([np.asarray(p.low_bit_counts, dtype=np.int64) for p in parts],
                                     axis=0)
 
 

@@ -22,7 +22,7 @@ from reference.dtypes import dtype_name
 from ..bins import (COARSE_LATTICES, RESOLUTION_SCAN, block_pair_slots, collision_block,
                     farthest_outside, position_bins, position_classes, raw_nonfinite_bins,
                     raw_to_ordered, signed)
-from ..summary import ROW_EXTREMES_CAP, LagSums, Summary, counts_from_exact_histogram
+from ..summary import LOW_BITS, ROW_EXTREMES_CAP, LagSums, Summary, counts_from_exact_histogram
 from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_value
 from .mass_counters import SHIFT_BITS, MassCounters
 
@@ -133,7 +133,7 @@ class Folder:
     # -- resolution: equal-value pairs, coarse lattices ---------------------------------------
     def _init_resolution(self, law) -> None:
         """32/64-bit laws: the first RESOLUTION_SCAN finite values of the draw are counted on
-        the coarser lattices and, in blocks of the law's `collision_block` values (pooled
+        the coarser lattices and by their last LOW_BITS bits and, in blocks of the law's `collision_block` values (pooled
         across calls and chunks: a leftover shorter than one block waits for the next chunk,
         and `finish` sorts the last one as a shorter block), sorted for their equal-value
         pairs."""
@@ -145,6 +145,8 @@ class Folder:
         s.collision_block = collision_block(float(law.collision_prob), self.bits)
         s.lattice_names = COARSE_LATTICES.get(dtype_name(self.dtype), ())
         s.lattice_counts = np.zeros(len(s.lattice_names), dtype=np.int64)
+        s.low_bits = LOW_BITS
+        s.low_bit_counts = np.zeros(1 << LOW_BITS, dtype=np.int64)
         self.res_left = RESOLUTION_SCAN
 
     def _fold_resolution(self, flat: torch.Tensor, ints: torch.Tensor, finite) -> None:
@@ -160,6 +162,7 @@ class Folder:
         s.resolution_scanned += int(flat.numel())
         for i, name in enumerate(s.lattice_names):
             s.lattice_counts[i] += on_lattice(flat, ints, name)
+        s.low_bit_counts += low_bit_classes(ints, s.low_bits)
         m = s.collision_block
         if not m:
             return
@@ -695,6 +698,13 @@ def on_lattice(flat: torch.Tensor, ints: torch.Tensor, coarse: str) -> int:
         return ints.numel() - int(torch.count_nonzero(torch.bitwise_and(ints, 0xFFFF)))
     target = getattr(torch, coarse)
     return int(torch.count_nonzero(flat.to(target).to(flat.dtype) == flat))
+
+
+def low_bit_classes(ints: torch.Tensor, bits: int) -> np.ndarray:
+    """How many of the values (their integer views `ints`) end in each pattern of `bits` bits:
+    int64[2**bits]. The sign bit is the top one, so the last bits are the significand's."""
+    low = torch.bitwise_and(ints, (1 << bits) - 1).to(torch.int64)
+    return torch.bincount(low, minlength=1 << bits).cpu().numpy()
 
 
 def lag_sums(u: torch.Tensor, v: torch.Tensor) -> LagSums:

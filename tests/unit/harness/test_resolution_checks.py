@@ -1,8 +1,9 @@
-"""The fold and the checks at the resolution of single values (`collisions`, `lattices`).
+"""The fold and the checks at the resolution of single values (`collisions`, `lattices`, low bits).
 
 * the engine's pair count against a brute-force count, blocks pooled across calls and chunks;
 * the lattice counts against numpy's own round trips;
-* a merge of parts adds blocks, pairs and lattice counts;
+* the last-bit classes against numpy's own count of the scanned values;
+* a merge of parts adds blocks, pairs, lattice and last-bit counts;
 * the checks: not applicable where the law says so, the figure users read, and the known-bad
   samplers' defects as the fold sees them.
 Deterministic: fixed seeds, and each assertion on a sample states its failure chance."""
@@ -18,7 +19,8 @@ import torch
 from candidates import resolve
 from harness.bins import COLLISION_BLOCK_MAX, RESOLUTION_SCAN, collision_block
 from harness.cases import case_by_id
-from harness.checks.stat_resolution import (check_collisions, check_lattices, figure_text,
+from harness.checks.stat_resolution import (check_collisions, check_lattices, check_low_bits,
+                                            figure_text, low_bits_mde,
                                             quasi_poisson_p, resolution_bits)
 from harness.engine import summarize_samples
 from harness.engine.folder import equal_pairs_in_sorted_rows, on_lattice
@@ -116,6 +118,8 @@ def test_merge_adds_blocks_pairs_and_lattice_counts():
     assert np.array_equal(merged.lattice_counts, sum(p.lattice_counts for p in parts))
     whole = summarize_samples(batch, law)
     assert np.array_equal(merged.lattice_counts, whole.lattice_counts)  # per element: exact
+    assert merged.low_bits == 4 and np.array_equal(merged.low_bit_counts, whole.low_bit_counts)
+    assert merged.low_bit_counts.sum() == batch.numel()
     # each part pools its own 2^17 values (one shorter block each); the whole has one of 2^18
     assert (merged.collision_blocks, whole.collision_blocks) == (2, 1)
 
@@ -167,3 +171,72 @@ def test_the_known_bads_lose_the_bits_they_should(name, dtype, bits):
         lat = check_lattices(summarize_samples(x, law), law)
         assert lat.p_value == 0.0 or lat.decisive or lat.p_value < 1e-300
         assert lat.details["lattices"]["float32"][0] == RESOLUTION_SCAN
+
+
+# ------------------------------------------------------------------------------ low-order bits
+
+
+def test_the_fold_counts_the_last_bits_of_the_scanned_finite_values():
+    """Values of every binade, some NaN and inf (not scanned): the classes are the last 4 bits
+    of the finite values' patterns, as numpy counts them."""
+    law = _law(case_by_id("normal-2sigma"), torch.float32)
+    rng = np.random.default_rng(8)
+    x = torch.from_numpy((rng.standard_normal(3 * 40000) * np.exp(rng.uniform(-40, 40, 3 * 40000)))
+                         .astype(np.float32)).view(3, 40000)
+    x[0, :7], x[1, 3], x[2, -2:] = math.nan, math.inf, -math.inf
+    s = summarize_samples(x, law)
+    finite = x.reshape(-1)[torch.isfinite(x.reshape(-1))].view(torch.int32).numpy()
+    assert s.low_bits == 4 and s.resolution_scanned == finite.size
+    assert np.array_equal(s.low_bit_counts, np.bincount(finite & 15, minlength=16))
+
+
+@pytest.mark.parametrize("name,dtype", [("dropped-last-bit", torch.float32),
+                                        ("dropped-last-bit", torch.float64),
+                                        ("float32-widened", torch.float64)])
+def test_low_bits_catch_the_known_bads(name, dtype):
+    """N(0, 1) on +-2, one scan of 2^19 values: a cleared last bit empties the 8 odd classes
+    (w = 1), float32 values in a float64 tensor end in 29 zero bits (w = sqrt(15)); p < 1e-12
+    (chi2 > 5e5 on 15 df, far beyond any sampling noise)."""
+    case = case_by_id("normal-2sigma")
+    law = _law(case, dtype)
+    x = torch.empty(8, 1 << 16, dtype=dtype)
+    resolve(name)(x, case.mean, case.std, case.a, case.b, torch.Generator().manual_seed(4))
+    out = check_low_bits(summarize_samples(x, law), law)
+    assert out.applicable and out.p_value < 1e-12, out.message
+    assert out.effect == pytest.approx(1.0 if name == "dropped-last-bit" else math.sqrt(15), rel=0.02)
+    assert out.mde == pytest.approx(low_bits_mde(law, x.numel()))
+
+
+@pytest.mark.parametrize("case_id,dtype,mean,std,a,b", [
+    ("normal-2sigma", torch.float32, 0, 0, 0, 0), ("normal-2sigma", torch.float64, 0, 0, 0, 0),
+    ("few-values", torch.float32, 1.0, 1e-5, 0.0, 2.0),  # ~80 values per std: classes +-1.7%
+])
+def test_low_bits_pass_the_exact_sampler(case_id, dtype, mean, std, a, b):
+    """2^19 exact values: p >= 1e-6 (a false failure has probability 1e-6 a priori; fixed seed).
+    The few-values law's classes are not uniform: against 1/16 each the same counts would give
+    chi2 ~50 on average (critical 37.7 at 1e-3); against the law they pass."""
+    if case_id != "few-values":
+        case = case_by_id(case_id)
+        mean, std, a, b = case.mean, case.std, case.a, case.b
+    law = rounded_law(TruncatedNormal(mean, std, a, b), dtype)
+    x = torch.empty(8, 1 << 16, dtype=dtype)
+    resolve("exact")(x, mean, std, a, b, torch.Generator().manual_seed(12))
+    out = check_low_bits(summarize_samples(x, law), law)
+    assert out.applicable and out.p_value >= 1e-6, out.message
+    if case_id == "few-values":
+        probs = np.asarray(out.details["probs"])
+        assert probs[1] * 16 > 1.015 and probs[15] * 16 < 0.985
+
+
+def test_low_bits_not_applicable_where_the_law_decides():
+    bf = _law(case_by_id("normal-2sigma"), torch.bfloat16)
+    s = summarize_samples(torch.zeros(2, 1000, dtype=torch.bfloat16), bf)
+    assert not check_low_bits(s, bf).applicable and math.isnan(low_bits_mde(bf, 1 << 22))
+    one = rounded_law(TruncatedNormal(1.0, 1e-9, 1.0 - 1e-9, 1.0 + 1e-9), torch.float32)  # 1.0 only
+    out = check_low_bits(summarize_samples(torch.ones(2, 1000), one), one)
+    assert not out.applicable and "too few bit patterns" in out.message
+    # a value ending in a pattern the law never ends in is decisive
+    odd = torch.ones(2, 1000)
+    odd[0, 0] = float(np.nextafter(np.float32(1.0), np.float32(2.0)))
+    out = check_low_bits(summarize_samples(odd, one), one)
+    assert out.decisive and out.p_value == 0.0
