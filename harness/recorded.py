@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils.weak import WeakIdKeyDictionary
 
 from reference.dtypes import dtype_name
+from reports.ids import CASE_ID_CHARS
 
 from .cases import Case, ModelCall, case_spec
 
@@ -390,7 +390,7 @@ def _label(spec: str) -> str:
     name = spec.rpartition(":")[2].split(".")[-1]
     base = spec.rpartition(":")[0].rstrip("/").rsplit("/", 1)[-1].removesuffix(".py").rsplit(".", 1)[-1]
     text = f"{base}-{name}" if name not in ("build", "main", "init", "model") else base
-    return re.sub(r"[^A-Za-z0-9_.-]", "-", text) or "model"
+    return "".join(ch if ch in CASE_ID_CHARS else "-" for ch in text) or "model"
 
 
 def _group(calls: list) -> list[tuple]:

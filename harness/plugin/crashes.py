@@ -29,6 +29,8 @@ import signal
 import sysconfig
 import time
 
+from reports.ids import API_CASE
+
 #: Crashed workers a candidate may cost before the harness stops drawing it.
 MAX_CRASHES_PER_CANDIDATE = 3
 #: Inside the report dir: one faulthandler log per worker process.
@@ -132,7 +134,7 @@ class CrashLedger:
         what = cause + (f" in {where}" if where else "")
         spec = row.get("candidate_spec") or row.get("candidate")
         self.crashes[spec] = self.crashes.get(spec, 0) + 1
-        case = f"case {row.get('case')} {row.get('dtype')}" if row.get("case") != "api" else \
+        case = f"case {row.get('case')} {row.get('dtype')}" if row.get("case") != API_CASE else \
             f"the API checks {row.get('dtype')}"
         self.last[spec] = f"{what}, {case}"
         self.last_cause[nodeid] = what

@@ -24,7 +24,7 @@ from candidates import CandidateNotFound, resolve
 from reports.leases import ReportDirHeld, lock_report_dir, unlock_report_dir
 from reports.manifest import build_manifest, write_manifest
 from reports.render import write_run
-from reports.ids import DEFAULT_PATH, parse_case_label
+from reports.ids import API_CASE, DEFAULT_PATH, parse_case_label
 from reports.store import (DiskFault, RowLog, command_line, file_digest, prepare_report_dir,
                            writing)
 from reference.dtypes import DTYPES, dtype_name
@@ -338,14 +338,14 @@ class HarnessSession:
         machine; an explicit --samples is drawn in full, so the rerun draws the same n)."""
         cfg = self.run_config
         parts = ["pytest", "suites", "--candidate", candidate.spec]
-        case = self.case_of(case_id) if case_id not in ("api", None) else None
+        case = self.case_of(case_id) if case_id not in (API_CASE, None) else None
         if spec is not None:
             parts += ["--case", spec]
         elif case is not None and case.spec:
             parts += ["--case", case.spec]
             if not case.own_shape:
                 parts += ["--shapes", "none", "--paths", "eager"]  # this group only
-        elif case_id not in ("api", None):
+        elif case_id not in (API_CASE, None):
             parts += ["--cases", case_id]
             label = parse_case_label(case_id)
             if not label.shape and label.path == DEFAULT_PATH and layout is None:
@@ -356,7 +356,7 @@ class HarnessSession:
             parts += ["--world-sizes", str(layout.world_size), "--placements", layout.placement]
             if layout.rank_seeds != "same":
                 parts += ["--rank-seeds", layout.rank_seeds]
-        elif case_id not in ("api", None) and self.world_sizes != (1,):
+        elif case_id not in (API_CASE, None) and self.world_sizes != (1,):
             parts += ["--world-sizes", "1"]
         samples = samples or cfg.samples
         if samples:
@@ -597,7 +597,7 @@ class HarnessSession:
         else:
             result = CandidateRunner(param.candidate, param.dtype, param.device,
                                      self.run_config).run(check)
-            case_id = "api"
+            case_id = API_CASE
         row = row_skeleton(param, check) | result.as_row() | case_columns
         row["worker"] = worker
         row["profile"] = self.run_config.profile
