@@ -7,7 +7,9 @@
   elements from their global positions, with the key of mesh coordinate 0 (broadcast), so the
   whole tensor is the same on 1, 2 or 4 ranks under any placement and rank seeding: it declares
   itself sharding-invariant, and the `sharding` check holds it to that bit for bit. On a plain
-  tensor it is a plain exact sampler (passes the calibration self-test like `exact`).
+  tensor it is a plain exact sampler (passes the calibration self-test like `exact`). In float64
+  the draw is refined as `exact`'s (`candidates.kernels.refine_float64`), its uniforms from the
+  same counter stream far past the tensor's positions.
 * ``local-shard`` (known-bad) — the DTensor branch of the seed's workaround
   (shared/seeds/001_496432e690538caa.txt): cast to float32, ``trunc_normal_`` on the float32
   DTensor's ``_local_tensor`` ("safe because trunc_normal_ is elementwise") with the rank's own
@@ -35,8 +37,8 @@ import numpy as np
 import torch
 
 from candidates.kernels import (CHUNK, chunk_sizes, counter_uniform, global_flat_index,
-                                harness_version, inverse_cdf, rn_scalar, truncated_normal,
-                                validate_args)
+                                harness_version, inverse_cdf, refine_float64, rn_scalar,
+                                truncated_normal, validate_args)
 from candidates.protocol import Candidate
 from candidates.rounding import rn_cast
 
@@ -94,6 +96,19 @@ def _box(tensor) -> tuple[tuple, tuple]:
         return tuple(offsets), tuple(shape)
 
 
+#: The refinement's draw d of element k is the main stream's number k + (d + 1) * 2^40: streams no
+#: tensor below 2^40 elements shares with its u's, a function of the global position alone.
+_REFINE_STRIDE = 1 << 40
+
+
+def _refinement_stream(key: int, index: np.ndarray) -> Callable:
+    """`candidates.kernels.refine_float64`'s uniforms for the elements of global positions `index`."""
+    def uniforms(where: torch.Tensor, draw: int) -> torch.Tensor:
+        at = index[where.cpu().numpy()] + (draw + 1) * _REFINE_STRIDE
+        return torch.from_numpy(counter_uniform(key, at))
+    return uniforms
+
+
 def _counter_fill(tensor, mean, std, a, b, generator, *, key_map=None, index_map=None,
                   u_map=None, broadcast: bool = True):
     """The exact-counter sampler with hooks for the saboteurs: `key_map(key, tensor)`,
@@ -131,6 +146,8 @@ def _counter_fill(tensor, mean, std, a, b, generator, *, key_map=None, index_map
             if u_map is not None:
                 u = u_map(u, tensor)
             x = inverse_cdf(dist, torch.from_numpy(u))
+            if local.dtype == torch.float64 and u_map is None:
+                x = refine_float64(x, dist, _refinement_stream(key, index[start:start + k]))
             out[start:start + k].copy_(rn_cast(x, local.dtype).to(local.device))
         if not local.is_contiguous():
             local.copy_(out.view(local.shape))

@@ -92,3 +92,17 @@ def test_the_refinement_moves_a_draw_inside_its_block_only():
     again = resolve("exact")(torch.empty(20_000, dtype=torch.float64), 0.5, 2.0, -1.0, 3.0, _gen(4))
     assert torch.equal(again, resolve("exact")(torch.empty(20_000, dtype=torch.float64), 0.5, 2.0,
                                                -1.0, 3.0, _gen(4)))
+
+
+def test_exact_counter_is_refined_from_its_counter_stream():
+    """exact-counter in float64: the low-bits check passes (p >= 1e-6) and the same key gives the
+    same values (the refinement's uniforms are its stream's, by global position)."""
+    law = rounded_law(TruncatedNormal(0.0, 1.0, -2.0, 2.0), "float64")
+    x = torch.empty(8, 1 << 16, dtype=torch.float64)
+    g = _gen(21)
+    for k in range(8):
+        resolve("exact-counter")(x[k], 0.0, 1.0, -2.0, 2.0, g)
+    assert check_low_bits(summarize_samples(x, law), law).p_value >= LEVEL
+    again = resolve("exact-counter")(torch.empty(1 << 16, dtype=torch.float64), 0.0, 1.0, -2.0, 2.0,
+                                     _gen(21))
+    assert torch.equal(again, x[0])
