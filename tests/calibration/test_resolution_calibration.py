@@ -15,6 +15,12 @@ does, over fixed run seeds per (candidate, case, dtype), three assertions per bl
    summed over the seeds against Bin(scanned, mass): p >= 1e-6. This checks the reference's
    sum p^2 and lattice masses against real samplers to ~1-3 % (what one run cannot).
 
+The low-order bits (`check_low_bits`, judged here on each run's stage-1 Summary until the check
+is registered) get the same three: no run with p < 1e-8 (one of <= 100 runs: <= 1e-6), the count
+of p < 1e-3 at most `max_count(N, 1e-3)`, and the class counts summed over the seeds against
+the law's class masses (chi-square, p >= 1e-6), which checks `RoundedLaw.low_bit_masses` against
+real samplers to ~0.2 % per class. Blocks in float64 and float32, exact-counter's float64 too.
+
 Each assertion fails a right harness with probability <= 1e-6 a priori; the seeds are fixed and
 the float32 samples machine-independent (tests/calibration/test_calibration.py says why), so the
 verdicts are deterministic. CI blocks draw 2^18 samples per run (one block of 2^18 values: ~510
@@ -27,13 +33,15 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 from scipy import stats
 
 from candidates import resolve
 from harness.cases import case_by_id
-from harness.checks.stat_resolution import pair_law, quasi_poisson_p
+from harness.checks.stat_resolution import (check_low_bits, low_bit_cells, low_bit_law, pair_law,
+                                            quasi_poisson_p)
 from harness.runner import CaseRunner, RunConfig
 
 pytestmark = pytest.mark.calibration
@@ -46,12 +54,15 @@ CHECKS = ("collisions", "lattices")
 #: uniform) and of 2^10 (large-mean: 2^18.7 values), a float64 law (the law expects ~0 pairs).
 CI_BLOCKS = [("exact", "normal-2sigma", "float32"), ("exact", "large-mean", "float32"),
              ("exact", "huge-std", "float32"), ("exact", "normal-2sigma", "float64"),
-             ("exact-counter", "normal-2sigma", "float32"), ("scipy", "normal-2sigma", "float32")]
+             ("exact-counter", "normal-2sigma", "float32"), ("scipy", "normal-2sigma", "float32"),
+             ("exact-counter", "normal-2sigma", "float64")]
 CI_SEEDS = tuple(range(4_200_000, 4_200_024))
 CI_SAMPLES = 1 << 18
 SLOW_BLOCKS = [("exact", "normal-2sigma", "float32"), ("exact", "large-mean", "float32"),
                ("exact", "vit-pos-embed", "float32"), ("exact", "tail-5", "float32"),
                ("exact", "normal-2sigma", "float64"), ("exact", "tiny-std", "float64"),
+               ("exact", "vit-pos-embed", "float64"), ("exact", "tail-5", "float64"),
+               ("exact", "huge-std", "float64"),
                ("scipy", "abs-bounds-trap", "float32")]
 SLOW_SEEDS = tuple(range(4_300_000, 4_300_100))
 SLOW_SAMPLES = 1 << 22
@@ -81,9 +92,12 @@ def _run_block(cand_name: str, case_id: str, dtype_str: str, seeds, samples: int
                          "block": s1.collision_block, "compared": s1.collision_compared,
                          "triples": s1.collision_triples,
                          "pairs": s1.collision_pairs, "scanned": s1.resolution_scanned,
-                         "lattices": dict(zip(s1.lattice_names, (int(c) for c in s1.lattice_counts)))})
+                         "lattices": dict(zip(s1.lattice_names, (int(c) for c in s1.lattice_counts))),
+                         "low_bits": check_low_bits(s1, law, alpha=ALPHA),
+                         "low_bit_counts": s1.low_bit_counts.copy()})
         return {"runs": runs, "q2": float(law.collision_prob), "q3": float(law.collision_cube),
-                "masses": {name: float(law.lattice_mass(name)) for name in runs[0]["lattices"]}}
+                "masses": {name: float(law.lattice_mass(name)) for name in runs[0]["lattices"]},
+                "low_bit_probs": low_bit_law(law)}
     finally:
         torch.set_num_threads(threads)
 
@@ -117,6 +131,7 @@ def _problems(block: dict) -> tuple[list, dict]:
         facts["pooled_pairs"] = {"observed": pairs, "expected": mean, "p": p}
         if p < LEVEL:
             problems.append(f"pooled equal pairs {pairs} vs {mean:.6g} expected: p {p:.3g}")
+    _low_bit_problems(block, problems, facts)
     scanned = sum(r["scanned"] for r in runs)
     for name, mass in block["masses"].items():
         count = sum(r["lattices"][name] for r in runs)
@@ -125,6 +140,32 @@ def _problems(block: dict) -> tuple[list, dict]:
         if p < LEVEL:
             problems.append(f"pooled {name} values {count} vs {scanned * mass:.6g}: p {p:.3g}")
     return problems, facts
+
+
+def _low_bit_problems(block: dict, problems: list, facts: dict) -> None:
+    """The low-bits assertions (module docstring): no p < 1e-8, the count of p < ALPHA, and the
+    pooled class counts against the law's."""
+    outs = [r["low_bits"] for r in block["runs"] if r["low_bits"].applicable]
+    if not outs:
+        return
+    ps = [o.p_value for o in outs]
+    k, bound = sum(p < ALPHA for p in ps), max_count(len(ps), ALPHA)
+    facts["low_bits"] = {"runs": len(ps), "suspicious": k, "bound": bound, "min_p": min(ps)}
+    if min(ps) < 1e-8 or any(o.decisive for o in outs):
+        problems.append(f"low_bits: a run with p {min(ps):.3g}: "
+                        f"{min(outs, key=lambda o: o.p_value).message}")
+    if k > bound:
+        problems.append(f"low_bits: {k} of {len(ps)} p < {ALPHA:g} (at most {bound})")
+    counts = np.sum([r["low_bit_counts"] for r in block["runs"]], axis=0)
+    expected = counts.sum() * np.asarray(block["low_bit_probs"])
+    cells = low_bit_cells(expected)
+    obs = np.array([counts[c].sum() for c in cells], dtype=np.float64)
+    exp = np.array([expected[c].sum() for c in cells])
+    chi2 = float(np.sum((obs - exp) ** 2 / exp))
+    p = float(stats.chi2.sf(chi2, len(cells) - 1)) if len(cells) > 1 else 1.0
+    facts["pooled_low_bits"] = {"chi2": chi2, "df": len(cells) - 1, "p": p}
+    if p < LEVEL:
+        problems.append(f"pooled last-bit classes: chi2 {chi2:.4g} on {len(cells) - 1} df: p {p:.3g}")
 
 
 @pytest.mark.parametrize("cand_name,case_id,dtype_str", CI_BLOCKS)
