@@ -6,13 +6,13 @@ shards:
 
 * pr.yml runs the `pr` profile, gates with `reports compare`, writes the job summary and uploads
   the report;
-* nightly.yml runs a matrix of shards (--shard-id/--num-shards from the matrix, fail-fast off,
-  one artifact per shard) and a merge job that runs always and publishes summary and HTML;
+* nightly.yml runs a matrix of grid partitions (--partition-id/--num-partitions from the matrix,
+  fail-fast off, one artifact per partition) and a merge job that runs always and publishes summary and HTML;
 * conformance.yml is a reusable workflow (workflow_call) taking the candidate, the caller's install
   command, the profile, an xfails file and a pinned harness ref, checking the harness out at that
   ref, running the suites on the caller's candidate, and publishing the summary and the report;
 * examples/kubernetes: an Indexed Job (completionMode Indexed, backoffLimitPerIndex, restartPolicy
-  Never) whose shard count (HARNESS_NUM_SHARDS) equals its completions, requesting GPUs, and a
+  Never) whose partition count (HARNESS_NUM_PARTITIONS) equals its completions, requesting GPUs, and a
   merge Job;
 * every shell script in them passes shellcheck (as actionlint's own shellcheck rule would run it:
   `${{ }}` expressions replaced by placeholders, bash, the same rules off).
@@ -85,7 +85,8 @@ def check_nightly(path: str) -> None:
     strategy = shard["strategy"]
     need(strategy.get("fail-fast") is False, path, "the shard matrix must set fail-fast: false")
     text = steps_text(shard) + str(shard.get("env", ""))
-    need("--shard-id" in text and "--num-shards" in text, path, "shards do not pass --shard-id/--num-shards")
+    need("--partition-id" in text and "--num-partitions" in text, path,
+         "partitions do not pass --partition-id/--num-partitions")
     need("--profile nightly" in text, path, "shards do not run the nightly profile")
     uploads = [s for s in shard["steps"] if "upload-artifact" in str(s.get("uses", ""))]
     need(any("matrix.shard" in str(s.get("with", {}).get("name")) or "job-index" in
@@ -140,10 +141,11 @@ def check_kubernetes(directory: str) -> list:
         for c in pod["containers"]:
             env = {e["name"]: e.get("value") for e in c.get("env", [])}
             script = "\n".join(map(str, c.get("command", []) + c.get("args", [])))
-            count = env.get("HARNESS_NUM_SHARDS")
-            flag = re.search(r"--num-shards[ =](\d+)", script)
+            count = env.get("HARNESS_NUM_PARTITIONS")
+            flag = re.search(r"--num-partitions[ =](\d+)", script)
             need(count == str(completions) or (flag and flag.group(1) == str(completions)), path,
-                 f"the shard count (HARNESS_NUM_SHARDS {count!r}) must equal completions {completions}")
+                 f"the partition count (HARNESS_NUM_PARTITIONS {count!r}) must equal completions "
+                 f"{completions}")
             need("pytest suites" in script and "--profile nightly" in script, path,
                  "the container does not run the nightly grid")
             need("JOB_COMPLETION_INDEX" in script, path, "reports must be named by JOB_COMPLETION_INDEX")

@@ -7,22 +7,22 @@ inputs that both ran a case must have produced the same verdict, statistic and p
 data of all inputs is copied over, their shrunk boundaries (``boundaries.json``) joined, and the
 usual files are written, so `show`, `compare` and `map` read the result like any other run.
 
-**Grid partitions.** When the inputs are shards of a partitioned run (their manifests name a
-shard, `reports.manifest`), the merge is strict (`check_coverage`):
+**Grid partitions.** When the inputs are partitions of a partitioned run (their manifests name
+one under ``shard``, `reports.manifest`), the merge is strict (`check_coverage`):
 
-* the shards must have been split the same way (the same shard count, the same assignment of the
-  same grid, the same run options): otherwise they are not one run (ReportError: exit 2);
-* a shard that was retried keeps its latest attempt, by end time; the earlier ones are dropped;
-* no group may have been run by a shard other than the one it was assigned to (overlap: exit 1);
-* every group of the grid must have been run to the end by its shard; missing shards and missing
-  groups are named, and the run is incomplete (exit 1) unless ``--allow-partial``. An input
-  directory with neither results nor a manifest (what a shard that died may leave) is ignored
-  with a warning: its shard shows as missing.
+* the partitions must have been split the same way (the same partition count, the same
+  assignment of the same grid, the same run options): otherwise they are not one run (ReportError: exit 2);
+* a partition that was retried keeps its latest attempt, by end time; the earlier ones are dropped;
+* no group may have been run by a partition other than the one it was assigned to (overlap: exit 1);
+* every group of the grid must have been run to the end by its partition; missing partitions and
+  missing groups are named, and the run is incomplete (exit 1) unless ``--allow-partial``. An input
+  directory with neither results nor a manifest (what a partition that died may leave) is ignored
+  with a warning: its partition shows as missing.
 
 The merged report is written in every case but a ReportError, with the coverage in its manifest
 and, when something is missing, at the top of summary.md and index.html. Reports written without
-a shard (by hand with ``--cases``, or before manifests existed) merge as before, unchecked;
-mixing them with shards is an error.
+a partition (by hand with ``--cases``, or before manifests existed) merge as before, unchecked;
+mixing them with partitions is an error.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def merge_environments(envs: list[dict], names: list[str]) -> dict:
         for k, v in envs[0].items():
             if all(k in e and e[k] == v for e in envs[1:]):
                 common[k] = v
-        # Devices differ between shards; name them all.
+        # Devices differ between partitions; name them all.
         names_map: dict = {}
         for e in envs:
             names_map.update(e.get("device_names") or {})
@@ -100,7 +100,7 @@ def merge_environments(envs: list[dict], names: list[str]) -> dict:
 
 def merge_boundaries(dirs: list[str], out: str) -> None:
     """Write `out`'s boundaries.json: every input's shrunk boundaries, in input order, each once
-    (each shard shrank the failing explored cases it ran; inputs that overlap can hold the same
+    (each partition shrank the failing explored cases it ran; inputs that overlap can hold the same
     one). Where no input has the file, `out` has none either, so an earlier merge into the same
     directory leaves no boundaries behind."""
     path = os.path.join(out, BOUNDARIES)
@@ -125,7 +125,7 @@ def merge_boundaries(dirs: list[str], out: str) -> None:
 
 
 @dataclass
-class Shard:
+class PartitionReport:
     """One input directory: its manifest and its rows."""
 
     dir: str
@@ -149,24 +149,24 @@ class Shard:
 
 @dataclass
 class Coverage:
-    """What a partitioned run's shards covered (empty lists: complete)."""
+    """What a partitioned run's partitions covered (empty lists: complete)."""
 
     count: int
-    present: list = field(default_factory=list)  # shard ids kept
-    missing_shards: list = field(default_factory=list)
+    present: list = field(default_factory=list)  # partition ids kept
+    missing_partitions: list = field(default_factory=list)
     missing_groups: dict = field(default_factory=dict)  # group -> why
-    overlaps: dict = field(default_factory=dict)  # group -> shard ids that ran it
+    overlaps: dict = field(default_factory=dict)  # group -> partition ids that ran it
     superseded: list = field(default_factory=list)  # dirs of earlier attempts, dropped
     warnings: list = field(default_factory=list)
     groups: int = 0  # in the grid
 
     @property
     def complete(self) -> bool:
-        return not self.missing_shards and not self.missing_groups
+        return not self.missing_partitions and not self.missing_groups
 
     def as_dict(self) -> dict:
-        return {"shards": self.count, "present": self.present,
-                "missing_shards": self.missing_shards, "groups": self.groups,
+        return {"partitions": self.count, "present": self.present,
+                "missing_partitions": self.missing_partitions, "groups": self.groups,
                 "missing_groups": dict(sorted(self.missing_groups.items())),
                 "overlaps": dict(sorted(self.overlaps.items())), "superseded": self.superseded,
                 "warnings": self.warnings, "complete": self.complete}
@@ -174,30 +174,30 @@ class Coverage:
     def problem_lines(self) -> list[str]:
         """What is wrong, one line each (empty: nothing): for stderr and the report's top."""
         lines = []
-        by_missing_shard: dict = {}
+        by_missing_partition: dict = {}
         other: dict = {}
         for group, why in sorted(self.missing_groups.items()):
-            if why.startswith("shard ") and why.endswith(" missing"):
-                by_missing_shard.setdefault(why, []).append(group)
+            if why.startswith("partition ") and why.endswith(" missing"):
+                by_missing_partition.setdefault(why, []).append(group)
             else:
                 other[group] = why
-        for k in self.missing_shards:
-            groups = by_missing_shard.get(f"shard {k} missing", [])
-            lines.append(f"shard {k} of {self.count} is missing: its {len(groups)} group(s) were "
+        for k in self.missing_partitions:
+            groups = by_missing_partition.get(f"partition {k} missing", [])
+            lines.append(f"partition {k} of {self.count} is missing: its {len(groups)} group(s) were "
                          f"not run: {_names(groups)}")
         for why, groups in _by_reason(other).items():
             lines.append(f"{len(groups)} group(s) {why}: {_names(groups)}")
-        for group, shards in sorted(self.overlaps.items()):
-            lines.append(f"overlap: group {group} was run by shards {', '.join(map(str, shards))}")
+        for group, partitions in sorted(self.overlaps.items()):
+            lines.append(f"overlap: group {group} was run by partitions {', '.join(map(str, partitions))}")
         return lines
 
     def status_line(self) -> str:
-        text = (f"{len(self.present)} of {self.count} shard(s), "
+        text = (f"{len(self.present)} of {self.count} partition(s), "
                 f"{self.groups - len(self.missing_groups)} of {self.groups} group(s) run")
         if self.superseded:
             text += f"; {len(self.superseded)} earlier attempt(s) dropped"
         if self.overlaps:
-            return f"OVERLAPPING shards: {len(self.overlaps)} group(s) run twice; {text}"
+            return f"OVERLAPPING partitions: {len(self.overlaps)} group(s) run twice; {text}"
         return ("complete: " if self.complete else "INCOMPLETE: ") + text
 
 
@@ -224,22 +224,22 @@ def _differs(a: dict, b: dict) -> str:
                 f"{only_a[:1] or '-'}; {len(only_b)} only in the second, e.g. {only_b[:1] or '-'}: "
                 f"other --cases/--dtypes/--devices/--candidate, or a different number of GPUs)")
     moved = sorted(g for g in a if a[g] != b[g])
-    return (f"{len(moved)} group(s) are assigned to other shards, e.g. {moved[0]} to {a[moved[0]]} "
+    return (f"{len(moved)} group(s) are assigned to other partitions, e.g. {moved[0]} to {a[moved[0]]} "
             f"vs {b[moved[0]]} (one used --durations-from and the other not, or other durations)")
 
 
-def check_coverage(shards: list[Shard]) -> tuple[list[Shard], Coverage]:
-    """(the attempts kept, their coverage) for the shards of one partitioned run; ReportError when
-    they are not shards of one run. See the module docstring."""
-    counts = {s.manifest["shard"]["count"] for s in shards}
+def check_coverage(partitions: list[PartitionReport]) -> tuple[list[PartitionReport], Coverage]:
+    """(the attempts kept, their coverage) for the partitions of one partitioned run; ReportError when
+    they are not partitions of one run. See the module docstring."""
+    counts = {s.manifest["shard"]["count"] for s in partitions}
     if len(counts) > 1:
-        raise ReportError(f"merge: the shards name different shard counts ({sorted(counts)}): "
+        raise ReportError(f"merge: the partitions name different partition counts ({sorted(counts)}): "
                           f"not one partitioned run")
     count = counts.pop()
     by_id: dict = {}
-    for s in shards:
+    for s in partitions:
         if not 0 <= s.id < count:
-            raise ReportError(f"merge: {s.dir!r}: shard id {s.id} is not in 0..{count - 1}")
+            raise ReportError(f"merge: {s.dir!r}: partition id {s.id} is not in 0..{count - 1}")
         by_id.setdefault(s.id, []).append(s)
     kept, superseded = [], []
     for k in sorted(by_id):
@@ -251,21 +251,21 @@ def check_coverage(shards: list[Shard]) -> tuple[list[Shard], Coverage]:
     for s in kept[1:]:
         why = _differs(assignment, s.manifest["assignment"])
         if why:
-            raise ReportError(f"merge: shard {ref.id} ({ref.dir}) and shard {s.id} ({s.dir}) were "
+            raise ReportError(f"merge: partition {ref.id} ({ref.dir}) and partition {s.id} ({s.dir}) were "
                               f"split differently: {why}")
         a, b = ref.manifest.get("config") or {}, s.manifest.get("config") or {}
         diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
         if diff:
             key = diff[0]
-            raise ReportError(f"merge: shard {ref.id} ({ref.dir}) and shard {s.id} ({s.dir}) ran "
+            raise ReportError(f"merge: partition {ref.id} ({ref.dir}) and partition {s.id} ({s.dir}) ran "
                               f"other options: {key} {a.get(key)!r} vs {b.get(key)!r}"
                               + (f" (and {', '.join(diff[1:])})" if len(diff) > 1 else ""))
     cov = Coverage(count=count, present=[s.id for s in kept], superseded=superseded,
                    groups=len(assignment))
-    cov.missing_shards = [k for k in range(count) if k not in by_id]
+    cov.missing_partitions = [k for k in range(count) if k not in by_id]
     shas = {(s.manifest.get("git") or {}).get("sha") for s in kept} - {None}
     if len(shas) > 1:
-        cov.warnings.append(f"the shards ran different harness commits: {', '.join(sorted(shas))}")
+        cov.warnings.append(f"the partitions ran different harness commits: {', '.join(sorted(shas))}")
     ran_by: dict = {}
     rows_of = {s.id: s.rows_per_group() for s in kept}
     for s in kept:
@@ -278,14 +278,14 @@ def check_coverage(shards: list[Shard]) -> tuple[list[Shard], Coverage]:
     present = {s.id: s for s in kept}
     for group, k in assignment.items():
         if k not in present:
-            cov.missing_groups[group] = f"shard {k} missing"
+            cov.missing_groups[group] = f"partition {k} missing"
             continue
         rows = rows_of[k].get(group, 0)
         tests = int((present[k].manifest.get("tests") or {}).get(group, 0))
         if rows == 0:
-            cov.missing_groups[group] = f"not run by shard {k} (its -k/-m, or it stopped early)"
+            cov.missing_groups[group] = f"not run by partition {k} (its -k/-m, or it stopped early)"
         elif rows < tests:
-            cov.missing_groups[group] = f"cut short in shard {k} (fewer rows than tests collected)"
+            cov.missing_groups[group] = f"cut short in partition {k} (fewer rows than tests collected)"
     return kept, cov
 
 
@@ -295,7 +295,7 @@ def check_coverage(shards: list[Shard]) -> tuple[list[Shard], Coverage]:
 @dataclass
 class Merged:
     path: str
-    coverage: Coverage | None  # None: the inputs were not grid shards (unchecked merge)
+    coverage: Coverage | None  # None: the inputs were not grid partitions (unchecked merge)
     partial: list = field(default_factory=list)  # inputs whose run did not finish, one line each
 
 
@@ -311,23 +311,23 @@ def merge(dirs: list[str], out: str, allow_partial: bool = False) -> Merged:
         manifest = read_manifest(d)
         if manifest is None and os.path.isdir(d) and not any(
                 os.path.exists(os.path.join(d, f)) for f in ("results.parquet", "results.csv", ROW_LOG)):
-            empty.append(d)  # e.g. the artifact of a shard that died: case data, no report
+            empty.append(d)  # e.g. the artifact of a partition that died: case data, no report
             continue
-        report = read_report(d, allow_empty=True)  # a shard may have had nothing to run
-        inputs.append(Shard(d, report.manifest, report.frame))
+        report = read_report(d, allow_empty=True)  # a partition may have had nothing to run
+        inputs.append(PartitionReport(d, report.manifest, report.frame))
         if report.partial:
             partial.append(f"{d!r} is partial: {report.partial}")
-    sharded = [s for s in inputs if s.manifest is not None and s.manifest.get("shard")]
-    if empty and not sharded:
-        read_report(empty[0])  # not shards: an input without results is an error, as it was
+    partitioned = [s for s in inputs if s.manifest is not None and s.manifest.get("shard")]
+    if empty and not partitioned:
+        read_report(empty[0])  # not partitions: an input without results is an error, as it was
     coverage = None
-    if sharded:
-        plain = [s.dir for s in inputs if s not in sharded]
+    if partitioned:
+        plain = [s.dir for s in inputs if s not in partitioned]
         if plain:
-            raise ReportError(f"merge: {plain[0]!r} is not a grid shard (its manifest names no "
-                              f"shard) but {sharded[0].dir!r} is: merge the shards of one run")
+            raise ReportError(f"merge: {plain[0]!r} is not a grid partition (its manifest names no "
+                              f"partition) but {partitioned[0].dir!r} is: merge the partitions of one run")
         inputs, coverage = check_coverage(inputs)
-        coverage.warnings += [f"{d!r} holds no report (a shard that did not finish?): ignored"
+        coverage.warnings += [f"{d!r} holds no report (a partition that did not finish?): ignored"
                               for d in empty]
     names = [s.dir for s in inputs]
     df = merge_frames([s.frame for s in inputs], names)
@@ -368,10 +368,10 @@ def _write_merged(inputs, names, df, out, coverage, partial, allow_partial) -> M
     return Merged(os.path.abspath(out), coverage, partial)
 
 
-def merged_manifest(inputs: list[Shard], coverage: Coverage | None, allow_partial: bool,
+def merged_manifest(inputs: list[PartitionReport], coverage: Coverage | None, allow_partial: bool,
                     partial=()) -> dict:
-    """The merged report's manifest: unpartitioned (shard null) with the grid, the groups run, the
-    coverage, and each input's shard, machine and times."""
+    """The merged report's manifest: unpartitioned (``shard`` null) with the grid, the groups run, the
+    coverage, and each input's partition, machine and times."""
     manifests = [s.manifest or {} for s in inputs]
     assignment: dict = {}
     for m in manifests:

@@ -51,7 +51,7 @@ def cut_short(manifest: dict, frame: pd.DataFrame) -> str | None:
 
 def read_report(report_dir: str, allow_empty: bool = False) -> Report:
     """The report of `report_dir`; ReportError (one line) when it cannot be trusted.
-    `allow_empty`: a table without rows is a report (a grid shard with nothing to run)."""
+    `allow_empty`: a table without rows is a report (a grid partition with nothing to run)."""
     if not os.path.isdir(report_dir):
         raise ReportError(f"{report_dir!r} is not a directory")
     manifest = read_manifest(report_dir)

@@ -290,7 +290,7 @@ def read_results(report_dir: str, allow_empty: bool = False) -> pd.DataFrame:
     agree row for row (an artifact whose upload broke one of them is not read from the other);
     a directory holding neither but the row log of a run that did not finish (`ROW_LOG`) gives
     those rows, with ``df.attrs["partial"]`` saying so. A table without rows is an error unless
-    `allow_empty` (a grid shard with nothing to run writes one)."""
+    `allow_empty` (a grid partition with nothing to run writes one)."""
     if not os.path.isdir(report_dir):
         raise ReportError(f"{report_dir!r} is not a directory")
     tables = {}

@@ -230,7 +230,7 @@ def test_three_shards_merged_equal_the_unsharded_run(run, sharded_run, capsys):
     capsys.readouterr()
     out = str(base / "merged")
     assert cli(["merge", *(str(base / f"shard-{k}") for k in range(3)), "--out", out]) == 0
-    assert "complete: 3 of 3 shard(s), 12 of 12 group(s) run" in capsys.readouterr().out
+    assert "complete: 3 of 3 partition(s), 12 of 12 group(s) run" in capsys.readouterr().out
     full, merged = read_results(str(base / "full")), read_results(out)
     pd.testing.assert_frame_equal(_rows(full), _rows(merged))
     # ... and every other column that does not say when, where or how fast
@@ -249,15 +249,15 @@ def test_a_missing_shard_is_named_and_exits_1(run, sharded_run, tmp_path, capsys
     capsys.readouterr()
     assert cli(["merge", *dirs, "--out", str(tmp_path / "m")]) == 1
     err = capsys.readouterr().err
-    assert "holds no report (a shard that did not finish?): ignored" in err
+    assert "holds no report (a partition that did not finish?): ignored" in err
     shard1 = json.loads((base / "shard-1" / "manifest.json").read_text())["groups"]
-    assert "shard 1 of 3 is missing" in err and all(g in err for g in shard1)
-    assert f"INCOMPLETE: 2 of 3 shard(s), {12 - len(shard1)} of 12 group(s) run" in err
+    assert "partition 1 of 3 is missing" in err and all(g in err for g in shard1)
+    assert f"INCOMPLETE: 2 of 3 partition(s), {12 - len(shard1)} of 12 group(s) run" in err
     assert "Traceback" not in err
     # the report is still written, and says what is missing
-    assert "⚠ shard 1 of 3 is missing" in (tmp_path / "m" / "summary.md").read_text()
+    assert "⚠ partition 1 of 3 is missing" in (tmp_path / "m" / "summary.md").read_text()
     assert cli(["merge", *dirs, "--out", str(tmp_path / "p"), "--allow-partial"]) == 0
-    assert json.loads((tmp_path / "p" / "manifest.json").read_text())["coverage"]["missing_shards"] == [1]
+    assert json.loads((tmp_path / "p" / "manifest.json").read_text())["coverage"]["missing_partitions"] == [1]
 
 
 @same_run
@@ -296,7 +296,7 @@ def test_shards_split_otherwise_or_overlapping_are_refused(run, sharded_run, tmp
     dirs = [str(base / "shard-0"), str(other), str(base / "shard-2")]
     assert cli(["merge", *dirs, "--out", str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "split differently: 1 group(s) are assigned to other shards" in err[0]
+    assert len(err) == 1 and "split differently: 1 group(s) are assigned to other partitions" in err[0]
     assert group in err[0]
     # shard 0's report presented as shard 2 as well: its groups run twice, shard 2's not at all
     twin = tmp_path / "shard-0-as-2"
@@ -311,7 +311,7 @@ def test_shards_split_otherwise_or_overlapping_are_refused(run, sharded_run, tmp
     plain = tmp_path / "plain"
     shutil.copytree(base / "full", plain)
     assert cli(["merge", str(plain), str(base / "shard-0"), "--out", str(tmp_path / "x")]) == 2
-    assert "is not a grid shard" in capsys.readouterr().err
+    assert "is not a grid partition" in capsys.readouterr().err
 
 
 def test_a_shard_with_nothing_to_run_succeeds_with_an_empty_report(tmp_path):
