@@ -28,7 +28,8 @@ from reports.store import results_frame
 from .cases import Case, case_by_id
 from .fleet.groups import conformance_nodeid
 from .plugin.options import RUN_DEFAULTS, OptionError, option_defaults, parse_options
-from .plugin.session import REPORT_WRITE_FAILED, Combo, HarnessSession
+from .group import Group
+from .plugin.session import REPORT_WRITE_FAILED, HarnessSession
 
 __all__ = ["check", "law", "OptionError"]
 
@@ -139,7 +140,7 @@ def _run(session: HarnessSession, progress: bool) -> pd.DataFrame:
             if reason:
                 session.record([session.skip_row(param, check_name, reason)])
                 continue
-            if isinstance(param, Combo):
+            if isinstance(param, Group):
                 session.runner_for(param).progress = bar.samples
             session.record([session.run_check(check_name, param).row])
     finally:

@@ -18,6 +18,23 @@ from reference.dtypes import dtype_name
 from reports.ids import API_CASE, CaseLabel, GroupId, format_case_label, format_group_id
 
 
+#: The kinds of group, which say which checks a group runs (a check's scope names kinds):
+#: ``grid``: an unsharded group of a case at its own shape (eager or a path other than compile);
+#: ``compiled``: the same on the ``compile`` path (no API checks: each new tensor shape of
+#: theirs would compile anew); ``shape``: a case on the shape axis; ``sharded``: a DTensor
+#: parameter on W ranks; ``candidate``: an `ApiGroup`, once per (candidate, dtype, device).
+GROUP_KINDS = ("grid", "compiled", "shape", "sharded", "candidate")
+
+
+def group_kind(*, shaped: bool, path: str, sharded: bool) -> str:
+    """The kind of a case group (see `GROUP_KINDS`), from what its case and layout say."""
+    if sharded:
+        return "sharded"
+    if shaped:
+        return "shape"
+    return "compiled" if path == "compile" else "grid"
+
+
 @dataclass(frozen=True)
 class Group:
     """One (candidate, case, dtype, device[, layout]). A layout (`harness.sharded.layout.Layout`)
@@ -37,6 +54,12 @@ class Group:
     @property
     def shape_class(self) -> str:
         return self.case.shape_class
+
+    @property
+    def kind(self) -> str:
+        """Which checks the group runs (`GROUP_KINDS`), asked of its case and layout."""
+        return group_kind(shaped=bool(self.case.shape_class), path=self.path,
+                          sharded=self.layout is not None)
 
     @cached_property
     def label(self) -> CaseLabel:
@@ -69,6 +92,7 @@ class ApiGroup:
     device: str
 
     case_label = API_CASE
+    kind = "candidate"
 
     @cached_property
     def group_id(self) -> GroupId:

@@ -13,17 +13,17 @@
 * `harness.checks.sharded` — the checks only sharded parameters can fail;
 * `harness.checks.power` — minimum detectable effects as functions of the law and n.
 
-May import: `harness.engine` and the floors below it (summary, bins, cases, seeds, result),
+May import: `harness.engine` and the floors below it (summary, bins, group, cases, seeds, result),
 `reference`, `reports.leases`.
 """
 
 from .api import check_arguments, check_contract, check_generator, check_threads
-from .check import GROUP_KINDS, Check, group_kind
+from .check import Check
 from .hard import check_bounds, check_finite, check_inplace, check_written
 from .registry import CHECKS, Registry
 
 __all__ = [
-    "CHECKS", "Check", "GROUP_KINDS", "Registry", "group_kind", "check_arguments", "check_bounds",
+    "CHECKS", "Check", "Registry", "check_arguments", "check_bounds",
     "check_contract", "check_finite", "check_generator", "check_inplace", "check_threads",
     "check_written",
 ]

@@ -8,7 +8,7 @@ declaration says everything the plumbing needs:
 * ``kind``: what the verdict rests on — ``hard`` (no statistics: any violation fails),
   ``statistical`` (a p-value through the two stages of `harness.runner.CaseRunner`, stated
   false-alarm rate and MDE) or ``api`` (the candidate called on tensors of the check's own);
-* ``scope``: the kinds of group it runs on (`GROUP_KINDS`);
+* ``scope``: the kinds of group it runs on (`harness.group.GROUP_KINDS`);
 * ``run``: one signature, ``run(context) -> Result``, the context being the runner of the group
   (`CheckContext`);
 * ``doc`` (one line: the test's docstring), ``method`` (the long text: null, false-alarm rate,
@@ -24,12 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-#: The kinds of group a check may run on:
-#: ``grid``: an unsharded group of a case at its own shape (eager or a path other than compile);
-#: ``compiled``: the same on the ``compile`` path (no API checks: each new tensor shape of
-#: theirs would compile anew); ``shape``: a case on the shape axis; ``sharded``: a DTensor
-#: parameter on W ranks; ``candidate``: once per (candidate, dtype, device), no case.
-GROUP_KINDS = ("grid", "compiled", "shape", "sharded", "candidate")
+from ..group import GROUP_KINDS
 
 #: Every group that draws from the candidate (the Summary checks and the statistics).
 DRAWN = frozenset({"grid", "compiled", "shape", "sharded"})
@@ -40,15 +35,6 @@ SHARDED = frozenset({"sharded"})
 CANDIDATE = frozenset({"candidate"})
 
 KINDS = ("hard", "statistical", "api")
-
-
-def group_kind(*, shaped: bool, path: str, sharded: bool) -> str:
-    """The kind of a case group (see `GROUP_KINDS`)."""
-    if sharded:
-        return "sharded"
-    if shaped:
-        return "shape"
-    return "compiled" if path == "compile" else "grid"
 
 
 class CheckContext(Protocol):

@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 
 from . import api, hard, sharded, statistical
-from .check import Check, group_kind
+from ..group import group_kind
+from .check import Check
 
 
 class Registry:
@@ -51,7 +52,7 @@ class Registry:
         return self.names().index(name)
 
     def for_kind(self, kind: str) -> tuple:
-        """The checks a group of this kind runs (`harness.checks.check.GROUP_KINDS`), in order."""
+        """The checks a group of this kind runs (`harness.group.GROUP_KINDS`), in order."""
         return tuple(c for c in self._checks if c.applies_to(kind))
 
     def for_group(self, *, shaped: bool, path: str, sharded: bool) -> tuple:

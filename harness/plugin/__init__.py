@@ -27,7 +27,8 @@ from ..sharded import ranks
 from . import crashes
 from .options import OptionError, add_options, parse_options
 from .rows import ROW_KEY, latest_rows, row_key, row_skeleton, throughput
-from .session import REPORT_WRITE_FAILED, ApiCombo, Combo, HarnessSession
+from ..group import ApiGroup, Group
+from .session import REPORT_WRITE_FAILED, HarnessSession
 from .xfails import stale_lines
 
 #: xdist modes whose scheduling the harness takes over (plain -n gives "load"); any other mode
@@ -146,7 +147,7 @@ def budget_text(seconds: float | None) -> str:
 
 
 def pytest_generate_tests(metafunc):
-    """The id is the case group (harness.fleet.groups): every check of a combo shares it."""
+    """The id is the case group (harness.fleet.groups): every check of a group shares it."""
     s = _session(metafunc.config)
     marker = metafunc.definition.get_closest_marker("harness_check")
     check = marker.args[0] if marker else None
@@ -165,7 +166,7 @@ def _param_of(item):
     if callspec is None:
         return None
     param = callspec.params.get("conformance_case") or callspec.params.get("api_case")
-    return param if isinstance(param, (Combo, ApiCombo)) else None
+    return param if isinstance(param, (Group, ApiGroup)) else None
 
 
 def _empty_parametrization(item) -> bool:
@@ -175,7 +176,7 @@ def _empty_parametrization(item) -> bool:
     if callspec is None:
         return False
     params = callspec.params
-    return any(k in params and not isinstance(params[k], (Combo, ApiCombo))
+    return any(k in params and not isinstance(params[k], (Group, ApiGroup))
                for k in ("conformance_case", "api_case"))
 
 
@@ -204,8 +205,8 @@ def pytest_collection_modifyitems(session, config, items):
     items[:] = [item for _, item in sorted(indexed, key=key)]
     workerinput = getattr(config, "workerinput", None)
     workers = int(workerinput.get("workercount", 1)) if workerinput else 1
-    combos = {_param_of(i).id for i in items if isinstance(_param_of(i), Combo)}
-    s.apply_budget(len(combos), workers)
+    groups = {_param_of(i).id for i in items if isinstance(_param_of(i), Group)}
+    s.apply_budget(len(groups), workers)
     for item in items:
         param, check = _param_of(item), _check_of(item)
         if param is None or check is None:

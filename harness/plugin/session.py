@@ -29,7 +29,7 @@ from reports.store import (DiskFault, RowLog, command_line, file_digest, prepare
                            writing)
 from reference.dtypes import DTYPES, dtype_name
 
-from ..checks import CHECKS, group_kind
+from ..checks import CHECKS
 from ..fleet.groups import GroupLedger, group_of_nodeid, nodeid_parts
 from ..fleet.partition import plan
 from ..cases import PROFILES, shape_classes_for, shaped
@@ -58,22 +58,6 @@ BOUNDARIES_FILE = "boundaries.json"
 #: the directory removed under it): its manifest says partial, with the failed write as reason.
 #: pytest's own are 0 to 5; 1 (some checks fail) is a finding, this one a broken run.
 REPORT_WRITE_FAILED = 6
-
-
-@dataclass(frozen=True)
-class Combo(Group):
-    """A case group (`harness.group.Group`) as the plan runs it: the parameter of every
-    conformance test, with the kind of group it is."""
-
-    @property
-    def kind(self) -> str:
-        """The group's kind (`harness.checks.check.GROUP_KINDS`): which checks it runs."""
-        return group_kind(shaped=bool(self.case.shape_class), path=self.path,
-                          sharded=self.layout is not None)
-
-
-#: The parameter of the candidate-scope tests: a (candidate, dtype, device).
-ApiCombo = ApiGroup
 
 
 @dataclass
@@ -152,7 +136,7 @@ class HarnessSession:
         self.report_dir = opt.report_dir
         self.saved_case_data: set = set()
         self.ledger = GroupLedger()  # controller: which worker ran each case group
-        clash = id_clash((*self.combos(), *self.api_combos()))
+        clash = id_clash((*self.groups(), *self.api_groups()))
         if clash:
             raise OptionError(clash)
         # Grid partitions (harness.fleet.partition): the groups this process runs; None: all.
@@ -170,12 +154,12 @@ class HarnessSession:
         self.crashes = CrashLedger(opt.report_dir)  # controller: workers the candidates killed
         self.not_run: dict = {}  # nodeid -> why it was never drawn (a candidate that crashes)
 
-    def apply_budget(self, n_combos: int, workers: int) -> None:
+    def apply_budget(self, n_groups: int, workers: int) -> None:
         """--budget-seconds: give each (candidate, case, dtype, device) an equal share of the
         wall clock for its stage-1 draw; a third of the budget is kept for stage 2 and checks."""
-        if self.budget_seconds is None or n_combos == 0:
+        if self.budget_seconds is None or n_groups == 0:
             return
-        share = self.budget_seconds * max(1, workers) / n_combos / 3.0
+        share = self.budget_seconds * max(1, workers) / n_groups / 3.0
         self.run_config = dataclasses.replace(self.run_config, case_budget_s=share)
 
     def candidates_for(self, case) -> list:
@@ -185,7 +169,7 @@ class HarnessSession:
             return self.candidates
         return [self.by_sampler[case.sampler or self.options.candidates[0]]]
 
-    def combos(self):
+    def groups(self):
         """Every case group: per (candidate, case, dtype, device) the grid's group, its shape-axis
         groups and its path groups; then the sharded groups."""
         if 1 in self.world_sizes:
@@ -195,12 +179,12 @@ class HarnessSession:
                         continue
                     for dtype in self.dtypes_of(case):
                         for device in self.devices:
-                            yield Combo(cand, case, dtype, device)
+                            yield Group(cand, case, dtype, device)
                             for shape in self.shapes_for(case, dtype, device):
-                                yield Combo(cand, shaped(case, shape), dtype, device)
+                                yield Group(cand, shaped(case, shape), dtype, device)
                             for path in self.paths_for(case):
-                                yield Combo(cand, case_on_path(case, path), dtype, device)
-        yield from self.sharded_combos()
+                                yield Group(cand, case_on_path(case, path), dtype, device)
+        yield from self.sharded_groups()
 
     def dtypes_of(self, case) -> list:
         """The dtypes `case` is judged in: its own (a model's recorded calls), else the run's."""
@@ -224,7 +208,7 @@ class HarnessSession:
                                  torch.device(device).type == "cuda", dtype_name(dtype),
                                  self.options.shapes)
 
-    def sharded_combos(self):
+    def sharded_groups(self):
         """The sharded groups: candidates x the sharded selection x devices x layouts."""
         for cand in self.candidates:
             for case in self.sharded_cases:
@@ -233,7 +217,7 @@ class HarnessSession:
                 for dtype in self.sharded_dtypes:
                     for device in self.devices:
                         for layout in self.layouts:
-                            yield Combo(cand, case, dtype, device, layout)
+                            yield Group(cand, case, dtype, device, layout)
 
     @property
     def sharded_runners(self):
@@ -242,55 +226,55 @@ class HarnessSession:
             self._sharded_runners = ShardedRunnerCache(store_dir)
         return self._sharded_runners
 
-    def runner_for(self, combo: "Combo"):
-        if combo.layout is None:
-            candidate = candidate_on_path(as_drawn(combo.candidate, combo.case.drawn_in),
-                                          combo.path)
-            return self.runners.get(candidate, combo.case, combo.dtype, combo.device,
+    def runner_for(self, group: "Group"):
+        if group.layout is None:
+            candidate = candidate_on_path(as_drawn(group.candidate, group.case.drawn_in),
+                                          group.path)
+            return self.runners.get(candidate, group.case, group.dtype, group.device,
                                     self.run_config)
-        return self.sharded_runners.get(combo.candidate, combo.case, combo.dtype, combo.device,
-                                        self.run_config, combo.layout)
+        return self.sharded_runners.get(group.candidate, group.case, group.dtype, group.device,
+                                        self.run_config, group.layout)
 
     def params_for(self, check: str) -> list:
         """The groups a check runs on: those of the kinds its scope names (`harness.checks.CHECKS`):
         the candidate-scope checks once per (candidate, dtype, device)."""
         declared = CHECKS[check]
         if declared.applies_to("candidate"):
-            return list(self.api_combos())
-        return [c for c in self.combos() if declared.applies_to(c.kind)]
+            return list(self.api_groups())
+        return [c for c in self.groups() if declared.applies_to(c.kind)]
 
     def planned_tests(self) -> list[tuple[str, object]]:
         """Every (check, group) this process runs, in the order pytest runs them: group by group
-        (`Combo.id` order), each group's checks in the registry's order (the partition's share
+        (`Group.id` order), each group's checks in the registry's order (the partition's share
         only)."""
         tests = [(check, param) for check in CHECKS.names() for param in self.params_for(check)
                  if self.partition is None or self.partition.owns(param.id)]
         return sorted(tests, key=lambda t: (t[1].id, CHECKS.index(t[0])))
 
-    def api_combos(self):
+    def api_groups(self):
         if 1 not in self.world_sizes:  # the API checks call the candidate on plain tensors
             return
         for cand in self.candidates:
             for dtype in self.dtypes:
                 for device in self.devices:
-                    yield ApiCombo(cand, dtype, device)
+                    yield ApiGroup(cand, dtype, device)
 
     def grid_groups(self) -> list[str]:
         """Every group key of the run's grid (what a partition splits), whatever -k selects."""
-        return sorted({p.id for p in (*self.combos(), *self.api_combos())})
+        return sorted({p.id for p in (*self.groups(), *self.api_groups())})
 
-    def skip_reason(self, candidate, dtype, device, combo=None) -> str | None:
+    def skip_reason(self, candidate, dtype, device, group=None) -> str | None:
         # The case too: a sampler that cannot be asked for it (fixed ±2σ bounds, no mean) is
         # skipped with the candidate's reason; a sharded layout needs ranks and devices.
-        case = getattr(combo, "case", None)
+        case = getattr(group, "case", None)
         if case is not None and case.drawn_in:
             dtype = DTYPES[case.drawn_in]  # the sampler writes that dtype; the cast is the model's
         reason = (device_skip_reason(device)
                   or candidate.skip_reason(dtype, device, case))
-        if reason is None and getattr(combo, "layout", None) is not None:
-            reason = sharded_skip_reason(combo.layout, device, tuple(combo.case.shape))
-        if reason is None and getattr(combo, "case", None) is not None:
-            reason = self._memory_reason(tuple(combo.case.shape), device)
+        if reason is None and getattr(group, "layout", None) is not None:
+            reason = sharded_skip_reason(group.layout, device, tuple(group.case.shape))
+        if reason is None and getattr(group, "case", None) is not None:
+            reason = self._memory_reason(tuple(group.case.shape), device)
         return reason
 
     def _memory_reason(self, shape: tuple, device) -> str | None:
@@ -319,9 +303,9 @@ class HarnessSession:
         return self._cases_by_id.get(case_id)
 
     def param_of_group(self, group: str):
-        """The Combo or ApiCombo whose id is `group` (None for a group not of this run)."""
+        """The Group or ApiGroup whose id is `group` (None for a group not of this run)."""
         if not hasattr(self, "_params_by_id"):
-            self._params_by_id = {p.id: p for p in (*self.combos(), *self.api_combos())}
+            self._params_by_id = {p.id: p for p in (*self.groups(), *self.api_groups())}
         return self._params_by_id.get(group)
 
     def xfail_for(self, test_name: str) -> XfailPattern | None:
@@ -580,12 +564,12 @@ class HarnessSession:
     # -- one check on one group ------------------------------------------------------------
     def run_check(self, check: str, param, worker: str = "main",
                   on_failure=None) -> CheckOutcome:
-        """Run `check` on `param` (a Combo or an ApiCombo) -> its row and outcome.
+        """Run `check` on `param` (a Group or an ApiGroup) -> its row and outcome.
 
         `on_failure(param, runner)` is called for a failing case check (the plugin saves the
         case's histogram for the report's figure there)."""
         case_columns, repro_samples = {}, None
-        if isinstance(param, Combo):
+        if isinstance(param, Group):
             runner = self.runner_for(param)
             result = runner.run(check)
             case_id = param.case.id

@@ -154,11 +154,11 @@ def test_each_recorded_call_is_judged_by_its_sampler_unless_a_candidate_is_given
     assert by_case["models-helped-1"] == ["torch"]
     assert [k.spec for c in session.cases if c.sampler == helper
             for k in session.candidates_for(c)] == [helper]
-    assert {(p.candidate.spec, p.case.id) for p in session.combos()} == {
+    assert {(p.candidate.spec, p.case.id) for p in session.groups()} == {
         ("torch", "normal-2sigma"), ("torch", "models-helped-1"), (helper, "models-helped-0")}
     given = HarnessSession(parse(cases_from=[f"{models}:helped"], record=[helper],
                                  candidate=["exact"], report_dir=""))
-    assert {p.candidate.name for p in given.combos()} == {"exact"}
+    assert {p.candidate.name for p in given.groups()} == {"exact"}
 
 
 @pytest.mark.skipif(importlib.util.find_spec("timm") is None, reason="timm is not installed")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.checks import CHECKS, GROUP_KINDS, Check, Registry, group_kind
+from harness.checks import CHECKS, Check, Registry
+from harness.group import GROUP_KINDS, group_kind
 from harness.checks.check import DRAWN, statistical
 
 
