@@ -7,7 +7,7 @@
     law = harness.law("normal-2sigma", "bfloat16")   # what a perfect sampler writes
     law.rn_a, law.atom_a                             # the lower bound as written, and its mass
 
-`check` drives the very `HarnessSession` the pytest plugin drives (`harness.plugin.session`): the
+`check` drives the very `HarnessSession` the pytest plugin drives (`harness.session.plan`): the
 same options, the same groups in the same order, the same seeds, the same rows. It runs every
 group in this process, one after the other (no xdist): a candidate that kills its process takes
 the caller with it, so run untrusted samplers through ``pytest suites -n 1`` instead.
@@ -15,41 +15,42 @@ the caller with it, so run untrusted samplers through ``pytest suites -n 1`` ins
 
 from __future__ import annotations
 
-import argparse
 import time
 import warnings
 
 import pandas as pd
+import torch
 
 from reference import TruncatedNormal, rounded_law
-from reference.dtypes import DTYPES, torch_dtype
+from reference.dtypes import DTYPES, dtype_name, torch_dtype
 from reports.store import results_frame
 
 from .cases import Case, case_by_id
 from .fleet.groups import conformance_nodeid
-from .plugin.options import RUN_DEFAULTS, OptionError, option_defaults, parse_options
 from .group import Group
-from .plugin.session import REPORT_WRITE_FAILED, HarnessSession
+from .session.options import RUN_DEFAULTS, OptionError, option_defaults, parse_options
+from .session.plan import HarnessSession
+from .session.sink import REPORT_WRITE_FAILED
 
 __all__ = ["check", "law", "OptionError"]
 
 #: Options `check` names itself (the command line's --candidate, --cases, --dtypes, ...).
 NAMED = ("candidate", "cases", "dtypes", "devices", "profile", "seed", "report_dir")
 #: Keyword options of `check` beyond the named ones, as the command line spells them without
-#: the dashes: name -> the default `pytest suites` uses (`harness.plugin.options.option_defaults`).
+#: the dashes: name -> the default `pytest suites` uses (`harness.session.options.option_defaults`).
 OPTIONS = {name: tuple(default) if isinstance(default, list) else default
            for name, default in option_defaults(tuple(DTYPES)).items() if name not in NAMED}
 #: Former names of options, still taken: the grid's partitions were called shards.
 OPTION_ALIASES = {"shard_id": "partition_id", "num_shards": "num_partitions"}
 
 
-def _csv(value) -> str | None:
-    """A list option as the command line writes it (None: the default)."""
+def _names(value) -> list | None:
+    """A list option's items as the options name them: a case by its id, a dtype by its name."""
     if value is None:
         return None
-    if isinstance(value, str):
-        return value
-    return ",".join(str(v.id if isinstance(v, Case) else v).removeprefix("torch.") for v in value)
+    items = [value] if isinstance(value, (str, Case, torch.dtype)) else list(value)
+    return [v.id if isinstance(v, Case) else dtype_name(v) if isinstance(v, torch.dtype) else v
+            for v in items]
 
 
 def _candidates(candidate) -> list:
@@ -73,7 +74,8 @@ def _candidates(candidate) -> list:
     return out
 
 
-def _namespace(candidate, cases, dtypes, devices, profile, seed, report_dir, options) -> argparse.Namespace:
+def _values(candidate, cases, dtypes, devices, profile, seed, report_dir, options) -> dict:
+    """The options of a `check` call, typed, as `parse_options` takes them."""
     options = {OPTION_ALIASES.get(k, k): v for k, v in options.items()}
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
@@ -82,14 +84,9 @@ def _namespace(candidate, cases, dtypes, devices, profile, seed, report_dir, opt
     values = {k: options.get(k, default) for k, default in OPTIONS.items()}
     for name in ("case", "cases_from", "record"):  # repeatable: one spec or several
         values[name] = [values[name]] if isinstance(values[name], str) else list(values[name])
-    for name in ("samples", "case_timeout", "case_budget", "budget_seconds", "alpha_suspect",
-                 "alpha_fail", "world_sizes", "placements", "rank_seeds", "partition_id",
-                 "num_partitions", "shapes", "paths", "explore", "explore_seed"):
-        if values[name] is not None and not isinstance(values[name], str):
-            values[name] = _csv(values[name]) if isinstance(values[name], (list, tuple)) else str(values[name])
-    return argparse.Namespace(candidate=_candidates(candidate), profile=profile, seed=str(seed),
-                              dtypes=_csv(dtypes), devices=_csv(devices), cases=_csv(cases),
-                              report_dir=report_dir or "", **values)
+    return dict(values, candidate=_candidates(candidate), profile=profile, seed=seed,
+                dtypes=_names(dtypes), devices=_names(devices), cases=_names(cases),
+                report_dir=report_dir or "")
 
 
 def check(candidate=None, *, cases=None, dtypes=None, devices=None,
@@ -116,21 +113,21 @@ def check(candidate=None, *, cases=None, dtypes=None, devices=None,
 
     Raises OptionError (one line naming the option) for a bad value, as the command line exits 4.
     """
-    ns = _namespace(candidate, cases, dtypes, devices, profile, seed, report_dir, options)
-    session = HarnessSession(parse_options(ns, tuple(DTYPES), environ={}))
-    taken_over = session.open_report(f"harness.check(report_dir={report_dir!r})")
+    values = _values(candidate, cases, dtypes, devices, profile, seed, report_dir, options)
+    session = HarnessSession(parse_options(values, tuple(DTYPES), environ={}))
+    taken_over = session.report.open(f"harness.check(report_dir={report_dir!r})")
     if taken_over:
         warnings.warn(taken_over, stacklevel=2)
     try:
         return _run(session, progress)
     finally:
-        session.release_report()
+        session.report.release()
 
 
 def _run(session: HarnessSession, progress: bool) -> pd.DataFrame:
     """Every planned test of `session`, in order, then its report; the rows as a DataFrame."""
     tests = session.planned_tests()
-    session.mark_collected(conformance_nodeid(check_name, param.id) for check_name, param in tests)
+    session.report.mark_collected(conformance_nodeid(check_name, param.id) for check_name, param in tests)
     groups = list(dict.fromkeys(param.id for _, param in tests))
     bar = _Progress(len(groups), enabled=progress)
     try:
@@ -138,25 +135,25 @@ def _run(session: HarnessSession, progress: bool) -> pd.DataFrame:
             bar.group(param)
             reason = session.skip_reason(param.candidate, param.dtype, param.device, param)
             if reason:
-                session.record([session.skip_row(param, check_name, reason)])
+                session.report.record([session.skip_row(param, check_name, reason)])
                 continue
             if isinstance(param, Group):
                 session.runner_for(param).progress = bar.samples
-            session.record([session.run_check(check_name, param).row])
+            session.report.record([session.run_check(check_name, param).row])
     finally:
         bar.close()
     if session.options.explore:
         session.shrink_failures()
     run = session.run_facts()
     run["command"] = f"harness.check({', '.join(c.spec or c.name for c in session.candidates)})"
-    session.finish_report(0, run["command"], run)
-    if session.fault is not None:
-        warnings.warn(session.fault_line().replace(f" (exit {REPORT_WRITE_FAILED})", ""),
+    session.report.finish(0, run["command"], run)
+    if session.report.fault is not None:
+        warnings.warn(session.report.fault_line().replace(f" (exit {REPORT_WRITE_FAILED})", ""),
                       stacklevel=3)
     info = {"run_id": "api", "started": time.strftime("%Y-%m-%dT%H:%M:%S",
                                                       time.localtime(session.started))}
-    frame = results_frame(session.rows, info)
-    frame.attrs["report_fault"] = str(session.fault) if session.fault is not None else None
+    frame = results_frame(session.report.rows, info)
+    frame.attrs["report_fault"] = str(session.report.fault) if session.report.fault is not None else None
     return frame
 
 

@@ -1,9 +1,10 @@
 """The pytest plugin: hooks only. Registered by the root `conftest.py`.
 
-It stays plumbing: the options (`harness.plugin.options`), the run's plan and state
-(`harness.plugin.session`, shared with the Python API), how a check's outcome becomes a pytest
-outcome, how rows travel from xdist workers to the controller (as `user_properties` on the test
-reports, `harness.plugin.rows`) and the report written once, there, at the end (`reports`).
+It stays plumbing: it registers the options (`harness.session.options`), drives the run's
+`harness.session.plan.HarnessSession` (shared with the Python API), turns a check's outcome into a
+pytest outcome, carries rows from xdist workers to the controller (as `user_properties` on the
+test reports, `harness.session.rows`), counts the workers candidates crash (`crashes`), and has the
+report written once, there, at the end (`harness.session.sink`).
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from ..fleet.scheduling import DeviceGroupScheduling, owned_cuda_device, visible
 from ..seeds import DEFAULT_RUN_SEED
 from ..sharded import ranks
 from . import crashes
-from .options import OptionError, add_options, parse_options
-from .rows import ROW_KEY, latest_rows, row_key, row_skeleton, throughput
+from ..session.options import OptionError, add_options, parse_options
+from ..session.rows import ROW_KEY, latest_rows, row_key, row_skeleton, throughput
 from ..group import ApiGroup, Group
-from .session import REPORT_WRITE_FAILED, HarnessSession
-from .xfails import stale_lines
+from ..session.plan import HarnessSession
+from ..session.sink import REPORT_WRITE_FAILED
+from ..session.xfails import stale_lines
 
 #: xdist modes whose scheduling the harness takes over (plain -n gives "load"); any other mode
 #: would split or duplicate case groups and is refused at start-up.
@@ -51,6 +53,14 @@ def _session(config) -> HarnessSession:
 _SESSION_KEY = pytest.StashKey[HarnessSession]()
 
 
+_CRASHES_KEY = pytest.StashKey[crashes.CrashLedger]()
+
+
+def _crashes(config) -> crashes.CrashLedger:
+    """The controller's ledger of the workers candidates crashed (`harness.plugin.crashes`)."""
+    return config.stash[_CRASHES_KEY]
+
+
 def _new_session(config) -> HarnessSession:
     try:
         return HarnessSession(parse_options(config.option, tuple(DTYPES)))
@@ -61,6 +71,7 @@ def _new_session(config) -> HarnessSession:
 def pytest_configure(config):
     config.addinivalue_line("markers", "harness_check(name): a conformance check test")
     config.stash[_SESSION_KEY] = _new_session(config)
+    config.stash[_CRASHES_KEY] = crashes.CrashLedger(_session(config).report.report_dir)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None:
         # xdist (when installed and -n is given) has set its mode in pytest_cmdline_main, which
@@ -75,7 +86,7 @@ def pytest_configure(config):
         crashes.allow_restarts(config, len(s.candidates))
         if not (config.option.collectonly or config.option.help or config.option.version):
             try:  # what could fail at the end fails now, before a worker starts
-                taken_over = s.open_report(command_line(_invocation(config)))
+                taken_over = s.report.open(command_line(_invocation(config)))
             except OptionError as exc:
                 raise pytest.UsageError(str(exc)) from None
             if taken_over:
@@ -233,15 +244,15 @@ def deselect_other_partitions(partition, config, items) -> None:
 
 def pytest_collection_finish(session):
     if not hasattr(session.config, "workerinput"):
-        _session(session.config).mark_collected([i.nodeid for i in session.items])
+        _session(session.config).report.mark_collected([i.nodeid for i in session.items])
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node, ids):
     """xdist controller: what the workers collected (they all collect the same)."""
     s = _session(node.config)
-    if not s.nodeids:
-        s.mark_collected(ids)
+    if not s.report.nodeids:
+        s.report.mark_collected(ids)
 
 
 def warn_stale_xfails(config, s: "HarnessSession") -> None:
@@ -301,7 +312,7 @@ class Verifier:
         """Keep the failing case's histogram for the report's figure (never changes a verdict)."""
         s = self.s
         key = (param.candidate.name, param.case_label, dtype_name(param.dtype), param.device)
-        if not s.report_dir or key in s.saved_case_data:
+        if not s.report.report_dir or key in s.saved_case_data:
             return
         summary = next((runner.cached_summary(st) for st in (2, 1)
                         if runner.cached_summary(st) is not None), None)
@@ -309,7 +320,7 @@ class Verifier:
             return
         s.saved_case_data.add(key)
         try:
-            save_case_data(case_data_path(s.report_dir, *key), summary, runner.law,
+            save_case_data(case_data_path(s.report.report_dir, *key), summary, runner.law,
                            meta={"candidate": key[0], "case": key[1], "device": key[3]})
         except Exception as exc:  # a figure problem must not change a verdict
             runner.warnings.append(f"case data not saved: {type(exc).__name__}: {exc}")
@@ -339,14 +350,14 @@ def pytest_handlecrashitem(crashitem, report, sched):
     skeleton = s.node_params.get(crashitem) or s.skeleton_from_nodeid(crashitem)
     if skeleton is None:
         return
-    report.longrepr = s.crashes.crashed(report.node, crashitem, skeleton)
+    report.longrepr = _crashes(config).crashed(report.node, crashitem, skeleton)
     if not hasattr(sched, "drop_queued"):
         return
     spec = skeleton.get("candidate_spec")
     crashed_group = group_of_nodeid(crashitem)
-    stop = s.crashes.should_stop(spec)
+    stop = _crashes(config).should_stop(spec)
     if stop:
-        s.crashes.stopped.add(spec)
+        _crashes(config).stopped.add(spec)
 
     def keep(group: str) -> bool:
         if group == crashed_group:
@@ -355,13 +366,13 @@ def pytest_handlecrashitem(crashitem, report, sched):
         return not stop or param is None or param.candidate.spec != spec
 
     dropped = sched.drop_queued(keep)
-    group_note = s.crashes.group_message(report.node, crashitem)
-    stop_note = s.crashes.not_run_message(spec) if stop else None
+    group_note = _crashes(config).group_message(report.node, crashitem)
+    stop_note = _crashes(config).not_run_message(spec) if stop else None
     for nodeid in dropped:
-        s.not_run.setdefault(nodeid, group_note if group_of_nodeid(nodeid) == crashed_group
+        _crashes(config).not_run.setdefault(nodeid, group_note if group_of_nodeid(nodeid) == crashed_group
                              else stop_note)
     if stop:
-        _say(config, f"harness: candidate {spec} crashed {s.crashes.crashes[spec]} workers: "
+        _say(config, f"harness: candidate {spec} crashed {_crashes(config).crashes[spec]} workers: "
                      f"{len(dropped)} queued test(s) of it are not run")
 
 
@@ -395,7 +406,7 @@ def pytest_runtest_logreport(report):
 
 def _record(config, s: HarnessSession, rows: list) -> None:
     """Record rows; say at once when the row log has just failed (the run goes on)."""
-    line = s.record(rows)
+    line = s.report.record(rows)
     if line:
         _say(config, line)
 
@@ -430,7 +441,7 @@ def pytest_sessionstart(session):
     if hasattr(session.config, "workerinput"):
         # After every pytest_configure (pytest's own faulthandler plugin enables it on stderr
         # there): a fatal signal's stack goes to the log the controller reads.
-        crashes.record_fatal_errors(_session(session.config).report_dir,
+        crashes.record_fatal_errors(_session(session.config).report.report_dir,
                                     os.environ.get("PYTEST_XDIST_WORKER", "main"))
 
 
@@ -440,18 +451,18 @@ def pytest_sessionfinish(session, exitstatus):
     if hasattr(config, "workerinput"):
         return
     s = _session(config)
-    have = {row_key(r) for r in s.rows}
+    have = {row_key(r) for r in s.report.rows}
     not_run = [skeleton | {"verdict": "error", "message": why}
-               for nodeid, why in s.not_run.items()
+               for nodeid, why in _crashes(config).not_run.items()
                for skeleton in [s.skeleton_from_nodeid(nodeid)] if skeleton is not None
                and row_key(skeleton) not in have]
-    s.record(not_run)
-    s.rows = latest_rows(s.rows)
+    s.report.record(not_run)
+    s.report.rows = latest_rows(s.report.rows)
     if s.ledger.splits:
         # Each check of a split group read its own draw: the verdicts are not the harness's.
         dsession = config.pluginmanager.getplugin("dsession")
         scheduler = type(getattr(dsession, "sched", None)).__name__
-        for row in s.rows:
+        for row in s.report.rows:
             if row.get("group") in s.ledger.splits:
                 row.update(verdict="error",
                            message=s.ledger.split_message(row["group"], scheduler))
@@ -462,15 +473,15 @@ def pytest_sessionfinish(session, exitstatus):
     if s.options.explore and session.exitstatus != pytest.ExitCode.INTERRUPTED:
         for b in s.shrink_failures(lambda text: _say(config, text), workers=_workers(config)):
             _say(config, f"harness: {b.line}\n  reproduce: {b.repro}")
-    if not s.report_dir or s.row_log is None:
+    if not s.report.report_dir or s.report.row_log is None:
         return
-    s.finish_report(int(session.exitstatus), command_line(_invocation(config)),
+    s.report.finish(int(session.exitstatus), command_line(_invocation(config)),
                     s.run_facts(_invocation(config), _workers(config)))
-    if s.fault is not None:
-        _say(config, s.fault_line())
+    if s.report.fault is not None:
+        _say(config, s.report.fault_line())
         session.exitstatus = REPORT_WRITE_FAILED
     elif session.exitstatus == pytest.ExitCode.INTERRUPTED:
-        _say(config, f"harness: interrupted: a partial report of {len(s.rows)} row(s) is written "
+        _say(config, f"harness: interrupted: a partial report of {len(s.report.rows)} row(s) is written "
                      f"(its manifest says partial)")
 
 
@@ -478,7 +489,7 @@ def pytest_unconfigure(config):
     """The controller gives the report directory back however the run ended (a usage error after
     it was opened, an internal error): a lock left behind would refuse the next run."""
     if not hasattr(config, "workerinput") and _SESSION_KEY in config.stash:
-        _session(config).release_report()
+        _session(config).report.release()
 
 
 def _say_early(config, text: str) -> None:
@@ -513,15 +524,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if hasattr(config, "workerinput"):
         return
     s = _session(config)
-    if not s.rows:
+    if not s.report.rows:
         return
     tr = terminalreporter
     tr.section("truncated-normal conformance")
-    counts = Counter(r.get("verdict", "?") for r in s.rows)
+    counts = Counter(r.get("verdict", "?") for r in s.report.rows)
     tr.write_line("verdicts: " + ", ".join(f"{k} {counts[k]}" for k in
                                            ("pass", "fail", "error", "xfail", "skip") if counts[k]))
     fails = defaultdict(list)
-    for r in s.rows:
+    for r in s.report.rows:
         if r.get("verdict") in ("fail", "error"):
             fails[r["check"]].append(r)
     for check, rows in sorted(fails.items()):
@@ -531,9 +542,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                           f"{str(r.get('message', ''))[:150]}")
         if len(rows) > 6:
             tr.write_line(f"    ... {len(rows) - 6} more (see the report)")
-    for name, (n, secs) in throughput(s.rows).items():
+    for name, (n, secs) in throughput(s.report.rows).items():
         rate = f"{n / secs / 1e6:.2f} M samples/s inside the candidate" if secs > 0 and n else "n/a"
         tr.write_line(f"throughput {name}: {n} samples in {secs:.1f} s, {rate}")
-    written = s.written
+    written = s.report.written
     if written:
         tr.write_line(f"report written to {written}")

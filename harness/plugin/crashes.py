@@ -125,6 +125,7 @@ class CrashLedger:
         self.last: dict = {}  # spec -> what the last crash was
         self.last_cause: dict = {}  # node id of the crashed test -> what killed its worker
         self.stopped: set = set()
+        self.not_run: dict = {}  # nodeid -> why it was never drawn (its candidate crashes)
 
     def crashed(self, node, nodeid: str, row: dict) -> str:
         """Note a worker crash while it ran `nodeid` (row: its skeleton); the message of its row."""

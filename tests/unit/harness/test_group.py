@@ -18,8 +18,8 @@ from harness.explore import explored_cases
 from harness.fleet.groups import conformance_nodeid, group_of_nodeid, nodeid_parts
 from harness.fleet.scheduling import cuda_index_of_group
 from harness.group import ApiGroup, Group, id_clash
-from harness.plugin.options import OptionError, add_options, parse_options
-from harness.plugin.session import HarnessSession
+from harness.session.options import OptionError, add_options, parse_options
+from harness.session.plan import HarnessSession
 from harness.seeds import DEFAULT_RUN_SEED
 from harness.sharded.layout import PLACEMENTS, RANK_SEEDS, Layout
 from reference.dtypes import DTYPES, dtype_name

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.cases import GRID, SHARDED_CASES, SHARDED_DTYPES
-from harness.plugin.options import OptionError, add_options, parse_options
+from harness.session.options import OptionError, add_options, parse_options
 from reference.dtypes import DTYPES
 from harness.seeds import DEFAULT_RUN_SEED
 
@@ -53,7 +53,7 @@ def test_defaults():
 def test_the_run_defaults_are_written_once():
     """The command line, the reproduce lines and harness.check take RunConfig's defaults."""
     import harness.api
-    from harness.plugin.options import option_defaults
+    from harness.session.options import option_defaults
     from harness.runner import RunConfig
 
     opt, cfg = parse(), RunConfig()

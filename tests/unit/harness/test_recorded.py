@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from harness.cases import CaseSpecError, parse_case_spec
-from harness.plugin.options import OptionError
-from harness.plugin.session import HarnessSession
+from harness.session.options import OptionError
+from harness.session.plan import HarnessSession
 from harness.recorded import RecordingError, cases_from
 from harness.runner.drawn import DrawnCandidate, as_drawn
 from tests.unit.harness.test_options import parse

@@ -1,4 +1,4 @@
-"""The run's throughput line (`harness.plugin.rows.throughput`) counts each group's samples from
+"""The run's throughput line (`harness.session.rows.throughput`) counts each group's samples from
 a column of their own, `samples_drawn`, which every row of a case group carries (not from the
 row of one particular check)."""
 
@@ -9,7 +9,7 @@ import torch
 
 from candidates import resolve
 from harness.cases import case_by_id
-from harness.plugin.rows import throughput
+from harness.session.rows import throughput
 from harness.runner import CaseRunner, RunConfig
 
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from reference.dtypes import DEFAULT_DTYPE_NAMES
 
@@ -188,8 +190,10 @@ class Options:
     candidates_given: bool = True
 
 
-def csv_list(value: str) -> list[str]:
-    return [v.strip() for v in str(value).split(",") if v.strip()]
+def csv_list(value) -> list[str]:
+    """A list option's items: the command line's comma-separated text, or a list (the API's)."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return [str(v).strip() for v in items if str(v).strip()]
 
 
 def _number(name: str, text, *, integer: bool = False) -> float | int:
@@ -232,8 +236,12 @@ def _alpha(name: str, text) -> float:
 
 
 def parse_options(opt, known_dtypes, environ=None) -> Options:
-    """Validate the raw option namespace; OptionError (one line) on the first bad value.
-    `environ` (default os.environ) is where a CI's partition variables are read from."""
+    """Validate the raw options; OptionError (one line) on the first bad value. `opt`: pytest's
+    option namespace (text, as typed), or a mapping of option name (no dashes) to value, typed
+    or text (`harness.check`: numbers, lists). `environ` (default os.environ) is where a CI's
+    partition variables are read from."""
+    if isinstance(opt, Mapping):
+        opt = SimpleNamespace(**opt)
     profile = str(opt.profile)
     if profile not in PROFILES:
         raise OptionError(f"--profile: unknown {profile!r}; known: {', '.join(PROFILES)}")

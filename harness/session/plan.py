@@ -1,6 +1,8 @@
-"""The run's plan and state, without pytest: which groups exist (candidates x cases x dtypes x
-devices [x layouts]), their runners, skip reasons, xfails and reproduce lines, and the one function
-that turns a check on a group into its result row (`HarnessSession.run_check`).
+"""The run's plan, without pytest: which groups exist (candidates x cases x dtypes x devices
+[x layouts]), which checks each runs, their runners, skip reasons and xfails, and the one function
+that turns a check on a group into its result row (`HarnessSession.run_check`). The rows go to
+the run's `harness.session.sink.ReportSink` (``session.report``), their reproduce lines come from
+`harness.session.repro.ReproLines` (``session.repro``).
 
 The pytest plugin (`harness.plugin`) and the Python API (`harness.api`) both drive a
 `HarnessSession`, so `pytest suites` and `harness.check` give the same rows.
@@ -9,28 +11,19 @@ The pytest plugin (`harness.plugin`) and the Python API (`harness.api`) both dri
 from __future__ import annotations
 
 import dataclasses
-import errno
-import json
 import os
-import shlex
-import shutil
 import time
-from collections import Counter
 from dataclasses import dataclass
 
 import torch
 
 from candidates import CandidateNotFound, resolve
-from reports.leases import ReportDirHeld, lock_report_dir, unlock_report_dir
-from reports.manifest import build_manifest, write_manifest
-from reports.render import write_run
-from reports.ids import API_CASE, DEFAULT_PATH, parse_case_label
-from reports.store import (DiskFault, RowLog, command_line, file_digest, prepare_report_dir,
-                           writing)
+from reports.ids import API_CASE
+from reports.store import command_line
 from reference.dtypes import DTYPES, dtype_name
 
 from ..checks import CHECKS
-from ..fleet.groups import GroupLedger, group_of_nodeid, nodeid_parts
+from ..fleet.groups import GroupLedger, nodeid_parts
 from ..fleet.partition import plan
 from ..cases import PROFILES, shape_classes_for, shaped
 from ..cases import on_path as case_on_path
@@ -42,22 +35,13 @@ from ..runner.shrink import PARAMETERS as SHRINK_PARAMETERS
 from ..runner.shrink import SHRINK_CASES, ShrinkTask, run_tasks
 from ..sharded.layout import Layout
 from ..sharded.runner import ShardedRunnerCache, sharded_skip_reason
-from .crashes import CrashLedger
 from .devices import (check_device_name, default_devices, device_skip_reason,
                       memory_skip_reason)
-from .options import RUN_DEFAULTS, OptionError, Options
+from .options import OptionError, Options
 from .rows import row_skeleton
+from .repro import ReproLines
+from .sink import INFLIGHT_DIR, ReportSink
 from .xfails import XfailPattern, load_xfails
-
-#: Inside the report dir: leases of draws in progress (reports.leases).
-INFLIGHT_DIR = ".inflight"
-#: Inside the report dir: the shrunk boundaries of the explored cases that failed.
-BOUNDARIES_FILE = "boundaries.json"
-
-#: The exit status of a run whose report could not be written whole (a full disk, an I/O error,
-#: the directory removed under it): its manifest says partial, with the failed write as reason.
-#: pytest's own are 0 to 5; 1 (some checks fail) is a finding, this one a broken run.
-REPORT_WRITE_FAILED = 6
 
 
 @dataclass
@@ -130,10 +114,8 @@ class HarnessSession:
         self.sharded_cases = list(opt.sharded_cases)
         self.sharded_dtypes = [DTYPES[d] for d in opt.sharded_dtypes]
         self._sharded_runners = None
-        self.rows: list[dict] = []
         self.started = time.time()
         self.node_params: dict = {}  # nodeid -> row skeleton (to report crashed workers)
-        self.report_dir = opt.report_dir
         self.saved_case_data: set = set()
         self.ledger = GroupLedger()  # controller: which worker ran each case group
         clash = id_clash((*self.groups(), *self.api_groups()))
@@ -144,15 +126,8 @@ class HarnessSession:
         if opt.partition is not None:
             self.partition = plan(opt.partition, self.grid_groups(), opt.durations,
                                   opt.durations_from)
-        self.collected: dict = {}  # group -> tests collected (for the manifest)
-        self.nodeids: list = []  # the tests collected, by node id
-        self.written: str | None = None  # where the report went
-        self.row_log: RowLog | None = None
-        self.fault: DiskFault | None = None  # the first write into the report dir that failed
-        self.tables_written = False  # after a fault: the results tables were written all the same
-        self.locked = False  # this process holds the report dir's run lock
-        self.crashes = CrashLedger(opt.report_dir)  # controller: workers the candidates killed
-        self.not_run: dict = {}  # nodeid -> why it was never drawn (a candidate that crashes)
+        self.report = ReportSink(opt.report_dir, self.manifest_facts)
+        self.repro = ReproLines(lambda: self.run_config, self.world_sizes, self.case_of)
 
     def apply_budget(self, n_groups: int, workers: int) -> None:
         """--budget-seconds: give each (candidate, case, dtype, device) an equal share of the
@@ -222,7 +197,8 @@ class HarnessSession:
     @property
     def sharded_runners(self):
         if self._sharded_runners is None:
-            store_dir = os.path.join(self.report_dir, ".stores") if self.report_dir else None
+            report_dir = self.options.report_dir
+            store_dir = os.path.join(report_dir, ".stores") if report_dir else None
             self._sharded_runners = ShardedRunnerCache(store_dir)
         return self._sharded_runners
 
@@ -314,51 +290,6 @@ class HarnessSession:
                 return p
         return None
 
-    def repro(self, candidate, case_id, dtype, device, check, samples: int | None = None,
-              layout: Layout | None = None, spec: str | None = None,
-              alpha_fail: float | None = None) -> str:
-        """The one command that reruns this check on exactly these streams. `samples`: the n
-        stage 1 drew, where a budget was in force (a budget stops at a time that depends on the
-        machine; an explicit --samples is drawn in full, so the rerun draws the same n)."""
-        cfg = self.run_config
-        parts = ["pytest", "suites", "--candidate", candidate.spec]
-        case = self.case_of(case_id) if case_id not in (API_CASE, None) else None
-        if spec is not None:
-            parts += ["--case", spec]
-        elif case is not None and case.spec:
-            parts += ["--case", case.spec]
-            if not case.own_shape:
-                parts += ["--shapes", "none", "--paths", "eager"]  # this group only
-        elif case_id not in (API_CASE, None):
-            parts += ["--cases", case_id]
-            label = parse_case_label(case_id)
-            if not label.shape and label.path == DEFAULT_PATH and layout is None:
-                parts += ["--shapes", "none", "--paths", "eager"]  # this group only
-        parts += ["--dtypes", dtype_name(dtype), "--devices", device, "--seed", str(cfg.run_seed),
-                  "--profile", cfg.profile]
-        if layout is not None:
-            parts += ["--world-sizes", str(layout.world_size), "--placements", layout.placement]
-            if layout.rank_seeds != "same":
-                parts += ["--rank-seeds", layout.rank_seeds]
-        elif case_id not in (API_CASE, None) and self.world_sizes != (1,):
-            parts += ["--world-sizes", "1"]
-        samples = samples or cfg.samples
-        if samples:
-            parts += ["--samples", str(samples)]
-        if cfg.bounds != "rounded":
-            parts += ["--bounds", cfg.bounds]
-        if alpha_fail is None:
-            alpha_fail = (case.alpha_fail if case is not None and case.alpha_fail is not None
-                          else cfg.alpha_fail)
-        for flag, value, default in (
-                ("--case-timeout", cfg.case_timeout, RUN_DEFAULTS.case_timeout),
-                ("--alpha-suspect", cfg.alpha_suspect, RUN_DEFAULTS.alpha_suspect),
-                ("--alpha-fail", alpha_fail, RUN_DEFAULTS.alpha_fail)):
-            if value != default:
-                parts += [flag, f"{value:g}"]
-        parts += ["-k", f"test_{check}"]
-        return " ".join(shlex.quote(p) for p in parts)
-
     def run_facts(self, invocation=None, workers: int = 0) -> dict:
         """What the report records of this run, as plain values (`reports.render.write_run`)."""
         cfg = self.run_config
@@ -378,125 +309,12 @@ class HarnessSession:
                                                     if "explore" in c.tags), None)}}
                    if self.options.explore else {})}
 
-    # -- the report directory: opened at start-up, rows as they come, finished at the end -----
-    def open_report(self, command: str = "") -> str | None:
-        """Make the report directory ready before anything is drawn: take its run lock (one run
-        per directory), clear what an earlier run left there, write the manifest ("running") and
-        open the row log. Whatever could fail at the end fails here instead: OptionError (one
-        line) when the directory cannot be written or another run holds it. Returns a line when
-        the lock of a run that died was taken over, else None."""
-        self.row_log = None
-        if not self.report_dir:
-            return None
-        try:
-            os.makedirs(self.report_dir, exist_ok=True)
-            taken_over = lock_report_dir(self.report_dir, command)
-        except ReportDirHeld as exc:
-            raise OptionError(str(exc)) from None
-        except OSError as exc:
-            raise OptionError(f"--report-dir: {self.report_dir!r} cannot be written: "
-                              f"{exc.strerror or exc}") from None
-        self.locked = True
-        try:
-            prepare_report_dir(self.report_dir)
-            for stale in (INFLIGHT_DIR, ".stores", ".crashes"):  # leases, rendezvous files, logs
-                shutil.rmtree(os.path.join(self.report_dir, stale), ignore_errors=True)
-            write_manifest(self.report_dir, self.manifest(None, "", status="running"))
-            self.row_log = RowLog(self.report_dir)
-        except (DiskFault, OSError) as exc:
-            self.release_report()
-            why = str(exc) if isinstance(exc, DiskFault) else (exc.strerror or str(exc))
-            raise OptionError(f"--report-dir: {self.report_dir!r} cannot be written: {why}") from None
-        return taken_over
-
-    def release_report(self) -> None:
-        """Give the report directory's run lock back (idempotent)."""
-        if self.locked:
-            unlock_report_dir(self.report_dir)
-            self.locked = False
-
-    def record(self, rows: list) -> str | None:
-        """Rows of finished tests: kept for the table and appended to the row log at once, so
-        a run killed later still leaves them. Returns a line when the row log just failed (a
-        full disk): the rows are then kept in memory only, and the report will be partial."""
-        self.rows.extend(rows)
-        if self.row_log is None or not rows or self.fault is not None:
-            return None
-        try:
-            self.row_log.append(rows)
-        except DiskFault as fault:
-            self.fault = fault
-            return (f"harness: cannot write the report: {fault}; {self.row_log.count} row(s) are "
-                    f"in {self.row_log.path}, later ones are kept in memory only")
-        return None
-
-    def mark_collected(self, nodeids) -> None:
-        """The tests this process will run (per group, for the manifest) once collection is in."""
-        self.nodeids = list(nodeids)
-        self.collected = dict(Counter(group_of_nodeid(n) for n in self.nodeids))
-        if self.report_dir and self.row_log is not None:
-            write_manifest(self.report_dir, self.manifest(None, "", status="running"))
-
-    def finish_report(self, exitstatus: int, command: str, run: dict) -> str | None:
-        """Write the tables and views, then the final manifest (status, rows, the files'
-        sha256), and give the directory back; the directory, or None where nothing is written
-        or a write failed (`fault` then says which, and the manifest says partial with that
-        reason where it can still be written)."""
-        if not self.report_dir:
-            return None
-        try:
-            # After a failed row log the tables are still tried (the rows are in memory), but not
-            # into a directory removed under the run: another run may own that path by now.
-            if self.fault is None or self.fault.errno != errno.ENOENT:
-                self._write_report(exitstatus, command, run)
-        except DiskFault as fault:
-            self.fault = self.fault or fault
-        if self.fault is not None:
-            self.tables_written = self.written is not None
-            self.written = None
-            try:
-                write_manifest(self.report_dir, self.manifest(
-                    exitstatus, command, status="partial",
-                    reason=f"a write into the report directory failed: {self.fault}"))
-            except DiskFault:
-                pass  # the manifest of start-up stays: "running", which readers call partial
-        self.release_report()
-        return self.written
-
-    def fault_line(self) -> str:
-        """One line for the user after a write failed: what failed, and where the rows are."""
-        logged = self.row_log.count if self.row_log is not None else 0
-        if self.tables_written:
-            where = f"results.csv and results.parquet hold all {len(self.rows)} row(s)"
-        elif self.row_log is not None:
-            where = f"{logged} of {len(self.rows)} row(s) are in {self.row_log.path}"
-        else:
-            where = "no row was written"
-        return (f"harness: the report in {self.report_dir} is partial: {self.fault}; {where} "
-                f"(exit {REPORT_WRITE_FAILED})")
-
-    def _write_report(self, exitstatus: int, command: str, run: dict) -> None:
-        if self.row_log is not None:
-            self.row_log.close()
-        self.written = write_run(self.rows, self.report_dir, run)
-        have = Counter(r.get("group") for r in self.rows)
-        whole = all(have.get(g, 0) >= n for g, n in self.collected.items())
-        files = {}
-        for name in ("results.parquet", "results.csv"):
-            path = os.path.join(self.report_dir, name)
-            if os.path.exists(path):
-                with writing(path):
-                    files[name] = file_digest(path)
-        write_manifest(self.report_dir, self.manifest(exitstatus, command,
-                                                      status="complete" if whole else "partial",
-                                                      files=files))
-
     def shrink_failures(self, say=None, workers: int = 1) -> list:
         """Shrink the failing explored cases (`harness.runner.shrink`: the first SHRINK_CASES per
         candidate, dtype and device, each parameter a task, over `workers` processes) and write
         REPORT_DIR/boundaries.json; the boundaries."""
         failing: dict = {}
-        for row in self.rows:
+        for row in self.report.rows:
             case = self.case_of(row.get("case", ""))
             if case is None or "explore" not in case.tags or row.get("verdict") != "fail":
                 continue
@@ -523,25 +341,17 @@ class HarnessSession:
                 continue
             if result is None:
                 continue
-            result.repro = self.repro(task.candidate, None, DTYPES[task.dtype_name], task.device,
-                                      "*", spec=result.repro,
-                                      alpha_fail=task.case.alpha_fail).replace(" -k test_*", "")
+            result.repro = self.repro.line(task.candidate, None, DTYPES[task.dtype_name],
+                                           task.device, None, spec=result.repro,
+                                           alpha_fail=task.case.alpha_fail)
             found.append(result)
-        if self.report_dir and self.fault is None:
-            path = os.path.join(self.report_dir, BOUNDARIES_FILE)
-            try:
-                with writing(path), open(path, "w", encoding="utf-8") as fh:
-                    json.dump([b.as_dict() for b in found], fh, indent=1, default=str)
-            except DiskFault as fault:
-                self.fault = fault
+        self.report.write_boundaries(found)
         self.boundaries = found
         return found
 
-    def manifest(self, exitstatus: int | None, command: str, status: str = "complete",
-                 files: dict | None = None, reason: str | None = None) -> dict:
-        """manifest.json: the partition (key ``shard``), the grid's assignment, the groups run and
-        the tests collected per group, the options every partition shares, the machine (`reports.manifest`): what
-        `reports merge` checks a partitioned run's coverage with."""
+    def manifest_facts(self) -> dict:
+        """The plan's part of manifest.json (`ReportSink.manifest`): the partition (key
+        ``shard``), the grid's assignment, the options every partition shares, the start."""
         opt, p = self.options, self.partition
         if p is not None:
             shard, assignment = p.spec.as_dict(), p.assignment
@@ -553,13 +363,8 @@ class HarnessSession:
                       "case_budget": opt.case_budget, "budget_seconds": opt.budget_seconds,
                       "alpha_suspect": opt.alpha_suspect, "alpha_fail": opt.alpha_fail,
                       "candidates": [[c.spec, c.version] for c in self.candidates]}
-        return build_manifest(shard=shard, partition=partition, assignment=assignment,
-                              groups={r["group"] for r in self.rows if r.get("group")},
-                              tests=self.collected, config=config_key, started=self.started,
-                              finished=None if status == "running" else time.time(),
-                              exitstatus=exitstatus, command=command, status=status,
-                              rows=None if status == "running" else len(self.rows), files=files,
-                              reason=reason)
+        return dict(shard=shard, partition=partition, assignment=assignment, config=config_key,
+                    started=self.started)
 
     # -- one check on one group ------------------------------------------------------------
     def run_check(self, check: str, param, worker: str = "main",
@@ -585,8 +390,8 @@ class HarnessSession:
         row = row_skeleton(param, check) | result.as_row() | case_columns
         row["worker"] = worker
         row["profile"] = self.run_config.profile
-        repro = self.repro(param.candidate, case_id, param.dtype, param.device, check,
-                           repro_samples, getattr(param, "layout", None))
+        repro = self.repro.line(param.candidate, case_id, param.dtype, param.device, check,
+                                repro_samples, getattr(param, "layout", None))
         xf = self.xfail_for(f"{check}[{param.id}]")
         if result.verdict in ("fail", "error"):
             row["repro"] = repro

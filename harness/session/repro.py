@@ -1,0 +1,75 @@
+"""Reproduce lines: the one command that reruns a check on exactly the streams of a row.
+
+A row's line names the candidate, the case (by id, or as data for a case the grid does not hold),
+the dtype, the device, the seed, the profile and every option that is not the default
+(`harness.runner.RunConfig`'s), the layout of a sharded group, and the check's test; a line with
+no check (a shrunk boundary) reruns every check of its group.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from reference.dtypes import dtype_name
+from reports.ids import API_CASE, DEFAULT_PATH, parse_case_label
+
+from ..checks import CHECKS
+from .options import RUN_DEFAULTS
+
+
+class ReproLines:
+    """Builds the reproduce lines of one run: `config()` gives its `RunConfig` as it stands (a
+    --budget-seconds run sets each case's budget after collection), `world_sizes` its world
+    sizes, and `case_of` maps a case id to the run's Case (or None)."""
+
+    def __init__(self, config, world_sizes: tuple, case_of):
+        self.config = config
+        self.world_sizes = tuple(world_sizes)
+        self.case_of = case_of
+
+    def line(self, candidate, case_id, dtype, device, check: str | None,
+             samples: int | None = None, layout=None, spec: str | None = None,
+             alpha_fail: float | None = None) -> str:
+        """The one command that reruns `check` (None: every check) on exactly these streams.
+        `samples`: the n stage 1 drew, where a budget was in force (a budget stops at a time that
+        depends on the machine; an explicit --samples is drawn in full, so the rerun draws the
+        same n). `spec`: a case given as data (a shrunk boundary), instead of `case_id`."""
+        cfg = self.config()
+        parts = ["pytest", "suites", "--candidate", candidate.spec]
+        case = self.case_of(case_id) if case_id not in (API_CASE, None) else None
+        if spec is not None:
+            parts += ["--case", spec]
+        elif case is not None and case.spec:
+            parts += ["--case", case.spec]
+            if not case.own_shape:
+                parts += ["--shapes", "none", "--paths", "eager"]  # this group only
+        elif case_id not in (API_CASE, None):
+            parts += ["--cases", case_id]
+            label = parse_case_label(case_id)
+            if not label.shape and label.path == DEFAULT_PATH and layout is None:
+                parts += ["--shapes", "none", "--paths", "eager"]  # this group only
+        parts += ["--dtypes", dtype_name(dtype), "--devices", device, "--seed", str(cfg.run_seed),
+                  "--profile", cfg.profile]
+        if layout is not None:
+            parts += ["--world-sizes", str(layout.world_size), "--placements", layout.placement]
+            if layout.rank_seeds != "same":
+                parts += ["--rank-seeds", layout.rank_seeds]
+        elif case_id not in (API_CASE, None) and self.world_sizes != (1,):
+            parts += ["--world-sizes", "1"]
+        samples = samples or cfg.samples
+        if samples:
+            parts += ["--samples", str(samples)]
+        if cfg.bounds != "rounded":
+            parts += ["--bounds", cfg.bounds]
+        if alpha_fail is None:
+            alpha_fail = (case.alpha_fail if case is not None and case.alpha_fail is not None
+                          else cfg.alpha_fail)
+        for flag, value, default in (
+                ("--case-timeout", cfg.case_timeout, RUN_DEFAULTS.case_timeout),
+                ("--alpha-suspect", cfg.alpha_suspect, RUN_DEFAULTS.alpha_suspect),
+                ("--alpha-fail", alpha_fail, RUN_DEFAULTS.alpha_fail)):
+            if value != default:
+                parts += [flag, f"{value:g}"]
+        if check is not None:
+            parts += ["-k", CHECKS[check].test_name]
+        return " ".join(shlex.quote(p) for p in parts)
