@@ -26,6 +26,8 @@ sharded, selftest, libraries -> kernels -> protocol, rounding -> reference. Noth
 
 Importing this package imports `reference.dtypes` (the one table of dtype names) but no law; the
 exact-based samplers build their laws on first use.
+
+May import: `reference` and the standard scientific stack; never `harness` or `reports`.
 """
 
 from candidates.loader import CandidateNotFound, resolve

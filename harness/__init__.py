@@ -14,6 +14,9 @@ Floors, from the ground up (each imports only the floors below it; `.importlinte
 
 ``harness.check`` and ``harness.law`` are imported on first use, so ``import harness.cases`` stays
 cheap.
+
+May import: `reference`, `candidates`, `reports`; each subpackage only the floors below it
+(`.importlinter`).
 """
 
 __all__ = ["check", "law"]

@@ -1,6 +1,9 @@
 """The truth every verdict is measured against: the truncated-normal law (float64, log space), its
 mpmath oracle (`reference.oracle`), dtype facts (and the one table of dtype names), and the
-rounded law RN(X) in each floating dtype."""
+rounded law RN(X) in each floating dtype.
+
+May import: numpy, scipy, mpmath, torch (dtype facts); nothing of this project above it.
+"""
 
 from .truncnorm import TruncatedNormal
 from .dtypes import (DEFAULT_DTYPE_NAMES, DTYPES, FloatFormat, dtype_name, float_format,

@@ -30,6 +30,9 @@ name                   sampler                                            conven
 =====================  =================================================  ============================
 
 Each adapter module's docstring says what its library computes and how the adapter calls it.
+
+May import: `candidates.protocol`, `candidates.rounding`, `reference`, and each adapter its
+own library on first use; never `harness`.
 """
 
 from __future__ import annotations

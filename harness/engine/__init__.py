@@ -8,6 +8,9 @@
 * `harness.engine.deadline` — calling a candidate: the per-call deadline, and what it raises
   that is not an Exception (`candidate_call`, `CallTimeout`, `CandidateRaised`);
 * `harness.engine.throughput` — torch's ``normal_`` on the same tensor, the speed yardstick.
+
+May import: the ground floor (`harness.summary`, `harness.bins`, `harness.group`,
+`harness.cases`, `harness.seeds`, `harness.result`), `reference`, torch.
 """
 
 from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_, poison_value

@@ -1,3 +1,6 @@
 """Spreading the grid's case groups: what a group is (`groups`), which xdist worker runs it
 (`scheduling`: case groups whole, CUDA groups on their device's workers) and which CI job runs it
-(`partition`: deterministic shards of the grid)."""
+(`partition`: deterministic partitions of the grid).
+
+May import: `harness.runner` and the floors below it, `reports`.
+"""

@@ -5,6 +5,8 @@ It stays plumbing: it registers the options (`harness.session.options`), drives 
 pytest outcome, carries rows from xdist workers to the controller (as `user_properties` on the
 test reports, `harness.session.rows`), counts the workers candidates crash (`crashes`), and has the
 report written once, there, at the end (`harness.session.sink`).
+
+May import: pytest, `harness.session` and the floors below it, `reports`, `reference`.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ in-flight leases (`reports.leases`) that tell a crashed neighbour from a busy on
   check's ``run`` is given (`harness.checks.check`);
 * `harness.runner.paths` — execution paths (eager, compile, deterministic): wrappers around the
   candidate.
+
+May import: `harness.checks` and the floors below it, `reference`, `candidates`, `reports`.
 """
 
 from reports.leases import LeaseHeld, lease

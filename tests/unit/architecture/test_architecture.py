@@ -81,6 +81,13 @@ def test_every_module_opens_with_a_docstring():
     assert not missing, missing
 
 
+def test_each_package_says_what_it_may_import():
+    packages = [p for root in PACKAGES for p in sorted((ROOT / root).rglob("__init__.py"))]
+    missing = [str(p.relative_to(ROOT)) for p in packages
+               if "May import:" not in (ast.get_docstring(ast.parse(p.read_text("utf-8"))) or "")]
+    assert not missing, missing
+
+
 def test_the_dtype_names_are_written_once():
     """The dtype names have one source (reference.dtypes)."""
     literal = ("float64", "float32", "float16", "bfloat16")
