@@ -166,7 +166,7 @@ def pytest_generate_tests(metafunc):
     check = marker.args[0] if marker else None
     for fixture in ("conformance_case", "api_case"):
         if fixture in metafunc.fixturenames:
-            metafunc.parametrize(fixture, [pytest.param(c, id=c.id) for c in s.params_for(check)])
+            metafunc.parametrize(fixture, [pytest.param(c, id=c.id) for c in s.groups_for(check)])
 
 
 def _check_of(item) -> str | None:
@@ -174,7 +174,7 @@ def _check_of(item) -> str | None:
     return marker.args[0] if marker else None
 
 
-def _param_of(item):
+def _group_of(item):
     callspec = getattr(item, "callspec", None)
     if callspec is None:
         return None
@@ -209,7 +209,7 @@ def pytest_collection_modifyitems(session, config, items):
 
     def key(pair):
         i, item = pair
-        param = _param_of(item)
+        param = _group_of(item)
         check = _check_of(item)
         if param is None or check is None:
             return (0, "", i, 0)
@@ -218,10 +218,10 @@ def pytest_collection_modifyitems(session, config, items):
     items[:] = [item for _, item in sorted(indexed, key=key)]
     workerinput = getattr(config, "workerinput", None)
     workers = int(workerinput.get("workercount", 1)) if workerinput else 1
-    groups = {_param_of(i).id for i in items if isinstance(_param_of(i), Group)}
+    groups = {_group_of(i).id for i in items if isinstance(_group_of(i), Group)}
     s.apply_budget(len(groups), workers)
     for item in items:
-        param, check = _param_of(item), _check_of(item)
+        param, check = _group_of(item), _check_of(item)
         if param is None or check is None:
             continue
         reason = s.skip_reason(param.candidate, param.dtype, param.device, param)
@@ -237,7 +237,7 @@ def deselect_other_partitions(partition, config, items) -> None:
     skipped: another partition runs them). Tests the harness did not parametrize are left alone."""
     keep, drop = [], []
     for item in items:
-        mine = _param_of(item) is None or partition.owns(group_of_nodeid(item.nodeid))
+        mine = _group_of(item) is None or partition.owns(group_of_nodeid(item.nodeid))
         (keep if mine else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
@@ -364,7 +364,7 @@ def pytest_handlecrashitem(crashitem, report, sched):
     def keep(group: str) -> bool:
         if group == crashed_group:
             return False
-        param = s.param_of_group(group)
+        param = s.group_by_id(group)
         return not stop or param is None or param.candidate.spec != spec
 
     dropped = sched.drop_queued(keep)

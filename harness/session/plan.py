@@ -211,7 +211,7 @@ class HarnessSession:
         return self.sharded_runners.get(group.candidate, group.case, group.dtype, group.device,
                                         self.run_config, group.layout)
 
-    def params_for(self, check: str) -> list:
+    def groups_for(self, check: str) -> list:
         """The groups a check runs on: those of the kinds its scope names (`harness.checks.CHECKS`):
         the candidate-scope checks once per (candidate, dtype, device)."""
         declared = CHECKS[check]
@@ -223,7 +223,7 @@ class HarnessSession:
         """Every (check, group) this process runs, in the order pytest runs them: group by group
         (`Group.id` order), each group's checks in the registry's order (the partition's share
         only)."""
-        tests = [(check, param) for check in CHECKS.names() for param in self.params_for(check)
+        tests = [(check, param) for check in CHECKS.names() for param in self.groups_for(check)
                  if self.partition is None or self.partition.owns(param.id)]
         return sorted(tests, key=lambda t: (t[1].id, CHECKS.index(t[0])))
 
@@ -269,7 +269,7 @@ class HarnessSession:
         if parts is None:
             return None
         check, group = parts
-        param = self.param_of_group(group)
+        param = self.group_by_id(group)
         return row_skeleton(param, check) if param is not None else None
 
     def case_of(self, case_id: str):
@@ -278,11 +278,11 @@ class HarnessSession:
             self._cases_by_id = {c.id: c for c in self.cases}
         return self._cases_by_id.get(case_id)
 
-    def param_of_group(self, group: str):
+    def group_by_id(self, group: str):
         """The Group or ApiGroup whose id is `group` (None for a group not of this run)."""
-        if not hasattr(self, "_params_by_id"):
-            self._params_by_id = {p.id: p for p in (*self.groups(), *self.api_groups())}
-        return self._params_by_id.get(group)
+        if not hasattr(self, "_groups_by_id"):
+            self._groups_by_id = {p.id: p for p in (*self.groups(), *self.api_groups())}
+        return self._groups_by_id.get(group)
 
     def xfail_for(self, test_name: str) -> XfailPattern | None:
         for p in self.xfails:
