@@ -492,7 +492,7 @@ def narrow_window_midpoint_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=
 
 # ------------------------------------------------------ known-bad: resolution coarser than the dtype
 # Each puts the right mass into every histogram bin, so every binned check passes; only the
-# checks at the resolution of single values (equal-value pairs, coarse lattices) see them.
+# checks at the resolution of single values (equal-value pairs, coarse lattices, last bits) see them.
 
 #: Random bits of a float32 uniform (torch.rand in float32: multiples of 2^-24).
 UNIFORM_BITS = 24
@@ -519,7 +519,8 @@ def _through_float32(x: torch.Tensor) -> torch.Tensor:
 def float32_widened_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """The exact draw rounded to float32, then written into the tensor's dtype (float64 widened
     from float32: a computation done in float32, or JAX without x64). Every float64 value is a
-    float32 value: ~2^29 times the law's equal pairs. Caught by: collisions, lattices."""
+    float32 value: ~2^29 times the law's equal pairs, and its last 29 bits are 0. Caught by:
+    collisions, lattices, low_bits."""
     return exact_based(tensor, mean, std, a, b, generator, x_map=_through_float32)
 
 
@@ -532,7 +533,9 @@ def _drop_last_bit(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 def dropped_last_bit_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """The exact draw, rounded once, its last significand bit then cleared: only even patterns,
-    each with its odd neighbour's mass too (twice the law's equal pairs). Caught by: collisions."""
+    each with its odd neighbour's mass too (twice the law's equal pairs, and no odd last bit).
+    Caught by: collisions (float32; in float64 the law expects too few pairs to see it) and
+    low_bits."""
     return exact_based(tensor, mean, std, a, b, generator, cast=_drop_last_bit)
 
 
@@ -625,10 +628,10 @@ BUILTINS: dict[str, Callable[[], Candidate]] = {
                              caught_by=("collisions",)),
     "float32-widened": _make("float32-widened", float32_widened_, known_bad=True,
                              defect="the exact draw rounded to float32, then widened",
-                             caught_by=("collisions", "lattices")),
+                             caught_by=("collisions", "lattices", "low_bits")),
     "dropped-last-bit": _make("dropped-last-bit", dropped_last_bit_, known_bad=True,
                               defect="the last significand bit cleared after the RN cast",
-                              caught_by=("collisions",)),
+                              caught_by=("collisions", "low_bits")),
     "fast-exact": _make("fast-exact", fast_exact_trunc_normal_, sharding_invariant=True),
     "fast-exact-rounds-first": _make("fast-exact-rounds-first", fast_exact_rounds_first_, known_bad=True,
                                      defect="fast-exact truncating after rounding: the atom at a representable "

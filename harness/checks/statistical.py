@@ -25,8 +25,9 @@ from .stat_independence import check_independence, independence_mde
 from .stat_local import SPIKES_UNIT, check_scan, check_spikes, scan_mde, spikes_mde
 from .stat_moments import check_moments, moments_mde
 from .stat_position import check_position, check_repetition, position_mde
-from .stat_resolution import (COLLISIONS_UNIT, LATTICES_UNIT, check_collisions, check_lattices,
-                              collisions_mde, lattices_mde)
+from .stat_resolution import (COLLISIONS_UNIT, LATTICES_UNIT, LOW_BITS_DOC, LOW_BITS_UNIT,
+                              check_collisions, check_lattices, check_low_bits, collisions_mde,
+                              lattices_mde, low_bits_mde)
 
 GOF = statistical(
     "gof", check_gof,
@@ -294,6 +295,14 @@ LATTICES = statistical(
     mde=lambda law, n, shape, alpha: lattices_mde(law, n, alpha),
 )
 
+LOW_BITS = statistical(
+    "low_bits", check_low_bits,
+    doc="The last 4 bits of single 32/64-bit values against the law's mass of each class.",
+    method=LOW_BITS_DOC,
+    unit=LOW_BITS_UNIT,
+    mde=lambda law, n, shape, alpha: low_bits_mde(law, n, alpha),
+)
+
 
 DECLARED = (GOF, KS, ATOMS, TAILS, MOMENTS, EXTREMES, INDEPENDENCE, SPIKES, SCAN, POSITION,
-            REPETITION, COLLISIONS, LATTICES)
+            REPETITION, COLLISIONS, LATTICES, LOW_BITS)

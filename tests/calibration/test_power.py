@@ -120,11 +120,12 @@ def _known_bad() -> dict:
     tests/unit/harness/test_sharded_checks.py)."""
     from harness.checks import CHECKS
 
+    sharded_only = {c.name for c in CHECKS.for_kind("sharded") if not c.applies_to("grid")}
     out = {}
     for name, factory in REGISTRY.items():
         cand = factory()
         caught_by = tuple(getattr(cand, "caught_by", ()))
-        if getattr(cand, "known_bad", False) and not set(caught_by) <= {c.name for c in CHECKS.for_kind("sharded") if not c.applies_to("grid")}:
+        if getattr(cand, "known_bad", False) and not set(caught_by) <= sharded_only:
             out[name] = caught_by
     return out
 
@@ -191,6 +192,16 @@ def test_known_bad_is_caught_at_pr_n(name, record_property):
     _assert_caught(name, case_id, dtype, check, results)
     if check not in ("hang", "bounds"):
         assert results[check].n_stage1 >= PROFILES["pr"].samples("cpu", plan_case(case_id))
+
+
+def test_low_bits_catches_a_dropped_last_bit_in_float64_at_pr(record_property):
+    """In float64 a cleared last bit halves the values of a law of ~2^55: collisions cannot see
+    it (the law expects ~2^-19 equal pairs among 2^19 values), the last bits can (w = 1)."""
+    runner = CaseRunner(resolve("dropped-last-bit"), plan_case("normal-2sigma"), torch.float64,
+                        "cpu", RunConfig(profile="pr"))
+    results = {"low_bits": runner.run("low_bits")}
+    record_property("power", _record(results))
+    _assert_caught("dropped-last-bit", "normal-2sigma", torch.float64, "low_bits", results)
 
 
 def test_spikes_stage_two_names_the_fallback_value(record_property):

@@ -92,7 +92,7 @@ def test_a_new_check_is_one_declaration():
     extra = statistical("mean_sign", check_mean_sign, doc="A toy.", method="A toy, alpha.",
                         unit="sigma", mde=lambda law, n, shape, alpha: 0.25)
     registry = Registry((*CHECKS, extra))
-    assert registry.for_kind("grid")[-2:] == (CHECKS["lattices"], extra)
+    assert registry.for_kind("grid")[-2:] == (CHECKS["low_bits"], extra)
     assert "mean_sign" not in {c.name for c in registry.for_kind("candidate")}
     runner = CaseRunner(resolve("exact"), case_by_id("normal-2sigma"), torch.bfloat16, "cpu",
                         RunConfig(profile="smoke"))

@@ -104,7 +104,7 @@ def assert_sane(out: Outcome) -> None:
 def test_registry_and_docs():
     assert list(STATISTICAL_CHECKS) == ["gof", "ks", "atoms", "tails", "moments", "extremes",
                                         "independence", "spikes", "scan", "position", "repetition",
-                                        "collisions", "lattices"]
+                                        "collisions", "lattices", "low_bits"]
     for check in CHECKS.of_kind("statistical"):
         assert "alpha" in check.method and len(check.method) > 200, check.name
         assert check.name == "shards" or "MDE" in check.method, check.name
