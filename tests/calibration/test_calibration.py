@@ -9,7 +9,7 @@ so the 256x256 cases see 2**17 samples), through `CaseRunner` exactly as a real 
    error and no decisive fail (an impossible value: probability 0 for an exact sampler) in the
    statistical ones, and no two-stage fail (at most MAX_STAT_FAILS = 2 in a float64 block, below).
    The two-stage rule makes a statistical false alarm a <= 1e-6 event per check run; over the
-   ~2 500 runs of a block, one has a probability of ~2.5e-3, three of <= 5e-9 (binomial).
+   ~3 900 runs of a float64 block, one has a probability of ~3.9e-3, three of ~1e-8 (binomial).
 2. **Stage-1 suspicious rate** (p1 < alpha_suspect = 1e-3) per check: the count k out of the N
    applicable runs of a block must be consistent with a rate of at most 1e-3: one-sided binomial
    P(X >= k | N, 1e-3) > level. Only an upper bound is tested: the count checks (atoms, tails, ks on
@@ -36,8 +36,8 @@ so the 256x256 cases see 2**17 samples), through `CaseRunner` exactly as a real 
   differ between CPUs: the reference's log-space ppf carries the last-bit differences to up to
   ~1e4 ulps (normal-2sigma; ~1e6 on huge-std), in 0.01-8 % of the values, row extremes included,
   which reseed the extremes check's randomized PITs. Item 1 tolerates MAX_STAT_FAILS = 2 two-stage
-  fails (charged 1e-8 of the budget); the m tests of items 2 and 3 (9 rate tests, ~14 pooled
-  components, one per-case family) share the rest: level = (1e-6 - 1e-8) / m, ~4e-8 (`_levels`).
+  fails (charged STAT_FAILS_SHARE = 2e-8 of the budget, >= the binomial tail at the block's runs); the m tests of items 2 and 3 (9 rate tests, ~14 pooled
+  components, one per-case family) share the rest: level = (1e-6 - 2e-8) / m, ~4e-8 (`_levels`).
   The cost in power, on these two blocks only: a pooled KS needs a 1.34x larger distance
   (sqrt(ln(2 / 4e-8) / ln(2 / 1e-4))), and a check suspicious at 2e-2 instead of 1e-3 trips the
   rate test with probability 0.33 instead of 0.66 (N = 280); regaining it would take ~1.8x seeds.
@@ -112,6 +112,13 @@ SEEDS = tuple(range(4_000_000, 4_000_020))
 #: Requested samples per (case, dtype) at stage 1 (stage 2: 4x); whole calls, at least two.
 SAMPLES = 2**14
 HARD_CHECKS = ("finite", "written", "bounds")
+#: Checks a gold sampler's block leaves out because the sampler does not write the law at their
+#: resolution, so they are not under their null: scipy's float64 truncnorm is one 53-bit uniform
+#: through an inverse CDF, which cannot give every float64 its mass (where the law holds more than
+#: ~1 value per 2^-53 of probability its last bits are lumpy: chi-square ~3500 on 15 df at 2^19
+#: values, as `exact` had before `candidates.kernels.refine_float64`). A finding about scipy, made
+#: by low_bits; `exact` keeps every check in every dtype.
+NOT_UNDER_NULL = {("scipy", "float64"): ("low_bits",)}
 
 ALPHA_SUSPECT = 1e-3  # RunConfig default
 #: Blocks whose verdicts are deterministic given the seeds on any x86 CPU (see the docstring):
@@ -123,7 +130,9 @@ FALSE_FAILURE_BUDGET = 1e-6
 #: At most this many two-stage (non-decisive) statistical fail verdicts in a block: each run's
 #: false alarm is <= 1e-6, so more than two of N runs have P <= C(N, 3) 1e-18 (4.5e-9 at 3000).
 MAX_STAT_FAILS = 2
-STAT_FAILS_SHARE = 1e-8  # the part of the budget MAX_STAT_FAILS is charged (>= its tail)
+#: The part of the budget MAX_STAT_FAILS is charged (>= its tail: 1.0e-8 at the 3 920 statistical
+#: runs of a float64 block with 14 statistical checks).
+STAT_FAILS_SHARE = 2e-8
 MIN_POOLED = 50  # fewest p-values for a pooled KS
 MIN_LOCAL = 10  # fewest p-values for a per-case KS
 
@@ -247,6 +256,8 @@ def _run_block(cand_name: str, dtype_str: str) -> dict:
                 r = runner.run(check)
                 verdicts.append((case.id, seed, check, r.verdict, r.message, False))
             for check, fn in STATISTICAL_CHECKS.items():
+                if check in NOT_UNDER_NULL.get((cand_name, dtype_str), ()):
+                    continue
                 r = runner.run(check)
                 # a fail that a false alarm can explain: both stages' p below alpha, neither 0
                 two_stage = r.p_value_stage1 > 0 and r.p_value_stage2 > 0
