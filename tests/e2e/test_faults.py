@@ -173,7 +173,7 @@ def test_a_full_disk_is_one_line_a_partial_report_and_exit_6(repo_root, small_di
     """The report directory on a 64 KiB filesystem: the row log fills it half way through. The run
     goes on, says so in one line, ends with exit 6 (REPORT_WRITE_FAILED) and no traceback, keeps
     the rows that were written, and its report is one the gate refuses."""
-    from harness.session.plan import REPORT_WRITE_FAILED
+    from harness.session.sink import REPORT_WRITE_FAILED
 
     report = small_disk / "report"
     rc, out = _run(repo_root, report, "--candidate", "exact", *SMOKE, "--cases",
