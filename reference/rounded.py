@@ -1573,16 +1573,22 @@ class RoundedLaw:
             out += np.bincount(_key_classes(fmt, keys, mask), weights=self._mass(lo, hi),
                                minlength=mask + 1)
         if mid_keys:
-            keys = np.concatenate(mid_keys)
-            groups = np.concatenate(mid_groups)
-            v = fmt.values_from_keys(keys)
-            h = fmt.spacing(v)
-            # v - origin is exact here (see `_origin`); the span's ends are lattice points
-            lo = (v - self._origin) - h * (mask + 1) / 2.0
-            hi = lo + h * (mask + 1) * groups
-            mass = self._mass(lo, hi) / (mask + 1)
-            out += np.bincount(_key_classes(fmt, keys, mask), weights=mass, minlength=mask + 1)
+            out += self._run_middle_class_masses(np.concatenate(mid_keys),
+                                                 np.concatenate(mid_groups), mask)
         return out
+
+    def _run_middle_class_masses(self, keys, groups, mask: int) -> np.ndarray:
+        """The class masses of the runs' middles: each of `keys` stands for `groups` aligned
+        blocks of mask + 1 keys, whose mass is spread evenly over the classes (the law is linear
+        in the key across a block, to O((block h / std)^2))."""
+        fmt = self.fmt
+        v = fmt.values_from_keys(keys)
+        h = fmt.spacing(v)
+        # v - origin is exact here (see `_origin`); the span's ends are lattice points
+        lo = (v - self._origin) - h * (mask + 1) / 2.0
+        hi = lo + h * (mask + 1) * groups
+        mass = self._mass(lo, hi) / (mask + 1)
+        return np.bincount(_key_classes(fmt, keys, mask), weights=mass, minlength=mask + 1)
         mb = fmt.man_bits
         ends = []  # key ranges summed atom by atom
         mid_keys, mid_groups = [], []
@@ -1602,15 +1608,8 @@ class RoundedLaw:
                 keys = np.uint64(a0) + np.arange(a1 - a0 + 1, dtype=np.uint64)
                 out += np.bincount(_key_classes(fmt, keys, mask), weights=probs, minlength=mask + 1)
         if mid_keys:
-            keys = np.concatenate(mid_keys)
-            groups = np.concatenate(mid_groups)
-            v = fmt.values_from_keys(keys)
-            h = fmt.spacing(v)
-            # v - origin is exact here (see `_origin`); the span's ends are lattice points
-            lo = (v - self._origin) - h * (mask + 1) / 2.0
-            hi = lo + h * (mask + 1) * groups
-            mass = self._mass(lo, hi) / (mask + 1)
-            out += np.bincount(_key_classes(fmt, keys, mask), weights=mass, minlength=mask + 1)
+            out += self._run_middle_class_masses(np.concatenate(mid_keys),
+                                                 np.concatenate(mid_groups), mask)
         return out
 
     @property
