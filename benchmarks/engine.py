@@ -486,7 +486,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                    help="torch threads in each measurement (default: all cores)")
     p.add_argument("--chunk-elements", type=_parse_n, default=None,
-                   help="engine chunk size (default: the harness's RunConfig.chunk_elements)")
+                   help="engine chunk size (default: the harness's on CPU, chunk_elements_for('cpu'))")
     p.add_argument("--repeat", type=int, default=1, help="measurements per cell; keeps the fastest")
     p.add_argument("--no-naive", action="store_true", help="skip the naive baseline")
     p.add_argument("--naive-max-gb", type=float, default=4.0,
@@ -500,9 +500,9 @@ def main(argv=None) -> int:
                    help="profile one fold of N samples (first of --dtypes) with torch.profiler")
     args = p.parse_args(argv)
     if args.chunk_elements is None:
-        from harness.runner import RunConfig
+        from harness.engine import chunk_elements_for
 
-        args.chunk_elements = RunConfig().chunk_elements
+        args.chunk_elements = chunk_elements_for("cpu")
 
     if args.one:
         dtype, n, cand = args.one

@@ -26,8 +26,10 @@ from ..summary import LOW_BITS, ROW_EXTREMES_CAP, LagSums, Summary, counts_from_
 from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_value
 from .mass_counters import SHIFT_BITS, MassCounters
 
-#: Mass-bin counters of this many chunks are counted by one bincount (see `Folder._flush_mass`).
-PENDING_CHUNKS = 4
+#: Mass-bin counters of chunks are counted by one bincount once this many are pending (or a chunk
+#: more would not fit; see `Folder._flush_mass`): the bincount's zero-filled output (a few MB)
+#: then costs little next to the counting.
+PENDING_ELEMENTS = 1 << 22
 #: Elements of a repetition window, and the mean spacing of its content-defined anchors: a
 #: repeated stretch of 1024 elements holds no anchor with probability (1 - 1/128)^992 = 4e-4
 #: (so it is missed only if all of its ~8 anchors are, i.e. never in practice), and two windows
@@ -175,7 +177,7 @@ class Folder:
     def _count_block_pairs(self, rows: torch.Tensor) -> None:
         """Sort each row (a block) on the device and add its equal pairs and pair slots."""
         s = self.s
-        rows, _ = torch.sort(rows, dim=1)
+        rows = sort_rows(rows)
         compared, triples = block_pair_slots([rows.shape[1]] * rows.shape[0])
         s.collision_blocks += rows.shape[0]
         s.collision_compared += compared
@@ -249,11 +251,17 @@ class Folder:
             x = x.to(torch.int32)
         shift = (64 if self.bits == 64 else 32) - REPEAT_SPACING_BITS
         mult = _ANCHOR_MULT64 if self.bits == 64 else _ANCHOR_MULT32
-        key = torch.bitwise_right_shift(x[:, : numel - REPEAT_WINDOW + 1] * mult, shift)
-        call, pos = ((key & (REPEAT_SPACING - 1)) == 0).nonzero(as_tuple=True)
+        heads = x[:, : numel - REPEAT_WINDOW + 1]
+        key = torch.mul(heads, mult, out=self._buffer("rep_key", tuple(heads.shape), x.dtype))
+        # The arithmetic shift leaves the top REPEAT_SPACING_BITS bits of the hash, sign-extended:
+        # zero exactly when they all are, i.e. with probability 1 / REPEAT_SPACING.
+        key.bitwise_right_shift_(shift)
+        anchor = torch.eq(key, 0, out=self._buffer("rep_anchor", tuple(heads.shape), torch.bool))
+        call, pos = anchor.nonzero(as_tuple=True)
         if call.numel():
             start = call * numel + pos
-            windows = x.reshape(-1)[start[:, None] + self._window_offsets()].to(torch.int64)
+            at = (start[:, None] + self._window_offsets()).reshape(-1)
+            windows = x.reshape(-1).index_select(0, at).view(-1, REPEAT_WINDOW).to(torch.int64)
             h = (windows * row_hash_coefficients(REPEAT_WINDOW, self.device)).sum(dim=1)
             h = (h ^ (h >> 31)) * _MIX
         else:
@@ -267,6 +275,9 @@ class Folder:
             s.rep_pairs += float(first.numel()) * float(self.prev_hashes.numel())
             s.rep_equal += int(torch.isin(first, self.prev_hashes).sum())
         self.prev_hashes = last if calls == ints.shape[0] else None
+        if self.rep_left <= 0 and self.rep_calls >= 2:  # done scanning: give the scratch back
+            self._buffers.pop(("rep_key", x.dtype), None)
+            self._buffers.pop(("rep_anchor", torch.bool), None)
 
     def _window_offsets(self) -> torch.Tensor:
         if "window" not in self._buffers:
@@ -277,7 +288,7 @@ class Folder:
         """Mass bins (`reference.rounded.MassBins`) of a 32/64-bit law, and the optional watch list:
         mass bins whose values are tallied exactly (stage 2 of `spikes`, see harness.runner)."""
         self.mass = None
-        self.pending = None  # main layout: counters of up to PENDING_CHUNKS chunks, not yet counted
+        self.pending = None  # main layout: counters of the last chunks (PENDING_ELEMENTS), not yet counted
         self.pending_used = 0
         self.watch_raw = None
         self.watched: list = []  # (distinct values, counts) of each chunk, on the device
@@ -331,7 +342,7 @@ class Folder:
         if self.pending_used + numel > self.pending.numel():
             self._flush_mass()
             if numel > self.pending.numel():  # a chunk larger than the first ones
-                self.pending = torch.empty(numel * PENDING_CHUNKS, dtype=self.pending.dtype,
+                self.pending = torch.empty(max(numel, PENDING_ELEMENTS), dtype=self.pending.dtype,
                                            device=self.device)
         slot = self.pending[self.pending_used:self.pending_used + numel]
         self.pending_used += numel
@@ -403,11 +414,14 @@ class Folder:
         # in float64, since rounding the centre to float32 would bias every z alike (0.005 sigma
         # on the sub-ulp window). Correlations do not depend on a common shift.
         z = self._buffer("z", (flat.numel(),), self.work)
-        if flat.dtype == self.work:
-            torch.sub(flat, self.center_work, out=z)
+        if flat.dtype == self.work and self.center_work == 0:
+            torch.mul(flat, 1.0 / s.scale, out=z)  # x - 0 is x: one pass, the same bits
         else:
-            z.copy_(flat).sub_(self.center_work)
-        z.mul_(1.0 / s.scale)
+            if flat.dtype == self.work:
+                torch.sub(flat, self.center_work, out=z)
+            else:
+                z.copy_(flat).sub_(self.center_work)
+            z.mul_(1.0 / s.scale)
         if n_nonfinite:
             z.masked_fill_(~finite, 0.0)
         scratch = self._buffer("scratch", (flat.numel(),), self.work)
@@ -498,8 +512,8 @@ class Folder:
         Away from zero a value has one bit pattern, so XOR and count_nonzero (two integer passes)
         do it; `(x == v).sum()` costs three times as much on CPU (a bool tensor, then an int64
         copy of it for the sum)."""
-        if value == 0:
-            return int(torch.count_nonzero(flat == 0))
+        if value == 0:  # -0.0 is not "nonzero" either; no bool tensor is written
+            return flat.numel() - int(torch.count_nonzero(flat))
         pattern = signed(int(self.fmt.encode(np.float64(value))), self.bits)
         xored = torch.bitwise_xor(ints, pattern,
                                   out=self._buffer("ints", tuple(ints.shape), self.int_dtype))
@@ -666,6 +680,18 @@ def _equal_pairs(h: torch.Tensor) -> int:
     _, counts = torch.unique(h, return_counts=True)
     counts = counts[counts > 1].to(torch.int64)
     return int((counts * (counts - 1) // 2).sum())
+
+
+#: Rows at least this long are sorted one at a time: torch sorts a 1-D integer tensor by radix
+#: sort on CPU, but the rows of a 2-D one each by a comparison sort (~10x slower at 2**18).
+LONG_ROW = 1 << 12
+
+
+def sort_rows(rows: torch.Tensor) -> torch.Tensor:
+    """Each row of a 2-D tensor in ascending order."""
+    if rows.shape[1] < LONG_ROW:
+        return torch.sort(rows, dim=1).values
+    return torch.stack([torch.sort(row).values for row in rows])
 
 
 def equal_pairs_in_sorted_rows(rows: torch.Tensor) -> int:

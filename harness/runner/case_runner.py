@@ -28,7 +28,7 @@ from reports.leases import LeaseHeld, lease
 from ..cases import PROFILES, STAGE2_FACTOR
 from ..checks import CHECKS, Check
 from ..checks.stat_local import spike_watch
-from ..engine import CandidateFailure, normal_throughput, run_engine
+from ..engine import CandidateFailure, chunk_elements_for, normal_throughput, run_engine
 from ..result import Result
 from ..seeds import DEFAULT_RUN_SEED, derive_seed
 
@@ -46,7 +46,7 @@ class RunConfig:
     case_timeout: float = 20.0  # seconds one call of up to TIMEOUT_ELEMENTS elements may take
     alpha_suspect: float = 1e-3
     alpha_fail: float = 1e-3
-    chunk_elements: int = 1 << 22
+    chunk_elements: int | None = None  # elements folded at a time; None: by device (the engine's)
     # Seconds of the candidate's own time one case's stage-1 draw may take (None: no limit); a
     # draw stopped by it records its n, and stage 2 draws STAGE2_FACTOR times that n.
     case_budget_s: float | None = None
@@ -183,7 +183,8 @@ class CaseRunner:
         """What the stage's draw asks for, by the same rules for a plain and a sharded group."""
         return DrawRequest(stage=stage, n=self.n_requested(stage), seed=self.seed(stage),
                            call_timeout=self.config.call_timeout(self.case),
-                           chunk_elements=self.config.chunk_elements,
+                           chunk_elements=(self.config.chunk_elements
+                                           or chunk_elements_for(self.device)),
                            min_calls=PROFILES[self.config.profile].min_calls,
                            time_budget=self.config.case_budget_s if stage == 1 else None,
                            watch=self.watch_list() if stage == 2 else None)

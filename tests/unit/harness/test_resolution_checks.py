@@ -23,7 +23,7 @@ from harness.checks.stat_resolution import (check_collisions, check_lattices, ch
                                             figure_text, low_bits_mde,
                                             quasi_poisson_p, resolution_bits)
 from harness.engine import summarize_samples
-from harness.engine.folder import equal_pairs_in_sorted_rows, on_lattice
+from harness.engine.folder import LONG_ROW, equal_pairs_in_sorted_rows, on_lattice, sort_rows
 from harness.sharded.fold import fold_layout
 from harness.sharded.layout import Layout
 from harness.summary import Summary
@@ -51,6 +51,17 @@ def test_equal_pairs_in_sorted_rows_counts_every_pair_of_a_run():
     x = rng.integers(0, 40, size=(50, 64))
     assert equal_pairs_in_sorted_rows(torch.sort(torch.from_numpy(x), dim=1)[0]) == \
         sum(_brute_pairs(r, 64) for r in x)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("length", [LONG_ROW // 4, LONG_ROW, 4 * LONG_ROW + 3])
+def test_sort_rows_sorts_each_row_short_or_long(dtype, length):
+    """Rows shorter than LONG_ROW go through one 2-D sort, longer ones one by one (radix sort on
+    CPU): both give each row in ascending order, negatives and repeats included."""
+    rng = np.random.default_rng(length)
+    x = torch.from_numpy(rng.integers(-2**31, 2**31 - 1, size=(3, length))).to(dtype)
+    x[:, ::7] = x[:, :1]  # repeats
+    assert torch.equal(sort_rows(x), torch.from_numpy(np.sort(x.numpy(), axis=1)))
 
 
 def test_fold_pools_small_calls_into_whole_blocks():
