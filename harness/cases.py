@@ -23,7 +23,7 @@ from reports.ids import CaseLabel, format_case_label, is_case_id, parse_case_lab
 
 INF = math.inf
 #: The tag of a case whose draw is slow for the samplers people use (torch's rejection loop takes
-#: seconds per call on [10, 1000]): the smoke and pr profiles draw it with `Profile.slow_draw_n`.
+#: seconds per call on [10, 1000]): the pr profile draws it with `Profile.slow_draw_n` at both stages.
 SLOW_DRAW = "slow-draw"
 
 
@@ -353,7 +353,10 @@ class Profile:
     note: str = ""
     min_calls: int = 2  # at least this many candidate calls (successive-call independence)
     n_cuda: int | None = None  # stage-1 samples on a CUDA device, where it differs from n
-    # Stage-1 samples of a SLOW_DRAW case (None: the profile's n); fixed, like n.
+    # Samples of a SLOW_DRAW case at each stage (None: the profile's n, and STAGE2_FACTOR times it
+    # at stage 2); fixed, like n. Stage 2 is not enlarged: a group whose calls each take seconds
+    # then spends at most 2 x slow_draw_n / numel calls' time (8 at pr, ~100 s for torch's 16-bit
+    # rejection loop) instead of 5x; the two-stage error control does not depend on stage 2's n.
     slow_draw_n: int | None = None
     # World sizes run by default (--world-sizes): 1 is the unsharded grid; W > 1 runs the sharded
     # selection (SHARDED_CASES x SHARDED_DTYPES) on W ranks (harness.sharded).
@@ -379,6 +382,14 @@ class Profile:
         if case is not None and case.shape_class:
             n = min(self.shape_n or n, self.shape_calls * max(1, case.numel))
         return n
+
+    def stage_samples(self, stage: int, device: str = "cpu", case: "Case | None" = None) -> int:
+        """Samples asked for at `stage` (1 or 2): stage 2 draws STAGE2_FACTOR times stage 1,
+        except a SLOW_DRAW case under `slow_draw_n`, which draws that many at both stages."""
+        n = self.samples(device, case)
+        if stage != 2 or (case is not None and SLOW_DRAW in case.tags and self.slow_draw_n is not None):
+            return n
+        return STAGE2_FACTOR * n
 
 
 #: The shape classes of every profile but the big ones.

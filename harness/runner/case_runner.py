@@ -60,8 +60,9 @@ class RunConfig:
     def n(self, stage: int, device: str = "cpu", case=None) -> int:
         """The n asked for (an explicit budget may stop stage 1 earlier; see
         CaseRunner.n_requested): the profile's for `case` and `device`, or --samples."""
-        base = self.samples if self.samples else PROFILES[self.profile].samples(device, case)
-        return base * (STAGE2_FACTOR if stage == 2 else 1)
+        if self.samples:
+            return self.samples * (STAGE2_FACTOR if stage == 2 else 1)
+        return PROFILES[self.profile].stage_samples(stage, device, case)
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ class CaseRunner:
         """Stage 1 asks for the configured n; stage 2 for STAGE2_FACTOR times what stage 1 drew
         when a budget stopped it (so `--samples <that n>` reproduces both stages), or when stage
         1 drew far more than n (a tensor of more elements than n: at least two calls of it),
-        else for STAGE2_FACTOR times the configured n."""
+        else for the configured stage-2 n (`Profile.stage_samples`)."""
         s1 = self.cached_summary(1)
         if stage == 2 and s1 is not None and (self.budget_limited
                                               or s1.n >= 2 * self.config.n(1, self.device, self.case)):
@@ -294,7 +295,7 @@ class CaseRunner:
 
     def two_stage(self, check: str, fn) -> Result:
         """A statistical check `fn(summary, law, *, alpha) -> Outcome` through the two stages:
-        stage 1 passes at p >= alpha_suspect; below it, stage 2 draws STAGE2_FACTOR times the n
+        stage 1 passes at p >= alpha_suspect; below it, stage 2 draws its n (`n_requested`)
         from another seed and decides at alpha_fail. Not applicable: skip; decisive: fail."""
         s1 = self.summary(1)
         if isinstance(s1, CandidateFailure):
