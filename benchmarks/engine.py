@@ -1,4 +1,4 @@
-"""Is the harness cheap next to the samplers it tests? The engine benchmark of issue 6.
+"""Is the harness cheap next to the samplers it tests? The engine benchmark.
 
 For each dtype, n and candidate, on one case (default ``normal-2sigma``, N(0,1) on +-2 sigma,
 shape 256x256), a fresh subprocess (``--one``) does what `harness.runner.CaseRunner` does for stage 1
@@ -421,7 +421,7 @@ def report(results: list, args, total_wall: float, load_start: str) -> str:
                 f"exponent {e_h:.2f} (engine alone {e_e:.2f}; candidate {e_c:.2f})")
 
     # Targets
-    lines += ["", "**Targets (issue 6)**:", ""]
+    lines += ["", "**Targets**:", ""]
     f32 = sorted((r["n"], r) for r in ok if r["dtype"] == "float32" and r["candidate"] == "torch")
     if f32:
         n_big, r = f32[-1]

@@ -1,4 +1,4 @@
-"""The README's MDE table and power table, computed (issue 4: "computed by code, not typed").
+"""The README's MDE table and power table, computed by code, not typed.
 
 Run: ``python benchmarks/power_table.py [--run] [--alpha 1e-3]``. Prints the markdown tables (a),
 (a') and (b) below (and (c) with ``--simulate``).

@@ -1,5 +1,5 @@
 """The engine's cost per candidate call on tiny tensors: the figure that decides how many calls a
-tiny shape class can afford, hence the n it reaches (issue 20, "Cost").
+tiny shape class can afford, hence the n it reaches.
 
 For each shape class, `harness.engine.run_engine` draws `--calls` calls of the candidate on the
 normal-2sigma law (the shape axis's own case) and folds them; the wall time minus the candidate's

@@ -1,6 +1,6 @@
 """Calibration of the statistical checks: the gold samplers never fail, and the checks do not cry wolf.
 
-`exact` and `scipy` write the rounded law exactly (issue 4, "Calibration"), so every p-value they get
+`exact` and `scipy` write the rounded law exactly, so every p-value they get
 is a draw from the check's null distribution. Over the whole grid (`harness.cases.GRID`) x 4 dtypes x
 `len(SEEDS)` run seeds, at a reduced n (`SAMPLES`; the engine still draws whole calls, at least two,
 so the 256x256 cases see 2**17 samples), through `CaseRunner` exactly as a real run does:

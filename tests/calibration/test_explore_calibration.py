@@ -1,5 +1,5 @@
 """The explorer does not cry wolf: `--explore N` of the exact sampler gives no fail and no error row
-over many explore seeds, in every dtype (issue 21, "Done when").
+over many explore seeds, in every dtype.
 
 Error control (`harness.explore`): one exploration of N points x dtypes holds its family-wise
 false-alarm rate at `EXPLORE_FWER` = 1e-7 (each statistical check fails only if both of its stages

@@ -1,4 +1,4 @@
-"""Power: every known-bad built-in is caught by one of its named checks (issue 4, "Known-bad built-ins").
+"""Power: every known-bad built-in is caught by one of its named checks.
 
 Each known-bad candidate in `candidates.REGISTRY` (``known_bad=True``) declares the checks that catch
 it (``caught_by``). Here each one runs through `CaseRunner` at the `pr` profile (n = 2**22 at stage 1,
@@ -68,7 +68,7 @@ POWER_PLAN = {
                            "own mass bin); the defect adds 1e-5 (at mean 0 the value 0 has mass 3e-46)"),
     "hole-2e-5": ("normal-2sigma", torch.float32, "scan",
                   "the quantiles [0.3, 0.30002) are [-0.4984, -0.4983]: ~14 mass bins, 1/5 of one main bin"),
-    # The shape axis and the paths (issue 20): a case label `id:SHAPE` / `id+PATH`.
+    # The shape axis and the paths: a case label `id:SHAPE` / `id+PATH`.
     "remainder-loop": ("normal-2sigma:61x67", torch.float32, "position",
                        "4087 = 8 x 510 + 7: the last 7 elements of every call are uniform on [a, b]"),
     "small-tensor-path": ("normal-2sigma:7", torch.float32, "bounds",
@@ -79,7 +79,7 @@ POWER_PLAN = {
                      "the counter wraps after 2^22 elements: each 2^24-element call is 4 copies"),
     "compile-only-shift": ("normal-2sigma+compile", torch.float32, "moments",
                            "under torch.compile the mean moves by 0.1 std (eager is exact)"),
-    # Cases as data (issue 21): a spec `mean=..,std=..,a=..,b=..`, the kind --explore draws.
+    # Cases as data: a spec `mean=..,std=..,a=..,b=..`, the kind --explore draws.
     "below-mean-window": ("mean=0,std=1,a=-6,b=-4", torch.float32, "atoms",
                           "beta = -4 < -3: every value is RN(b), whose mass is 0.6 % of the law"),
     "narrow-window-midpoint": ("mean=0,std=1,a=0.3,b=0.300001", torch.float32, "spikes",

@@ -1,4 +1,4 @@
-"""Calibration over the shape axis and the execution paths (issue 20): the exact samplers pass
+"""Calibration over the shape axis and the execution paths: the exact samplers pass
 every shape class and every path, and the checks' p-values stay calibrated there.
 
 `exact` (and `scipy`) write the rounded law exactly at every shape, layout and path, so every

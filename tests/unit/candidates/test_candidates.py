@@ -62,7 +62,7 @@ def test_registered_names_and_listing():
               "round-toward-zero", "point-mass-1e-4-at-a", "fallback-mean-1e-5", "hole-2e-5"):
         assert n in names
     assert not any(n.startswith("selftest-") for n in names)
-    # The library adapters (issue 13) are listed after the built-ins; tests/unit/candidates/test_libraries.py covers them.
+    # The library adapters are listed after the built-ins; tests/unit/candidates/test_libraries.py covers them.
     from candidates.libraries import LIBRARIES
 
     assert candidates.registered_names() == names + list(LIBRARIES)

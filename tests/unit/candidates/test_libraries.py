@@ -1,4 +1,4 @@
-"""Self-tests of the library adapters (`candidates.libraries`, issue 13).
+"""Self-tests of the library adapters (`candidates.libraries`).
 
 What holds whether or not the libraries are installed: resolving an adapter imports no library;
 a missing library makes every test of its candidate a skip whose reason names the package; a

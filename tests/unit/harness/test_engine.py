@@ -263,7 +263,7 @@ def test_sums_do_not_depend_on_the_thread_count():
     assert one.lag1 == many.lag1 and one.successive == many.successive
 
 
-# ------------------------------------------------------------------ mass bins (issue 14)
+# ------------------------------------------------------------------ mass bins
 
 MASS_CASES = [case_by_id("normal-2sigma"), case_by_id("tail-5"), case_by_id("large-mean"),
               case_by_id("narrow-window-8"), case_by_id("tiny-std")]

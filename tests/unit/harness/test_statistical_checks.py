@@ -534,7 +534,7 @@ def test_fine_bins_name_samples_outside_the_window():
     assert out.decisive and "below 8" in out.message  # deterministic: 7.5 has no mass
 
 
-# ------------------------------------------------------------------- localized defects (issue 14)
+# ------------------------------------------------------------------- localized defects
 
 from harness.checks.stat_local import (SCREEN_Z, LocalBins, critical_excess, scan_families,  # noqa: E402
                                        spike_watch, synthetic_summary, value_masses)

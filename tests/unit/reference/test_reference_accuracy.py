@@ -1,4 +1,4 @@
-"""Accuracy of `reference.TruncatedNormal` against the mpmath oracle, in every regime of issue 2.
+"""Accuracy of `reference.TruncatedNormal` against the mpmath oracle, in every regime of the law.
 
 Regimes: symmetric +-k (k from 1e-9 to 40 sigma), one-sided tails [k, inf) up to k = 1e3 and their
 mirrors, windows [k, k + w] with k up to 40 and w from 1e-12 to 990, the mean outside the interval,

@@ -372,7 +372,7 @@ def test_compare_is_candidate_agnostic(tmp_path, capsys):
     assert status == 1
     text, status = compare(pd.DataFrame([row(device="cpu")]),
                            pd.DataFrame([row(device="cuda:0", verdict="fail")]))
-    # NEW ran no cpu: BASE's cpu key is lost coverage (issue 19), and the cuda failure is listed
+    # NEW ran no cpu: BASE's cpu key is lost coverage, and the cuda failure is listed
     assert status == 1 and "Failing in NEW, not run in BASE (1)" in text
     assert "missing in NEW" in text
     text, status = compare(pd.DataFrame([row(device="cpu")]),
