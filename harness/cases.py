@@ -23,7 +23,8 @@ from reports.ids import CaseLabel, format_case_label, is_case_id, parse_case_lab
 
 INF = math.inf
 #: The tag of a case whose draw is slow for the samplers people use (torch's rejection loop takes
-#: seconds per call on [10, 1000]): the pr profile draws it with `Profile.slow_draw_n` at both stages.
+#: seconds per call on [10, 1000]): the pr profile draws it with `Profile.slow_draw_n` at both
+#: stages.
 SLOW_DRAW = "slow-draw"
 
 
@@ -387,7 +388,8 @@ class Profile:
         """Samples asked for at `stage` (1 or 2): stage 2 draws STAGE2_FACTOR times stage 1,
         except a SLOW_DRAW case under `slow_draw_n`, which draws that many at both stages."""
         n = self.samples(device, case)
-        if stage != 2 or (case is not None and SLOW_DRAW in case.tags and self.slow_draw_n is not None):
+        slow = case is not None and SLOW_DRAW in case.tags and self.slow_draw_n is not None
+        if stage != 2 or slow:
             return n
         return STAGE2_FACTOR * n
 

@@ -22,6 +22,8 @@ from .folder import (Folder, fixed_sum, fixed_sum_squares, lag_sums, new_summary
 from .throughput import normal_throughput
 
 __all__ = ["INT_VIEW", "dtype_bits", "hist_bits_for", "poison_", "poison_value", "CallTimeout",
-           "CandidateRaised", "call_deadline", "candidate_call", "raised_text", "PREPARE_TIMEOUT_S", "CandidateFailure", "chunk_elements_for", "is_budget_stop",
+           "CandidateRaised", "call_deadline", "candidate_call", "raised_text",
+           "PREPARE_TIMEOUT_S", "CandidateFailure", "chunk_elements_for", "is_budget_stop",
            "prepare_candidate", "run_engine", "Folder", "fixed_sum", "fixed_sum_squares", "lag_sums",
-           "new_summary", "row_hash_coefficients", "standard_scale", "summarize_samples", "normal_throughput"]
+           "new_summary", "row_hash_coefficients", "standard_scale", "summarize_samples",
+           "normal_throughput"]

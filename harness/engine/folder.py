@@ -288,7 +288,7 @@ class Folder:
         """Mass bins (`reference.rounded.MassBins`) of a 32/64-bit law, and the optional watch list:
         mass bins whose values are tallied exactly (stage 2 of `spikes`, see harness.runner)."""
         self.mass = None
-        self.pending = None  # main layout: counters of the last chunks (PENDING_ELEMENTS), not yet counted
+        self.pending = None  # main layout: the last chunks' counters, not yet counted
         self.pending_used = 0
         self.watch_raw = None
         self.watched: list = []  # (distinct values, counts) of each chunk, on the device
