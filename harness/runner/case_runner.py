@@ -146,9 +146,15 @@ class CaseRunner:
         """The `--samples` a reproduce line needs: stage 1's n when the budget cut it."""
         return self.cached_summary(1).n if self.budget_limited else None
 
+    def lease_case_name(self) -> str:
+        """The case's part of the key of the leases this runner's draws and checks hold
+        (`inflight_marker`): the case id. A runner of another layout of the case names its layout
+        too (harness.sharded.runner), so the layouts of one case never share a lease."""
+        return self.case.id
+
     def _inflight_marker(self, stage):
-        return inflight_marker(self.config, self.candidate, self.case.id, self.dtype, self.device,
-                               stage)
+        return inflight_marker(self.config, self.candidate, self.lease_case_name(), self.dtype,
+                               self.device, stage)
 
     def summary(self, stage: int):
         """The stage's Summary, or the CandidateFailure that stopped it (both cached). The check
@@ -192,7 +198,7 @@ class CaseRunner:
 
     def draw(self, request: DrawRequest):
         """One stage's Summary, drawn by the engine in this process; raises CandidateFailure.
-        The one method a runner of another layout overrides (harness.sharded.runner)."""
+        A runner of another layout overrides it and `lease_case_name` (harness.sharded.runner)."""
         return run_engine(self.candidate, self.case, self.dtype, self.device, self.law,
                           request.n, request.seed, call_timeout=request.call_timeout,
                           chunk_elements=request.chunk_elements, min_calls=request.min_calls,

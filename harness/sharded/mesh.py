@@ -19,6 +19,7 @@ import torch
 from reference import TruncatedNormal, rounded_law
 
 from ..engine import CallTimeout, candidate_call, is_budget_stop, poison_, raised_text
+from ..runner import DrawRequest
 from ..summary import Summary
 from .fold import (PairStats, PartFolder, ShardingStats, box_slices, compare_pair, count_differing,
                    part_summary, record_replicas)
@@ -43,17 +44,11 @@ class DrawTask:
     device: str  # the group's device; rank r uses rank_device(device, r, W)
     layout: Layout
     facts: dict  # summary_facts(law)
-    n: int
-    seed: int
-    call_timeout: float
-    chunk_elements: int
-    min_calls: int
-    time_budget: float | None
+    request: DrawRequest  # the stage's n, seed, timeouts, chunking, budget and watched mass bins
     reference_calls: int
     store_path: str
     pg_timeout_s: float
     declared_invariant: bool = False
-    watch: tuple = ()  # stage 2: mass bins whose exact values are tallied (spikes; harness.runner)
 
 
 @dataclass
@@ -147,20 +142,20 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.tensor import DTensor, Replicate, Shard
 
-    layout, case, dtype = task.layout, task.case, task.dtype
+    layout, case, dtype, request = task.layout, task.case, task.dtype, task.request
     world = layout.world_size
     cand = task.candidate
     shape = tuple(case.shape)
     offsets, local_shape = local_box(shape, layout, rank)
     numel = max(1, math.prod(shape))
     local_numel = math.prod(local_shape)
-    calls_total = max(task.min_calls, math.ceil(task.n / numel))
+    calls_total = max(request.min_calls, math.ceil(request.n / numel))
     sharded = is_sharded(layout)
     folds = sharded or rank == 0
     accepts = cand.accepts_generator
     mean, std, a, b = case.mean, case.std, case.a, case.b
     stats = ShardingStats(layout=layout, shape=shape, boxes=boxes(shape, layout),
-                          rank_seeds=[rank_seed(task.seed, layout, r) for r in range(world)],
+                          rank_seeds=[rank_seed(request.seed, layout, r) for r in range(world)],
                           declared_invariant=task.declared_invariant)
     pairs = comparison_pairs(layout, shape)
     send_to = [j for i, j in pairs if i == rank]
@@ -172,12 +167,12 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
         nonlocal t_cand
         t0 = time.perf_counter()
         try:
-            with candidate_call(task.call_timeout):
+            with candidate_call(request.call_timeout):
                 cand(tensor, mean, std, a, b, generator if accepts else None)
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
         except CallTimeout:
-            raise RankFailure("hang", f"{what} did not return within {task.call_timeout:g} s") from None
+            raise RankFailure("hang", f"{what} did not return within {request.call_timeout:g} s") from None
         except Exception as exc:
             raise RankFailure("raised", f"{what} raised {raised_text(exc)}") from exc
         finally:
@@ -189,8 +184,8 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
     reference = None
     if task.reference_calls:
         k_ref = min(task.reference_calls, calls_total)
-        torch.manual_seed(task.seed)
-        generator = torch.Generator(device=device).manual_seed(task.seed)
+        torch.manual_seed(request.seed)
+        generator = torch.Generator(device=device).manual_seed(request.seed)
         whole = torch.empty(shape, dtype=dtype, device=device)
         reference = torch.empty((k_ref, *local_shape), dtype=dtype, device=device)
         try:
@@ -217,20 +212,20 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
     param = torch.nn.Parameter(DTensor.from_local(local, mesh, [placement], run_check=False,
                                                   shape=torch.Size(shape), stride=strides),
                                requires_grad=dtype.is_floating_point)
-    my_seed = rank_seed(task.seed, layout, rank)
+    my_seed = rank_seed(request.seed, layout, rank)
     torch.manual_seed(my_seed)
     generator = torch.Generator(device=device).manual_seed(my_seed)
 
-    chunk = max(local_numel, task.chunk_elements // world, 1)
+    chunk = max(local_numel, request.chunk_elements // world, 1)
     per_chunk = max(1, min(calls_total, chunk // max(1, local_numel)))
     folder = buffer = halo_buffer = None
     halo_from = rank - 1 if (sharded and (rank - 1, rank) in pairs) else None
     d = layout.shard_dim
     if folds:
         summary = part_summary(task.facts, shape, dtype)
-        summary.notes["seed"] = task.seed
+        summary.notes["seed"] = request.seed
         folder = PartFolder(summary, dtype, device, offsets, local_shape, d, law=_rank_law(task),
-                            watch=task.watch or None)
+                            watch=request.watch or None)
         buffer = torch.empty((per_chunk, *local_shape), dtype=dtype, device=device)
         if halo_from is not None:
             prev_shape = list(stats.boxes[halo_from][1])
@@ -257,7 +252,7 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
             failure = exc
         if failure is not None:  # tell the worker first: a peer may be stuck in a collective
             tell(("failing", rank, failure.kind, str(failure), t_cand))
-        over = task.time_budget is not None and t_cand > task.time_budget
+        over = request.time_budget is not None and t_cand > request.time_budget
         status[0], status[1] = int(failure is not None), int(over)
         dist.all_reduce(status, op=dist.ReduceOp.MAX)
         if failure is not None:
@@ -296,7 +291,7 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
                 halo_buffer[filled].copy_(prev.select(d, prev.shape[d] - 1))
             filled += 1
         done += 1
-        stop = (bool(int(status[1])) and done >= task.min_calls and done < calls_total
+        stop = (bool(int(status[1])) and done >= request.min_calls and done < calls_total
                 and is_budget_stop(done))
         if folder is not None and (filled == per_chunk or done == calls_total or stop):
             folder.fold(buffer[:filled], halo=None if halo_buffer is None else halo_buffer[:filled])

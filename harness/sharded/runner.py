@@ -43,7 +43,7 @@ from reference.dtypes import dtype_name
 from reports.ids import format_case_label
 
 from ..engine import CandidateFailure
-from ..runner import CaseRunner, DrawRequest, RunConfig, RunnerCache, inflight_marker
+from ..runner import CaseRunner, DrawRequest, RunConfig, RunnerCache
 from ..summary import Summary
 from .fold import ShardingStats, summary_facts
 from .layout import Layout, layout_applicable
@@ -126,28 +126,25 @@ def _failure(failures: dict, world: int) -> CandidateFailure:
     return CandidateFailure(kind, message)
 
 
-def draw_sharded(candidate, case, dtype, device: str, layout: Layout, law, *, n: int, seed: int,
-                 call_timeout: float, chunk_elements: int, min_calls: int,
-                 time_budget: float | None, reference_calls: int, store_dir: str | None,
-                 stall_margin_s: float = STALL_MARGIN_S, watch: tuple = ()) -> Summary:
-    """One stage's draw of a sharded group: the merged Summary with `.sharding` set.
+def draw_sharded(candidate, case, dtype, device: str, layout: Layout, law, request: DrawRequest, *,
+                 reference_calls: int, store_dir: str | None,
+                 stall_margin_s: float = STALL_MARGIN_S) -> Summary:
+    """One stage's draw of a sharded group, asked for by `request` as a plain group's is: the
+    merged Summary with `.sharding` set.
     Raises CandidateFailure when a rank's candidate raised or hung, or a rank died."""
     world = layout.world_size
     try:
         pool = get_pool(world, device)
     except PoolError as exc:
         raise CandidateFailure("crashed", f"sharded draw could not start its ranks: {exc}") from None
-    key = f"{candidate.spec}|{case.id}|{dtype_name(dtype)}|{device}|{layout.label}|{seed}"
+    key = f"{candidate.spec}|{case.id}|{dtype_name(dtype)}|{device}|{layout.label}|{request.seed}"
     path = _store_path(store_dir, key)
     task = DrawTask(candidate=candidate, case=case, dtype=dtype, device=str(device), layout=layout,
-                    facts=summary_facts(law), n=n, seed=seed, call_timeout=call_timeout,
-                    chunk_elements=chunk_elements, min_calls=min_calls, time_budget=time_budget,
-                    reference_calls=reference_calls, store_path=path,
-                    pg_timeout_s=call_timeout + stall_margin_s,
-                    declared_invariant=bool(getattr(candidate, "sharding_invariant", False)),
-                    watch=tuple(watch or ()))
+                    facts=summary_facts(law), request=request, reference_calls=reference_calls,
+                    store_path=path, pg_timeout_s=request.call_timeout + stall_margin_s,
+                    declared_invariant=bool(getattr(candidate, "sharding_invariant", False)))
     try:
-        results, failures = pool.run(task, stall_s=call_timeout + stall_margin_s)
+        results, failures = pool.run(task, stall_s=request.call_timeout + stall_margin_s)
     finally:
         try:
             os.remove(path)
@@ -183,21 +180,17 @@ class ShardedCaseRunner(CaseRunner):
         self.store_dir = store_dir
         self.stall_margin_s = stall_margin_s
 
-    def _inflight_marker(self, stage):
-        return inflight_marker(self.config, self.candidate, case_label(self.case, self.layout),
-                               self.dtype, self.device, stage)
+    def lease_case_name(self) -> str:
+        """The group's case label, ``case@layout``: each layout of a case holds its own leases."""
+        return case_label(self.case, self.layout)
 
     def draw(self, request: DrawRequest) -> Summary:
         """The stage's draw on the group's ranks (`draw_sharded`); the sharding notes become
         warnings of the group's rows."""
         first = request.stage == 1
         s = draw_sharded(self.candidate, self.case, self.dtype, self.device, self.layout,
-                         self.law, n=request.n, seed=request.seed,
-                         call_timeout=request.call_timeout, chunk_elements=request.chunk_elements,
-                         min_calls=request.min_calls, time_budget=request.time_budget,
-                         reference_calls=REFERENCE_CALLS if first else 0,
-                         store_dir=self.store_dir, stall_margin_s=self.stall_margin_s,
-                         watch=request.watch or ())
+                         self.law, request, reference_calls=REFERENCE_CALLS if first else 0,
+                         store_dir=self.store_dir, stall_margin_s=self.stall_margin_s)
         for note in s.sharding.notes:
             text = note.split(": ", 1)[-1]
             if text not in self.warnings:
