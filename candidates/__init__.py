@@ -12,6 +12,8 @@
 * `candidates.registry` — ``REGISTRY`` (name -> zero-argument factory), ``SELFTEST_REGISTRY``.
 * `candidates.builtin` — the built-in samplers, good and known-bad; `candidates.sharded` — the
   DTensor ones (``exact-counter``, ``local-shard``).
+* `candidates.dtensor` — the DTensor plumbing of the sharding-invariant samplers (``fast-exact``,
+  ``exact-counter``): the key broadcast from mesh coordinate 0, a rank's box of the whole tensor.
 * `candidates.kernels` — what the harness's own samplers share: the exact inverse CDF in float64,
   argument validation, a counter-based uniform stream (computed from `reference` alone).
 * `candidates.libraries` — adapters for other libraries' samplers (jax, keras-*, tensorflow*, timm*,
@@ -21,8 +23,8 @@
 * `candidates.rounding` — correct float64 -> dtype casts (torch's own rounds twice for 16-bit).
 
 Layers (checked by the import contract in ``.importlinter``): loader -> registry -> builtin,
-sharded, selftest, libraries -> kernels -> protocol, rounding -> reference. Nothing here imports
-`harness`.
+sharded, selftest, libraries -> dtensor -> kernels -> protocol, rounding -> reference. Nothing
+here imports `harness`.
 
 Importing this package imports `reference.dtypes` (the one table of dtype names) but no law; the
 exact-based samplers build their laws on first use.

@@ -52,7 +52,8 @@ from dataclasses import dataclass
 
 import torch
 
-from candidates.kernels import validate_args
+from candidates.dtensor import broadcast_from_origin, is_dtensor, local_box
+from candidates.kernels import global_flat_index, validate_args
 from candidates.rounding import rn_cast
 
 __all__ = ["fast_exact_trunc_normal_", "fast_exact_rounds_first_", "choose_proposal", "Proposal",
@@ -333,38 +334,10 @@ def chunk_seed(key: int, chunk: int) -> int:
     return z ^ (z >> 31)
 
 
-def _is_dtensor(tensor) -> bool:
-    try:
-        from torch.distributed.tensor import DTensor
-    except ImportError:  # pragma: no cover - torch without distributed
-        return False
-    return isinstance(tensor, DTensor)
-
-
-def _origin_key(key: int, tensor) -> int:
-    """The key of mesh coordinate (0, ..., 0), on every rank of the DTensor's mesh."""
-    import torch.distributed as dist
-
-    mesh = tensor.device_mesh
-    key_t = torch.tensor([key], dtype=torch.int64, device=tensor.to_local().device)
-    for dim in range(mesh.ndim):
-        group = mesh.get_group(dim)
-        dist.broadcast(key_t, src=dist.get_global_rank(group, 0), group=group)
-    return int(key_t.item())
-
-
 def _local_flat_index(tensor) -> torch.Tensor:
     """Row-major flat index, in the whole DTensor, of each element of this rank's part (in the
     part's own row-major order, hence increasing)."""
-    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
-
-    local_shape, offsets = compute_local_shape_and_global_offset(tensor.shape, tensor.device_mesh,
-                                                                 tensor.placements)
-    index = torch.zeros((), dtype=torch.int64)
-    for dim, (offset, size) in enumerate(zip(offsets, local_shape)):
-        stride = math.prod(tensor.shape[dim + 1:])
-        index = index.unsqueeze(-1) + torch.arange(offset, offset + size, dtype=torch.int64) * stride
-    return index.reshape(-1)
+    return torch.from_numpy(global_flat_index(tuple(tensor.shape), *local_box(tensor)))
 
 
 def _fill(tensor, mean, std, a, b, generator, *, round_first: bool = False, rounds: int = MAX_ROUNDS):
@@ -372,13 +345,13 @@ def _fill(tensor, mean, std, a, b, generator, *, round_first: bool = False, roun
     if tensor.is_meta:
         return tensor
     with torch.no_grad():
-        dtensor = _is_dtensor(tensor)
+        dtensor = is_dtensor(tensor)
         local = tensor.to_local() if dtensor else tensor
         device = local.device
         key = int(torch.randint(0, 2**62, (1,), generator=generator,
                                 device=generator.device if generator is not None else device).item())
         if dtensor:
-            key = _origin_key(key, tensor)
+            key = broadcast_from_origin(key, tensor)
         n = local.numel()
         if n == 0:
             return tensor

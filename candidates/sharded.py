@@ -36,7 +36,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from candidates.kernels import (CHUNK, chunk_sizes, counter_uniform, global_flat_index,
+from candidates.dtensor import broadcast_from_origin, is_dtensor, local_box, mesh_rank
+from candidates.kernels import (CHUNK, counter_uniform, global_flat_index,
                                 harness_version, inverse_cdf, refine_float64, rn_scalar,
                                 truncated_normal, validate_args)
 from candidates.protocol import Candidate
@@ -45,55 +46,9 @@ from candidates.rounding import rn_cast
 __all__ = ["exact_counter_trunc_normal_", "local_shard_trunc_normal_",
            "SHARDED_REGISTRY", "SHARDED_SELFTESTS"]
 
-def _is_dtensor(tensor) -> bool:
-    try:
-        from torch.distributed.tensor import DTensor
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(tensor, DTensor)
-
-
 def _draw_key(generator, device) -> int:
     dev = generator.device if generator is not None else device
     return int(torch.randint(0, 2**62, (1,), generator=generator, device=dev).item())
-
-
-def _mesh_rank(tensor) -> int:
-    coordinate = tensor.device_mesh.get_coordinate()
-    return int(coordinate[0]) if coordinate else 0
-
-
-def _broadcast_from_origin(key: int, tensor) -> int:
-    """The key of mesh coordinate (0, ..., 0), on every rank of the DTensor's mesh."""
-    import torch.distributed as dist
-
-    mesh = tensor.device_mesh
-    local = tensor.to_local()
-    key_t = torch.tensor([key], dtype=torch.int64, device=local.device)
-    for dim in range(mesh.ndim):
-        group = mesh.get_group(dim)
-        dist.broadcast(key_t, src=dist.get_global_rank(group, 0), group=group)
-    return int(key_t.item())
-
-
-def _box(tensor) -> tuple[tuple, tuple]:
-    """(global offsets, local shape) of this rank's part of a DTensor."""
-    local_shape = tuple(tensor.to_local().shape)
-    try:
-        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
-
-        shape, offsets = compute_local_shape_and_global_offset(tensor.shape, tensor.device_mesh,
-                                                               tensor.placements)
-        return tuple(int(o) for o in offsets), tuple(int(s) for s in shape)
-    except ImportError:  # pragma: no cover - older torch: a 1-D mesh, torch.chunk's split by hand
-        offsets, shape = [0] * tensor.dim(), list(tensor.shape)
-        placement = tensor.placements[0]
-        if hasattr(placement, "dim"):
-            sizes = chunk_sizes(tensor.shape[placement.dim], tensor.device_mesh.size())
-            rank = _mesh_rank(tensor)
-            offsets[placement.dim], shape[placement.dim] = sum(sizes[:rank]), sizes[rank]
-        assert tuple(shape) == local_shape
-        return tuple(offsets), tuple(shape)
 
 
 #: The refinement's draw d of element k is the main stream's number k + (d + 1) * 2^40: streams no
@@ -117,11 +72,11 @@ def _counter_fill(tensor, mean, std, a, b, generator, *, key_map=None, index_map
     if tensor.is_meta:
         return tensor
     with torch.no_grad():
-        dtensor = _is_dtensor(tensor)
+        dtensor = is_dtensor(tensor)
         local = tensor.to_local() if dtensor else tensor
         key = _draw_key(generator, local.device)
         if dtensor and broadcast:
-            key = _broadcast_from_origin(key, tensor)
+            key = broadcast_from_origin(key, tensor)
         if key_map is not None:
             key = key_map(key, tensor)
         if local.numel() == 0:
@@ -130,7 +85,7 @@ def _counter_fill(tensor, mean, std, a, b, generator, *, key_map=None, index_map
             local.copy_(rn_scalar(a, local).expand(local.shape))
             return tensor
         if dtensor:
-            offsets, local_shape = _box(tensor)
+            offsets, local_shape = local_box(tensor)
         else:
             offsets, local_shape = (0,) * local.dim(), tuple(local.shape)
         index = global_flat_index(tuple(tensor.shape), offsets, local_shape)
@@ -169,7 +124,7 @@ def local_shard_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generato
     orig_dtype = tensor.dtype
     with torch.no_grad():
         tensor_fp32 = tensor.to(dtype=torch.float32)
-        if _is_dtensor(tensor):
+        if is_dtensor(tensor):
             # "Local init (safe because trunc_normal_ is elementwise)"
             torch.nn.init.trunc_normal_(tensor_fp32._local_tensor, mean=mean, std=std, a=a, b=b,
                                         generator=generator)
@@ -184,7 +139,7 @@ def local_shard_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generato
 
 
 def _sharded_placement(tensor) -> bool:
-    return _is_dtensor(tensor) and any(hasattr(p, "dim") for p in tensor.placements)
+    return is_dtensor(tensor) and any(hasattr(p, "dim") for p in tensor.placements)
 
 
 def shifted_shards_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
@@ -195,7 +150,7 @@ def shifted_shards_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
         if not _sharded_placement(t):
             return index
         local = t.to_local()
-        shift = _mesh_rank(t) * (local.shape[-1] if local.dim() else 1)
+        shift = mesh_rank(t) * (local.shape[-1] if local.dim() else 1)
         return np.arange(index.size, dtype=np.int64) + shift  # local positions, shifted
     return _counter_fill(tensor, mean, std, a, b, generator, index_map=index_map)
 
@@ -207,7 +162,7 @@ def mirrored_shards_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
         return np.arange(index.size, dtype=np.int64) if _sharded_placement(t) else index
 
     def u_map(u, t):
-        if _sharded_placement(t) and _mesh_rank(t) % 2:
+        if _sharded_placement(t) and mesh_rank(t) % 2:
             return (1.0 - u) - 2.0**-53  # the midpoint lattice onto its mirror image
         return u
     return _counter_fill(tensor, mean, std, a, b, generator, index_map=index_map, u_map=u_map)
@@ -217,7 +172,7 @@ def replica_drift_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """exact-counter without the key broadcast and with the key mixed with the rank: ranks of a
     Replicate placement hold different tensors (caught by: replicas)."""
     def key_map(key, t):
-        return key ^ (0x5DEECE66D * _mesh_rank(t)) if _is_dtensor(t) else key
+        return key ^ (0x5DEECE66D * mesh_rank(t)) if is_dtensor(t) else key
     return _counter_fill(tensor, mean, std, a, b, generator, key_map=key_map, broadcast=False)
 
 
@@ -225,7 +180,7 @@ def layout_dependent_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """exact-counter with the key mixed with the world size, declared sharding-invariant: right in
     law on every layout, but not the tensor W = 1 gives (caught by: sharding)."""
     def key_map(key, t):
-        return key ^ (0x2545F4914F6CDD1D * t.device_mesh.size()) if _is_dtensor(t) else key
+        return key ^ (0x2545F4914F6CDD1D * t.device_mesh.size()) if is_dtensor(t) else key
     return _counter_fill(tensor, mean, std, a, b, generator, key_map=key_map)
 
 
