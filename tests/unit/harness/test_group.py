@@ -7,8 +7,6 @@ refused when the run is set up."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from candidates import resolve
@@ -18,9 +16,8 @@ from harness.explore import explored_cases
 from harness.fleet.groups import conformance_nodeid, group_of_nodeid, nodeid_parts
 from harness.fleet.scheduling import cuda_index_of_group
 from harness.group import ApiGroup, Group, id_clash
-from harness.session.options import OptionError, add_options, parse_options
+from harness.session.options import OptionError
 from harness.session.plan import HarnessSession
-from harness.seeds import DEFAULT_RUN_SEED
 from harness.sharded.layout import PLACEMENTS, RANK_SEEDS, Layout
 from reference.dtypes import DTYPES, dtype_name
 from reports.ids import API_CASE, CaseLabel, group_device, parse_case_label, parse_group_id
@@ -97,34 +94,15 @@ def test_every_api_group_reads_back_and_keeps_its_id():
                 assert g.group_id.case is None
 
 
-class _Recorder:
-    """Stands in for pytest's parser: records each option's default under its dest name."""
-
-    def __init__(self):
-        self.defaults = {}
-
-    def getgroup(self, *args, **kwargs):
-        return self
-
-    def addoption(self, *names, **kwargs):
-        self.defaults[names[0].lstrip("-").replace("-", "_")] = kwargs.get("default")
-
-
-def parse(**given):
-    recorder = _Recorder()
-    add_options(recorder, DEFAULT_RUN_SEED, tuple(DTYPES))
-    return parse_options(SimpleNamespace(**(recorder.defaults | given)), tuple(DTYPES), environ={})
-
-
 @pytest.mark.parametrize("case_id", ["a:b", "a+compile", "a@w2-shard0", "a b"])
-def test_a_case_id_the_labels_could_not_name_is_refused(case_id):
+def test_a_case_id_the_labels_could_not_name_is_refused(parse, case_id):
     with pytest.raises(OptionError) as info:
         parse(case=[f"std=1,a=-1,b=1,id={case_id}"])
     message = str(info.value)
     assert "may hold letters, digits, '_', '.', '-' only" in message and "\n" not in message
 
 
-def test_two_groups_of_one_name_are_refused_when_the_run_is_set_up():
+def test_two_groups_of_one_name_are_refused_when_the_run_is_set_up(parse):
     opt = parse(candidate=["exact", "exact-counter"],
                 case=["std=1,a=-1,b=1,id=counter-x", "std=1,a=-1,b=2,id=x"], dtypes="float32",
                 devices="cpu")

@@ -7,41 +7,14 @@ with exit status 4 and nothing else.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from harness.cases import GRID, SHARDED_CASES, SHARDED_DTYPES
-from harness.session.options import OptionError, add_options, parse_options
-from reference.dtypes import DTYPES
+from harness.session.options import OptionError
 from harness.seeds import DEFAULT_RUN_SEED
 
 
-class _Recorder:
-    """Stands in for pytest's parser: records each option's default under its dest name."""
-
-    def __init__(self):
-        self.defaults = {}
-
-    def getgroup(self, *args, **kwargs):
-        return self
-
-    def addoption(self, *names, **kwargs):
-        self.defaults[names[0].lstrip("-").replace("-", "_")] = kwargs.get("default")
-
-
-def options(**given):
-    recorder = _Recorder()
-    add_options(recorder, DEFAULT_RUN_SEED, tuple(DTYPES))
-    return SimpleNamespace(**(recorder.defaults | given))
-
-
-def parse(environ=None, **given):
-    # an empty environment unless given: a CI's partition variables must not leak into these tests
-    return parse_options(options(**given), tuple(DTYPES), environ=environ or {})
-
-
-def test_defaults():
+def test_defaults(parse):
     opt = parse()
     assert opt.candidates == ("torch",) and opt.profile == "pr" and opt.samples is None
     assert opt.seed == DEFAULT_RUN_SEED and opt.cases == GRID and opt.devices is None
@@ -50,7 +23,7 @@ def test_defaults():
     assert opt.case_budget is None and opt.budget_seconds is None  # no clock decides an n
 
 
-def test_the_run_defaults_are_written_once():
+def test_the_run_defaults_are_written_once(parse):
     """The command line, the reproduce lines and harness.check take RunConfig's defaults."""
     import harness.api
     from harness.session.options import option_defaults
@@ -108,13 +81,13 @@ def test_the_run_defaults_are_written_once():
     (dict(placements=""), "--placements: empty list"),
     (dict(rank_seeds="random"), "--rank-seeds: unknown random; known: same, per-rank"),
 ])
-def test_each_bad_value_is_one_line_naming_its_option(given, says):
+def test_each_bad_value_is_one_line_naming_its_option(parse, given, says):
     with pytest.raises(OptionError) as info:
         parse(**given)
     assert says in str(info.value) and "\n" not in str(info.value)
 
 
-def test_report_dir_must_not_be_a_file(tmp_path):
+def test_report_dir_must_not_be_a_file(parse, tmp_path):
     target = tmp_path / "a-file"
     target.write_text("")
     with pytest.raises(OptionError, match="--report-dir: .* is not a directory"):
@@ -123,7 +96,7 @@ def test_report_dir_must_not_be_a_file(tmp_path):
     assert parse(report_dir=str(tmp_path / "new")).report_dir == str(tmp_path / "new")
 
 
-def test_xfails_file_that_exists(tmp_path):
+def test_xfails_file_that_exists(parse, tmp_path):
     path = tmp_path / "xfails.txt"
     path.write_text("gof[*]  # cause\n")
     assert parse(xfails_file=str(path)).xfails_file == str(path)
@@ -131,11 +104,11 @@ def test_xfails_file_that_exists(tmp_path):
 
 @pytest.mark.parametrize("text, value", [("4194304", 4194304), ("4_194_304", 4194304),
                                          ("2**22", 4194304), ("4.2e6", 4200000)])
-def test_samples_spellings(text, value):
+def test_samples_spellings(parse, text, value):
     assert parse(samples=text).samples == value
 
 
-def test_budgets():
+def test_budgets(parse):
     # the profile's budget applies to the profile's n only: an explicit n is drawn in full
     assert parse(samples="1000").case_budget is None
     assert parse(samples="1000", case_budget="2").case_budget == 2.0
@@ -144,7 +117,7 @@ def test_budgets():
     assert parse(budget_seconds="60").budget_seconds == 60.0
 
 
-def test_partitions_from_flags_or_the_environment():
+def test_partitions_from_flags_or_the_environment(parse):
     assert parse().partition is None and parse().durations is None
     opt = parse(partition_id="1", num_partitions="4")
     assert (opt.partition.id, opt.partition.count) == (1, 4)
@@ -154,7 +127,7 @@ def test_partitions_from_flags_or_the_environment():
         parse(environ={"CI_NODE_INDEX": "5", "CI_NODE_TOTAL": "4"})
 
 
-def test_sharding_options():
+def test_sharding_options(parse):
     opt = parse()
     assert opt.world_sizes == (1,) and opt.placements == ("shard0", "shard1", "replicate")
     assert opt.rank_seeds == ("same",)

@@ -20,7 +20,6 @@ from harness.session.options import OptionError
 from harness.session.plan import HarnessSession
 from harness.recorded import RecordingError, cases_from
 from harness.runner.drawn import DrawnCandidate, as_drawn
-from tests.unit.harness.test_options import parse
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -114,7 +113,7 @@ def test_a_call_whose_values_no_parameter_keeps_is_judged_as_drawn(models):
     assert lone.dtypes == ("float16",) and lone.drawn_in == "" and lone.origin.parameters == ()
 
 
-def test_record_needs_a_python_function_with_the_five_parameters(models, tmp_path):
+def test_record_needs_a_python_function_with_the_five_parameters(parse, models, tmp_path):
     (tmp_path / "bad.py").write_text("def two(tensor, std):\n    pass\nVALUE = 3\n")
     for spec, says in ((f"{tmp_path / 'bad.py'}:two", "takes 2 parameter(s)"),
                        (f"{tmp_path / 'bad.py'}:VALUE", "not a Python function"),
@@ -144,7 +143,7 @@ def test_a_drawn_candidate_draws_in_its_dtype_then_casts():
     assert torch.equal(target, by_hand.to(torch.bfloat16))
 
 
-def test_each_recorded_call_is_judged_by_its_sampler_unless_a_candidate_is_given(models):
+def test_each_recorded_call_is_judged_by_its_sampler_unless_a_candidate_is_given(parse, models):
     helper = f"{models}:helper"
     opt = parse(cases_from=[f"{models}:helped"], record=[helper], cases="normal-2sigma",
                 shapes="none", paths="eager", report_dir="")
