@@ -1589,28 +1589,6 @@ class RoundedLaw:
         hi = lo + h * (mask + 1) * groups
         mass = self._mass(lo, hi) / (mask + 1)
         return np.bincount(_key_classes(fmt, keys, mask), weights=mass, minlength=mask + 1)
-        mb = fmt.man_bits
-        ends = []  # key ranges summed atom by atom
-        mid_keys, mid_groups = [], []
-        for run in range(klo >> mb, (khi >> mb) + 1):  # Python ints: float64 keys pass 2**63
-            a0, a1 = max(run << mb, klo), min(((run + 1) << mb) - 1, khi)
-            if a1 - a0 + 1 <= LOW_BITS_RUN_ENUMERATE:
-                ends.append((a0, a1))
-                continue
-            m0 = -(-(a0 + LOW_BITS_RUN_ENDS) // (mask + 1)) * (mask + 1)
-            m1 = (a1 + 1 - LOW_BITS_RUN_ENDS) // (mask + 1) * (mask + 1)
-            ends += [(a0, m0 - 1), (m1, a1)]
-            mid_keys.append(np.uint64(m0) + np.arange(mask + 1, dtype=np.uint64))
-            mid_groups.append(np.full(mask + 1, float((m1 - m0) // (mask + 1))))
-        for a0, a1 in ends:
-            if a1 >= a0:
-                vals, probs = self._enumerate_keys(a0, a1)
-                keys = np.uint64(a0) + np.arange(a1 - a0 + 1, dtype=np.uint64)
-                out += np.bincount(_key_classes(fmt, keys, mask), weights=probs, minlength=mask + 1)
-        if mid_keys:
-            out += self._run_middle_class_masses(np.concatenate(mid_keys),
-                                                 np.concatenate(mid_groups), mask)
-        return out
 
     @property
     def nbytes(self) -> int:
