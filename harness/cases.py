@@ -377,7 +377,7 @@ class Profile:
         """Stage-1 samples for `case` on `device` (a function of the profile and the case only):
         a shape-axis case draws at most `shape_calls` calls (tiny tensors), a SLOW_DRAW case
         `slow_draw_n`, a CUDA device `n_cuda`."""
-        if case is not None and SLOW_DRAW in case.tags and self.slow_draw_n is not None:
+        if self.draws_slowly(case):
             return self.slow_draw_n
         n = self.n_cuda if self.n_cuda is not None and str(device).startswith("cuda") else self.n
         if case is not None and case.shape_class:
@@ -388,10 +388,11 @@ class Profile:
         """Samples asked for at `stage` (1 or 2): stage 2 draws STAGE2_FACTOR times stage 1,
         except a SLOW_DRAW case under `slow_draw_n`, which draws that many at both stages."""
         n = self.samples(device, case)
-        slow = case is not None and SLOW_DRAW in case.tags and self.slow_draw_n is not None
-        if stage != 2 or slow:
-            return n
-        return STAGE2_FACTOR * n
+        return n if stage != 2 or self.draws_slowly(case) else STAGE2_FACTOR * n
+
+    def draws_slowly(self, case: "Case | None") -> bool:
+        """Whether `case` is a SLOW_DRAW case this profile draws at `slow_draw_n`."""
+        return case is not None and SLOW_DRAW in case.tags and self.slow_draw_n is not None
 
 
 #: The shape classes of every profile but the big ones.
