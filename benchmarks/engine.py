@@ -127,7 +127,8 @@ def measure_one(dtype_name: str, n: int, candidate_name: str, case_id: str, thre
     out["law_build_s"] = time.perf_counter() - t0
 
     summary = run_engine(cand, case, dtype, "cpu", law, config.n(1), seed,
-                         call_timeout=config.case_timeout, chunk_elements=config.chunk_elements,
+                         families=CHECKS.families(), call_timeout=config.case_timeout,
+                         chunk_elements=config.chunk_elements,
                          min_calls=PROFILES[config.profile].min_calls)
     numel = max(1, math.prod(case.shape))
     per_chunk = max(1, min(summary.n_calls, config.chunk_elements // numel))
@@ -161,7 +162,7 @@ def measure_one(dtype_name: str, n: int, candidate_name: str, case_id: str, thre
     out["rss_mb"] = _maxrss_mb()
 
     if naive:
-        naive_baseline(out, cand, case, dtype, seed, float(summary.min), float(summary.max))
+        naive_baseline(out, cand, case, dtype, seed, float(summary.support.min), float(summary.support.max))
     return out
 
 
@@ -201,13 +202,14 @@ def naive_baseline(out: dict, cand, case, dtype, seed: int, summary_min: float,
 
 def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_name: str,
                  rows: int = 25) -> str:
-    """torch.profiler over one `Folder.fold` of an n-element chunk; per-step wall times too."""
+    """torch.profiler over one `Fold.fold` of an n-element chunk; per-family wall times too."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from candidates import resolve
     from harness.cases import case_by_id
-    from harness.engine import Folder, new_summary
+    from harness.checks import CHECKS
+    from harness.engine import Fold, new_summary
     from reference import TruncatedNormal, rounded_law
 
     torch_threads = _set_threads(threads)
@@ -222,17 +224,19 @@ def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_
     for i in range(calls):
         cand(batch[i], case.mean, case.std, case.a, case.b, gen)
 
-    def folder():
-        return Folder(new_summary(law, tuple(case.shape), dtype), dtype, torch.device("cpu"), law)
+    def new_fold():
+        return Fold(new_summary(law, tuple(case.shape), dtype), dtype, torch.device("cpu"), law,
+                    families=CHECKS.families())
 
-    folder().fold(batch)  # warm-up (first-call allocations, caches)
+    new_fold().fold(batch)  # warm-up (first-call allocations, caches)
     t0 = time.perf_counter()
-    folder().fold(batch)
+    new_fold().fold(batch)
     plain_s = time.perf_counter() - t0
 
-    # Per-step wall times: wrap the fold's steps (on this instance only; the engine is untouched).
+    # Per-family wall times: wrap each accumulator's fold (on this instance only; the engine is
+    # untouched). What families share of a chunk (bins, z, ...) counts to the first that asks.
     steps: dict = {}
-    f = folder()
+    f = new_fold()
 
     def timed(name, fn):
         def wrapper(*args, **kwargs):
@@ -244,8 +248,8 @@ def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_
                     steps[name] = steps.get(name, 0.0) + time.perf_counter() - t
         return wrapper
 
-    for name in ("_fold_counts", "_fold_mass", "_fold_lags", "_fold_successive", "_fold_rows"):
-        setattr(f, name, timed(name, getattr(f, name)))
+    for name, accumulator in f.accumulators.items():
+        accumulator.fold = timed(name, accumulator.fold)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         t0 = time.perf_counter()
         f.fold(batch)
@@ -256,11 +260,11 @@ def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_
              f"fold wall time: {plain_s:.3f} s without the profiler ({plain_s / (calls * numel) * 1e9:.1f} "
              f"ns/sample), {profiled_s:.3f} s under it",
              "",
-             "| step of Folder.fold | wall s | share |", "|---|---:|---:|"]
+             "| family in Fold.fold | wall s | share |", "|---|---:|---:|"]
     for name, sec in sorted(steps.items(), key=lambda kv: -kv[1]):
         lines.append(f"| {name} | {sec:.3f} | {sec / profiled_s:.0%} |")
     rest = profiled_s - sum(steps.values())
-    lines.append(f"| rest (histogram bins, bincount, mass-bin lookup, z, power sums) | {rest:.3f} | {rest / profiled_s:.0%} |")
+    lines.append(f"| rest (the loop itself) | {rest:.3f} | {rest / profiled_s:.0%} |")
     lines += ["", "```",
               prof.key_averages(group_by_input_shape=True).table(
                   sort_by="self_cpu_time_total", row_limit=rows, max_name_column_width=40,

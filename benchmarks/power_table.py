@@ -5,9 +5,9 @@ Run: ``python benchmarks/power_table.py [--run] [--alpha 1e-3]``. Prints the mar
 
 (a) **MDE table.** Per check, the minimum detectable effect at the `pr` n (2**22) and the `nightly`
 n (2**27) for two representative (case, dtype): normal-2sigma float32 and abs-bounds-trap bfloat16.
-From `harness.checks.power.mde_table` (hence the ``*_mde`` functions of `harness.checks.statistical`); n is
+From `harness.checks.power.mde_table` (hence the ``*_mde`` functions of `harness.families`); n is
 what the engine draws (whole calls of the case's tensor). Convention (see
-`harness.checks.statistical`): the effect the whole check, Bonferroni factor included, detects with
+`harness.families`): the effect the whole check, Bonferroni factor included, detects with
 probability 0.5 at level alpha (= alpha_fail, 1e-3) in one stage; units per row (gof: Cohen's w;
 ks: CDF distance D; atoms: obs/exp extra mass at the better-powered bound; tails: obs/exp deficit
 of the 1e-3 tail; moments: mean shift in law sigma, std ratio, skewness / excess-kurtosis
@@ -79,16 +79,17 @@ torch.set_num_threads(1)
 from candidates import REGISTRY, resolve  # noqa: E402
 from candidates.builtin import FALLBACK_RATE, HOLE_AT, HOLE_MASS  # noqa: E402
 from harness.cases import PROFILES, case_by_id, shape_classes_for, shaped  # noqa: E402
-from harness.checks.stat_common import binom_mde_ratio  # noqa: E402
-from harness.checks.stat_counts import atom_sides, tail_sets  # noqa: E402
-from harness.checks.stat_extremes import extremes_mde  # noqa: E402
-from harness.checks.stat_fit import gof_groups, gof_mde, ks_mde  # noqa: E402
-from harness.checks.stat_independence import independence_mde  # noqa: E402
-from harness.checks.stat_local import (LocalBins, critical_excess, hole_guaranteed,  # noqa: E402
+from harness.families.common import binom_mde_ratio  # noqa: E402
+from harness.families.atoms import atom_sides  # noqa: E402
+from harness.families.tails import tail_sets  # noqa: E402
+from harness.families.extremes import extremes_mde  # noqa: E402
+from harness.families.binned import gof_groups, gof_mde, ks_mde  # noqa: E402
+from harness.families.independence import independence_mde  # noqa: E402
+from harness.families.localized import (LocalBins, critical_excess, hole_guaranteed,  # noqa: E402
                                        check_scan, check_spikes, scan_families, scan_mde,
                                        spikes_mde, synthetic_summary)
-from harness.checks.stat_moments import moments_mde  # noqa: E402
-from harness.checks.stat_resolution import collisions_mde, lattices_mde  # noqa: E402
+from harness.families.moments import moments_mde  # noqa: E402
+from harness.families.resolution import collisions_mde, lattices_mde  # noqa: E402
 from harness.bins import RESOLUTION_SCAN  # noqa: E402
 from harness.checks import CHECKS  # noqa: E402
 from harness.checks.power import mde_table, samples_drawn  # noqa: E402

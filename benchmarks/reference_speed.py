@@ -2,7 +2,7 @@
 
 What is timed is everything a run asks of `reference.rounded_law(TruncatedNormal(mean, std, a, b),
 dtype)` for one (case, dtype) before the first sample is folded (`harness.runner.CaseRunner.law`,
-`harness.engine.Folder`, the checks' `LawBins` / `LocalBins`): the law itself (bounds, boundary
+`harness.engine.Fold`, the checks' `LawBins` / `LocalBins`): the law itself (bounds, boundary
 atoms, support), ``hist_bin_probs()`` (2**20 ordered-key bin masses for 32/64-bit, every atom for
 16-bit), ``fine_bins`` / ``fine_bin_probs()`` / ``fine_bin_bounds()`` for a narrow law,
 ``mass_bins`` (32/64-bit), the moments (mean, std, skewness, kurtosis, central moments to 8) and

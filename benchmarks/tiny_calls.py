@@ -23,6 +23,7 @@ import torch  # noqa: E402
 
 from candidates import resolve  # noqa: E402
 from harness.cases import SHAPE_CLASSES, case_by_id, shaped  # noqa: E402
+from harness.checks import CHECKS  # noqa: E402
 from harness.engine import run_engine  # noqa: E402
 from reference import TruncatedNormal, rounded_law  # noqa: E402
 from reference.dtypes import DTYPES  # noqa: E402
@@ -34,9 +35,10 @@ def measure(candidate, shape_name: str, dtype, calls: int) -> dict:
     case = shaped(case_by_id("normal-2sigma"), SHAPE_CLASSES[shape_name])
     law = rounded_law(TruncatedNormal(case.mean, case.std, case.a, case.b), dtype)
     numel = max(1, case.numel)
-    run_engine(candidate, case, dtype, "cpu", law, 2 * numel, seed=0)  # warm: first-call costs
+    run_engine(candidate, case, dtype, "cpu", law, 2 * numel, seed=0, families=CHECKS.families())  # warm: first-call costs
     t0 = time.perf_counter()
-    s = run_engine(candidate, case, dtype, "cpu", law, calls * numel, seed=1)
+    s = run_engine(candidate, case, dtype, "cpu", law, calls * numel, seed=1,
+                   families=CHECKS.families())
     wall = time.perf_counter() - t0
     made = max(1, int(s.n) // numel)
     harness_s = max(0.0, wall - s.candidate_s)

@@ -86,7 +86,7 @@ def save_case_data(path: str, summary, law, meta: dict | None = None) -> str:
     `law`: reference.RoundedLaw of the case and dtype. `meta` (optional, recommended): candidate,
     case, device, stage ... stored as JSON so the renderer need not parse the file name.
     """
-    hist = np.asarray(summary.hist, dtype=np.int64)
+    hist = np.asarray(summary.binned.hist, dtype=np.int64)
     nbins = hist.size
     probs = np.asarray(law.hist_bin_probs(), dtype=np.float64)
     lo, hi = (np.asarray(v, dtype=np.float64) for v in law.fmt.hist_bin_bounds())

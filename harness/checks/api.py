@@ -16,7 +16,7 @@ import torch
 from ..engine import (INT_VIEW, CallTimeout, CandidateRaised, candidate_call, dtype_bits, poison_,
                       poison_value, raised_text)
 from ..result import Result
-from .check import CANDIDATE, calling
+from ..declaration import CANDIDATE, calling
 
 
 class _Probe:

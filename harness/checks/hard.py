@@ -1,6 +1,6 @@
 """Checks of a Summary that need no statistics: any violation is impossible under the law and fails
 at once (`finite`, `written`, `bounds`; `inplace` on the shape axis), and `hang`, the verdict on
-the draw itself. Each is declared here as a `harness.checks.check.Check`."""
+the draw itself. Each is declared here as a `harness.declaration.Check`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import numpy as np
 from ..engine import CandidateFailure
 from ..result import Result
 from ..summary import Summary
-from .check import DRAWN, SHAPE_AXIS, Check, on_draw
+from ..declaration import DRAWN, SHAPE_AXIS, Check, on_draw
+from ..families import support
 
 
 def _sigma(value: float, summary: Summary, mean: float, std: float) -> str:
@@ -22,10 +23,10 @@ def check_finite(summary: Summary, law=None) -> Result:
     """No NaN, and no infinity the law does not give mass: a window beyond the dtype's largest
     value (float16 above 65504) rounds to +inf, which is then what a perfect sampler writes."""
     allowed = ""
-    bad = summary.n_nonfinite
-    if law is not None and (summary.n_posinf or summary.n_neginf):
+    bad = summary.support.n_nonfinite
+    if law is not None and (summary.support.n_posinf or summary.support.n_neginf):
         p_pos, p_neg = (float(p) for p in law.atom_probs(np.array([np.inf, -np.inf])))
-        exempt = (summary.n_posinf if p_pos > 0 else 0) + (summary.n_neginf if p_neg > 0 else 0)
+        exempt = (summary.support.n_posinf if p_pos > 0 else 0) + (summary.support.n_neginf if p_neg > 0 else 0)
         bad -= exempt
         if exempt:
             allowed = (f"; {exempt} infinite value(s) the law allows (P(+inf) {p_pos:.3g}, "
@@ -33,14 +34,14 @@ def check_finite(summary: Summary, law=None) -> Result:
                        f"statistical checks judge their count)")
     if bad:
         return Result("finite", "fail", f"{bad} of {summary.n} values are not finite "
-                      f"(NaN {summary.n_nan}, +inf {summary.n_posinf}, -inf {summary.n_neginf})",
+                      f"(NaN {summary.support.n_nan}, +inf {summary.support.n_posinf}, -inf {summary.support.n_neginf})",
                       statistic=bad, p_value=0.0, n=summary.n)
     text = f"all {summary.n} written values finite" if not allowed else f"no NaN{allowed}"
     return Result("finite", "pass", text, statistic=0, p_value=1.0, n=summary.n)
 
 
 def check_written(summary: Summary) -> Result:
-    bad = summary.n_unwritten
+    bad = summary.support.n_unwritten
     if bad:
         per_call = bad / max(summary.n_calls, 1)
         return Result("written", "fail", f"{bad} of {summary.n} elements never written "
@@ -52,10 +53,10 @@ def check_written(summary: Summary) -> Result:
 
 def check_bounds(summary: Summary, mean: float, std: float, strict: bool = False) -> Result:
     if strict:
-        bad, worst, lo, hi, which = (summary.n_outside_strict, summary.worst_outside_strict,
+        bad, worst, lo, hi, which = (summary.support.n_outside_strict, summary.support.worst_outside_strict,
                                      summary.a, summary.b, "[a, b]")
     else:
-        bad, worst, lo, hi, which = (summary.n_outside_rounded, summary.worst_outside,
+        bad, worst, lo, hi, which = (summary.support.n_outside_rounded, summary.support.worst_outside,
                                      summary.rn_a, summary.rn_b, "[RN(a), RN(b)]")
     if bad:
         return Result("bounds", "fail",
@@ -63,8 +64,8 @@ def check_bounds(summary: Summary, mean: float, std: float, strict: bool = False
                       f"{worst:.10g} ({_sigma(worst, summary, mean, std)})",
                       statistic=bad, p_value=0.0, n=summary.n, effect=(worst - mean) / std,
                       effect_unit="sigma")
-    return Result("bounds", "pass", f"all values inside {which}; min {summary.min:.10g}, "
-                  f"max {summary.max:.10g}", statistic=0, p_value=1.0, n=summary.n)
+    return Result("bounds", "pass", f"all values inside {which}; min {summary.support.min:.10g}, "
+                  f"max {summary.support.max:.10g}", statistic=0, p_value=1.0, n=summary.n)
 
 
 def check_inplace(summary: Summary) -> Result:
@@ -99,12 +100,13 @@ def judge_hang(context) -> Result:
 
 
 FINITE = on_draw("finite", lambda context, s: check_finite(s, context.law),
-                 doc="No NaN or infinity, ever.")
-WRITTEN = on_draw("written", lambda context, s: check_written(s),
+                 families=(support.FAMILY,), doc="No NaN or infinity, ever.")
+WRITTEN = on_draw("written", lambda context, s: check_written(s), families=(support.FAMILY,),
                   doc="Every element of the tensor is written on every call (the tensor is "
                       "poisoned before).")
 BOUNDS = on_draw("bounds", lambda context, s: check_bounds(
     s, context.case.mean, context.case.std, strict=context.config.bounds == "strict"),
+                 families=(support.FAMILY,),
                  doc="Every value lies in [RN(a), RN(b)] (or [a, b] with --bounds strict).")
 HANG = Check("hang", "hard", DRAWN, "Every call returns within --case-timeout seconds.", judge_hang)
 INPLACE = on_draw("inplace", lambda context, s: check_inplace(s), scope=SHAPE_AXIS,

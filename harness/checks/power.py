@@ -2,7 +2,7 @@
 
 `mde_table` feeds the README's MDE table: per (profile, case, dtype) and check, the effect each
 check detects with probability 0.5 at level alpha (`harness.checks.registry.Registry.mdes`;
-`harness.checks.statistical` states the convention). No sampling: everything comes from the rounded law.
+`harness.families` states the convention). No sampling: everything comes from the rounded law.
 """
 
 from __future__ import annotations

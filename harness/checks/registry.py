@@ -1,9 +1,11 @@
 """The one list of checks, in the order a group runs them; everything else is derived from it.
 
 The pytest tests of ``suites/`` (one per check), the Python API's check list, the runner's
-dispatch, which groups run which checks (sharded ones included), stale-xfails detection,
-reproduce lines and the MDE table all read `CHECKS`. Adding a check is one declaration next to
-its math (`harness.checks.check`) and one entry below.
+dispatch, which groups run which checks (sharded ones included), which statistic families the
+engine folds for a group (`Registry.families`), stale-xfails detection, reproduce lines and the
+MDE table all read `CHECKS`. Adding a check is one declaration next to its math (a statistic
+family's module, `harness.families`, for a check that needs data of its own from the draw) and
+one entry below.
 
 The order matters only for time: a group's draw is made by its first check and shared by the rest,
 and the cheap checks of a draw come before the statistics.
@@ -13,9 +15,13 @@ from __future__ import annotations
 
 import math
 
-from . import api, hard, sharded, statistical
+from ..declaration import Check
+from ..engine import fold_order
+from ..engine import summarize_samples as fold_samples
+from ..families import (atoms, binned, extremes, independence, localized, moments, position,
+                        repetition, resolution, tails)
 from ..group import group_kind
-from .check import Check
+from . import api, hard, sharded
 
 
 class Registry:
@@ -59,6 +65,11 @@ class Registry:
         """The checks of one case group."""
         return self.for_kind(group_kind(shaped=shaped, path=path, sharded=sharded))
 
+    def families(self, kind: str = "grid") -> tuple:
+        """The statistic families (`harness.engine.Family`) the engine folds for a group of this
+        kind: those the checks it runs read, with what they need, in fold order."""
+        return fold_order(f for c in self.for_kind(kind) for f in c.families)
+
     def of_kind(self, kind: str) -> tuple:
         """The checks whose verdict rests on `kind` (hard, statistical, api)."""
         return tuple(c for c in self._checks if c.kind == kind)
@@ -92,7 +103,17 @@ def _number(value) -> float:
 CHECKS = Registry((
     hard.FINITE, hard.WRITTEN, hard.BOUNDS, hard.HANG, hard.INPLACE,
     api.CONTRACT, api.GENERATOR, api.THREADS,
-    *statistical.DECLARED,
+    binned.GOF, binned.KS, atoms.ATOMS, tails.TAILS, moments.MOMENTS, extremes.EXTREMES,
+    independence.INDEPENDENCE, localized.SPIKES, localized.SCAN, position.POSITION,
+    repetition.REPETITION, resolution.COLLISIONS, resolution.LATTICES, resolution.LOW_BITS,
     *sharded.DECLARED,
     api.ARGUMENTS,
 ))
+
+
+def summarize_samples(samples, law, shape: tuple | None = None, watch: tuple | None = None,
+                      kind: str = "grid"):
+    """Fold samples shaped (calls, *shape) — or flat, with `shape` given — into a Summary through
+    the families of the checks a group of `kind` runs (`harness.engine.summarize_samples`): the
+    very fold of a run, for samples already in memory (self-tests, offline audits)."""
+    return fold_samples(samples, law, CHECKS.families(kind), shape=shape, watch=watch)

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import math
 
+from ..declaration import SHARDED, statistical
+from ..families import atoms, binned
+from ..families.common import (binom_two_sided, binom_upper, bonferroni, norm_two_sided,
+                               not_applicable, quiet)
+from ..families.independence import (DUP_POISSON_MAX_PER_CALL, collision_rates, component_mde,
+                                     poisson_count_component)
 from ..result import Outcome
 from ..summary import Summary
-from .check import SHARDED, statistical
-from .stat_common import (binom_two_sided, binom_upper, bonferroni, norm_two_sided,
-                          not_applicable, quiet)
-from .stat_independence import (DUP_POISSON_MAX_PER_CALL, collision_rates, component_mde,
-                                poisson_count_component)
 
 def _stats(summary: Summary):
     return getattr(summary, "sharding", None)
@@ -185,6 +186,7 @@ REPLICAS = statistical(
 )
 SHARDS = statistical(
     "shards", check_shards, scope=SHARDED, unit="obs/exp", mde=None,
+    families=(binned.FAMILY, atoms.FAMILY),
     doc="Sharded groups, Shard(d): no shard repeats another (equal elements, correlation, rows).",
     method=("No shard repeats another: equal elements and correlation at the same local index, "
             "rows repeated across shards, whole shards equal; expected rates from the collision "

@@ -1,13 +1,17 @@
 """The streaming engine: call a candidate again and again and fold its output into a Summary.
 
 * `harness.engine.draw` — `run_engine`, the loop of one stage's draw, and `CandidateFailure`;
-* `harness.engine.folder` — `Folder`, the device-side fold of chunks into a Summary, and
+* `harness.engine.fold` — `Fold`, the loop of each chunk over the accumulators of the statistic
+  families that apply (`Family`, `Chunk`: what several of them read of a chunk), and
   `summarize_samples` for samples already in memory;
-* `harness.engine.mass_counters` — `MassCounters`, the fold's lookup table for a law's mass bins;
+* `harness.engine.mass_counters` — `MassCounters`, the lookup table for a law's mass bins;
 * `harness.engine.bits` — the integer views and the poison written before each call;
 * `harness.engine.deadline` — calling a candidate: the per-call deadline, and what it raises
   that is not an Exception (`candidate_call`, `CallTimeout`, `CandidateRaised`);
 * `harness.engine.throughput` — torch's ``normal_`` on the same tensor, the speed yardstick.
+
+The engine knows no statistic by name: the families (`harness.families`) are handed to it by the
+floors above, from the checks that apply (`harness.checks.CHECKS.families`).
 
 May import: the ground floor (`harness.summary`, `harness.bins`, `harness.group`,
 `harness.cases`, `harness.seeds`, `harness.result`), `reference`, torch.
@@ -17,13 +21,13 @@ from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_, poison_value
 from .deadline import CallTimeout, CandidateRaised, call_deadline, candidate_call, raised_text
 from .draw import (PREPARE_TIMEOUT_S, CandidateFailure, chunk_elements_for, is_budget_stop,
                    prepare_candidate, run_engine)
-from .folder import (Folder, fixed_sum, fixed_sum_squares, lag_sums, new_summary,
-                     row_hash_coefficients, standard_scale, summarize_samples)
+from .fold import (Box, Chunk, Family, Fold, fixed_sum, fixed_sum_squares, fold_order,
+                   new_summary, row_hash_coefficients, standard_scale, summarize_samples)
 from .throughput import normal_throughput
 
 __all__ = ["INT_VIEW", "dtype_bits", "hist_bits_for", "poison_", "poison_value", "CallTimeout",
            "CandidateRaised", "call_deadline", "candidate_call", "raised_text",
            "PREPARE_TIMEOUT_S", "CandidateFailure", "chunk_elements_for", "is_budget_stop",
-           "prepare_candidate", "run_engine", "Folder", "fixed_sum", "fixed_sum_squares", "lag_sums",
-           "new_summary", "row_hash_coefficients", "standard_scale", "summarize_samples",
-           "normal_throughput"]
+           "prepare_candidate", "run_engine", "Box", "Chunk", "Family", "Fold", "fixed_sum",
+           "fixed_sum_squares", "fold_order", "new_summary", "row_hash_coefficients",
+           "standard_scale", "summarize_samples", "normal_throughput"]

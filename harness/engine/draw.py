@@ -2,7 +2,7 @@
 
 `run_engine` is the one loop every stage of every case goes through: it poisons the case's tensor,
 calls the candidate under the per-call deadline, copies each output into a chunk buffer and folds
-full chunks (`harness.engine.folder`). A candidate that raises, hangs or breaks the tensor ends the
+full chunks (`harness.engine.fold`). A candidate that raises, hangs or breaks the tensor ends the
 draw as a `CandidateFailure` carrying the partial Summary.
 """
 
@@ -16,7 +16,7 @@ import torch
 from ..summary import Summary
 from .bits import INT_VIEW, dtype_bits, make_target, outside_mask, poison_, poison_value
 from .deadline import CallTimeout, candidate_call, raised_text
-from .folder import Folder, new_summary
+from .fold import Fold, new_summary
 
 
 class CandidateFailure(Exception):
@@ -58,7 +58,7 @@ def chunk_elements_for(device) -> int:
 PREPARE_TIMEOUT_S = 120.0
 
 
-def prepare_candidate(candidate, call_timeout: float | None, folder: "Folder") -> None:
+def prepare_candidate(candidate, call_timeout: float | None, fold: "Fold") -> None:
     """A candidate's one-time start-up (``candidate.prepare()``: importing a library,
     starting a library's child process) before the timed calls, so it is neither candidate time
     nor spent out of a per-case budget. Idempotent on the candidate's side; bounded by a deadline
@@ -72,13 +72,13 @@ def prepare_candidate(candidate, call_timeout: float | None, folder: "Folder") -
             prepare()
     except CallTimeout:
         raise CandidateFailure("hang", f"preparing the candidate did not finish within {seconds:g} s",
-                               folder.finish()) from None
+                               fold.finish()) from None
     except Exception as exc:
         raise CandidateFailure("raised", f"preparing the candidate raised {raised_text(exc)}",
-                               folder.finish()) from exc
+                               fold.finish()) from exc
 
 
-def warm_up(candidate, case, dtype, device, call_timeout: float | None, folder: "Folder") -> None:
+def warm_up(candidate, case, dtype, device, call_timeout: float | None, fold: "Fold") -> None:
     """Untimed calls on a scratch tensor of the case, with generators of their own (the draw's
     stream is untouched), for a candidate that asks for it (``candidate.warm_up``: a compiled
     path, whose first call compiles): compiling is neither candidate time nor part of the draw.
@@ -96,17 +96,18 @@ def warm_up(candidate, case, dtype, device, call_timeout: float | None, folder: 
                 candidate(scratch, case.mean, case.std, case.a, case.b, generator)
     except CallTimeout:
         raise CandidateFailure("hang", f"warming the candidate up (compiling) did not finish within "
-                               f"{seconds:g} s", folder.finish()) from None
+                               f"{seconds:g} s", fold.finish()) from None
     except Exception as exc:
         raise CandidateFailure("raised", f"warming the candidate up (compiling) raised "
-                               f"{raised_text(exc)}", folder.finish()) from exc
+                               f"{raised_text(exc)}", fold.finish()) from exc
 
 
 def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: int, *,
-               call_timeout: float | None = 60.0, chunk_elements: int | None = None,
+               families, call_timeout: float | None = 60.0, chunk_elements: int | None = None,
                min_calls: int = 2, time_budget: float | None = None,
                watch: tuple | None = None, progress=None) -> Summary:
-    """Draw at least n samples of `case` from `candidate` and fold them into a Summary.
+    """Draw at least n samples of `case` from `candidate` and fold them into a Summary through
+    the statistic families `families` (`harness.checks.CHECKS.families`).
 
     With `time_budget` (seconds of the candidate's own time), stop once the candidate has used
     the budget, at the first call count on the grid 1, 2, 3, 4, 6, 8, 12, ... (`is_budget_stop`)
@@ -129,13 +130,13 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     per_chunk = max(1, min(calls_total, chunk_elements // numel))
     summary = new_summary(law, shape, dtype)
     summary.notes["seed"] = seed
-    folder = Folder(summary, dtype, device, law, watch)
+    fold = Fold(summary, dtype, device, law, families=families, watch=watch)
     generator = torch.Generator(device=device).manual_seed(seed)
     target, base = make_target(case, dtype, device)
     outside = outside_mask(target, base)
     buffer = torch.empty((per_chunk, *shape), dtype=dtype, device=device)
-    prepare_candidate(candidate, call_timeout, folder)
-    warm_up(candidate, case, dtype, device, call_timeout, folder)
+    prepare_candidate(candidate, call_timeout, fold)
+    warm_up(candidate, case, dtype, device, call_timeout, fold)
     filled = 0
     done = 0
     t_candidate = 0.0
@@ -151,12 +152,12 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
         except CallTimeout:
             summary.candidate_s = t_candidate + (time.perf_counter() - t0)
             raise CandidateFailure(
-                "hang", f"call {done + 1} did not return within {call_timeout:g} s", folder.finish()
+                "hang", f"call {done + 1} did not return within {call_timeout:g} s", fold.finish()
             ) from None
         except Exception as exc:  # the candidate's own error (SystemExit too), a fail row
             summary.candidate_s = t_candidate + (time.perf_counter() - t0)
             raise CandidateFailure("raised", f"call {done + 1} raised {raised_text(exc)}",
-                                   folder.finish()) from exc
+                                   fold.finish()) from exc
         t_candidate += time.perf_counter() - t0
         if returned is not target:
             summary.n_returned_other += 1
@@ -169,7 +170,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
         over_budget = (time_budget is not None and done >= min_calls and done < calls_total
                        and t_candidate > time_budget and is_budget_stop(done))
         if filled == per_chunk or done == calls_total or over_budget:
-            folder.fold(buffer[:filled])
+            fold.fold(buffer[:filled])
             filled = 0
             if progress is not None:
                 progress(done * numel, calls_total * numel)
@@ -178,7 +179,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
                 break
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    summary = folder.finish()
+    summary = fold.finish()
     summary.candidate_s = t_candidate
     summary.engine_s = time.perf_counter() - t_start - t_candidate
     return summary

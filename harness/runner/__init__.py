@@ -5,7 +5,7 @@ in-flight leases (`reports.leases`) that tell a crashed neighbour from a busy on
   its Summaries, drawn once and shared, and the two-stage error control; `DrawRequest`, what one
   stage's draw asks for, which a sharded runner draws its own way), `RunnerCache`,
   `CandidateRunner` (the checks of a candidate alone: `arguments`); each runner is the context a
-  check's ``run`` is given (`harness.checks.check`);
+  check's ``run`` is given (`harness.declaration`);
 * `harness.runner.paths` — execution paths (eager, compile, deterministic): wrappers around the
   candidate.
 

@@ -27,8 +27,9 @@ from reports.leases import LeaseHeld, lease
 
 from ..cases import PROFILES, STAGE2_FACTOR
 from ..checks import CHECKS, Check
-from ..checks.stat_local import spike_watch
-from ..engine import CandidateFailure, chunk_elements_for, normal_throughput, run_engine
+from ..families.localized import spike_watch
+from ..engine import (CandidateFailure, chunk_elements_for, fold_order, normal_throughput,
+                      run_engine)
 from ..result import Result
 from ..seeds import DEFAULT_RUN_SEED, derive_seed
 
@@ -200,7 +201,8 @@ class CaseRunner:
         """One stage's Summary, drawn by the engine in this process; raises CandidateFailure.
         A runner of another layout overrides it and `lease_case_name` (harness.sharded.runner)."""
         return run_engine(self.candidate, self.case, self.dtype, self.device, self.law,
-                          request.n, request.seed, call_timeout=request.call_timeout,
+                          request.n, request.seed, families=self.families(),
+                          call_timeout=request.call_timeout,
                           chunk_elements=request.chunk_elements, min_calls=request.min_calls,
                           time_budget=request.time_budget, watch=request.watch,
                           progress=self.progress)
@@ -244,6 +246,10 @@ class CaseRunner:
         return CHECKS.for_group(shaped=bool(getattr(self.case, "shape_class", "")),
                                 path=getattr(self.candidate, "path", "eager"),
                                 sharded=self.sharded)
+
+    def families(self) -> tuple:
+        """The statistic families the engine folds for this group: those its checks read."""
+        return fold_order(f for c in self.checks() for f in c.families)
 
     def check_names(self) -> tuple:
         return tuple(c.name for c in self.checks())

@@ -2,7 +2,7 @@
 Summary the engine builds, so every check runs unchanged on the whole parameter.
 
 * `harness.sharded.layout` — which box of the tensor each rank holds (plain arithmetic);
-* `harness.sharded.fold` — the per-rank fold (`PartFolder`) and what only sharding can break
+* `harness.sharded.fold` — the per-rank fold (`PartFold`) and what only sharding can break
   (`ShardingStats`);
 * `harness.sharded.mesh` — the rank's side of a draw: DeviceMesh, DTensor parameter, calls;
 * `harness.sharded.ranks` — the rank processes and their pools (deadlines, kills);

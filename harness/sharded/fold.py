@@ -1,10 +1,11 @@
 """Per-rank folding of a sharded parameter, and the facts only sharding can break.
 
-`PartFolder` is the engine's folder (`harness.engine.folder.Folder`) for one rank's box of each call:
+`PartFold` is the engine's fold (`harness.engine.fold.Fold`) for one rank's box of each call:
 counts, histograms and power sums as the engine builds them, rows by *global* slot (so that a row
 cut across ranks by Shard(last dim) is one row again after `Summary.merge`), partial row hashes
 that add across parts, and the lag-1 pairs across a shard boundary (the "halo": the previous
-rank's last slice along the sharded dim). ``Summary.merge(parts) == fold of the whole`` (counts
+rank's last slice along the sharded dim); the extremes and independence families keep those
+(`harness.families.extremes.PartExtremesFold`, `harness.families.independence`). ``Summary.merge(parts) == fold of the whole`` (counts
 and histograms bit for bit; float sums up to summation order): tests/unit/harness/test_shardfold.py.
 
 `ShardingStats` holds what `replicas`, `shards` and `sharding` (harness/checks/sharded.py) judge:
@@ -28,9 +29,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..engine import (INT_VIEW, Folder, dtype_bits, fixed_sum, new_summary,
+from ..checks import CHECKS
+from ..engine import (INT_VIEW, Box, Fold, dtype_bits, fixed_sum, new_summary,
                       row_hash_coefficients, standard_scale)
-from ..summary import ROW_EXTREMES_CAP, LagSums, Summary
+from ..families.independence import LagSums
+from ..summary import Summary
 from .layout import Layout, boxes, comparison_pairs, global_row_ids, is_sharded
 
 
@@ -38,30 +41,24 @@ from .layout import Layout, boxes, comparison_pairs, global_row_ids, is_sharded
 # The per-rank fold
 
 
-class PartFolder(Folder):
-    """Folds one rank's box of every call into a part Summary (see `Summary.merge`)."""
-
-    @property
-    def positional(self) -> bool:
-        return False  # a box is not the tensor in row-major order: no position, no repetition
+class PartFold(Fold):
+    """Folds one rank's box of every call into a part Summary (see `Summary.merge`): the
+    engine's fold with the box, which the families that keep rows or pairs across the box's edge
+    (extremes, independence) read; no position classes, no repetition windows."""
 
     def __init__(self, summary: Summary, dtype: torch.dtype, device, offsets: tuple,
-                 local_shape: tuple, shard_dim: int | None, law=None, watch: tuple | None = None):
+                 local_shape: tuple, shard_dim: int | None, law=None, *, families=None,
+                 watch: tuple | None = None):
         # With the law, a 32/64-bit part counts its mass bins (and tallies the watched ones'
         # values) as the engine does, so spikes and scan judge the merged whole.
-        super().__init__(summary, dtype, torch.device(device), law=law, watch=watch)
-        self.offsets, self.local_shape = tuple(offsets), tuple(local_shape)
-        self.shard_dim = shard_dim
         shape = tuple(summary.shape)
-        self.whole_numel = math.prod(shape)
-        self.local_numel = math.prod(self.local_shape)
-        self.rows_per_call = math.prod(shape[:-1]) if shape else 1
-        self.row_ids = torch.as_tensor(global_row_ids(shape, self.offsets, self.local_shape),
-                                       device=self.device)
-        self.part_row_min = np.full(ROW_EXTREMES_CAP, np.inf)
-        self.part_row_max = np.full(ROW_EXTREMES_CAP, -np.inf)
-        self.part_row_hash = np.zeros(ROW_EXTREMES_CAP, dtype=np.int64)
-        summary.box = (self.offsets, self.local_shape)
+        box = Box(tuple(offsets), tuple(local_shape), shard_dim,
+                  np.asarray(global_row_ids(shape, tuple(offsets), tuple(local_shape))))
+        super().__init__(summary, dtype, torch.device(device), law,
+                         families=CHECKS.families("sharded") if families is None else families,
+                         watch=watch, box=box)
+        self.local_numel = math.prod(box.local_shape)
+        summary.box = (box.offsets, box.local_shape)
 
     def fold(self, batch: torch.Tensor, halo: torch.Tensor | None = None) -> None:
         """batch: (calls, *local_shape); halo: (calls, *slice) the previous rank's last slice
@@ -69,69 +66,13 @@ class PartFolder(Folder):
         calls = batch.shape[0]
         if calls == 0:
             return
-        if self.local_numel == 0:
-            s = self.s
-            s.n_calls += calls
-            if s.row_len >= 1 and self.whole_numel:
-                s.n_rows_total += calls * self.rows_per_call
+        if self.local_numel == 0:  # the calls happened; the part holds none of their elements
+            self.s.n_calls += calls
+            for accumulator in self.accumulators.values():
+                if hasattr(accumulator, "fold_empty"):
+                    accumulator.fold_empty(calls)
             return
-        super().fold(batch)
-        if halo is not None and self.shard_dim is not None:
-            self._fold_halo(batch, halo)
-
-    def _z(self, x: torch.Tensor) -> torch.Tensor:
-        """z as the engine computes it (non-finite values count as z = 0)."""
-        z = x.to(self.work) if x.dtype != self.work else x.clone()
-        z.sub_(self.center_work).mul_(1.0 / self.s.scale)
-        return torch.where(torch.isfinite(x), z, torch.zeros((), dtype=self.work, device=z.device))
-
-    def _fold_halo(self, batch: torch.Tensor, halo: torch.Tensor) -> None:
-        """Lag-1 pairs along the sharded dim across the box's lower edge: u = the previous rank's
-        last slice, v = this box's first slice."""
-        d = self.shard_dim
-        u = self._z(halo)
-        v = self._z(batch.select(d + 1, 0))
-        self.s.lag1.setdefault(d, LagSums()).add(LagSums(
-            u.numel(), fixed_sum(u), fixed_sum(v), fixed_sum(u * u), fixed_sum(v * v),
-            fixed_sum(u * v)))
-
-    def _fold_rows(self, batch: torch.Tensor, ib: torch.Tensor) -> None:
-        s = self.s
-        m = s.row_len
-        if m < 1 or self.whole_numel == 0:
-            return
-        calls = batch.shape[0]
-        first_call = s.n_calls - calls  # fold() counted this batch's calls already
-        s.n_rows_total += calls * self.rows_per_call
-        if first_call * self.rows_per_call >= ROW_EXTREMES_CAP:
-            return
-        take = min(calls, math.ceil((ROW_EXTREMES_CAP - first_call * self.rows_per_call)
-                                    / self.rows_per_call))
-        local_m = self.local_shape[-1]
-        rows = batch[:take].reshape(take, -1, local_m)
-        lo = rows.amin(dim=2).to(torch.float64).cpu().numpy()
-        hi = rows.amax(dim=2).to(torch.float64).cpu().numpy()
-        call_base = (first_call + np.arange(take, dtype=np.int64)) * self.rows_per_call
-        slots = call_base[:, None] + self.row_ids.cpu().numpy()[None, :]
-        keep = slots < ROW_EXTREMES_CAP
-        self.part_row_min[slots[keep]] = lo[keep]
-        self.part_row_max[slots[keep]] = hi[keep]
-        if m >= 2 and self.rows_per_call >= 2:
-            c0 = self.offsets[-1]
-            coef = row_hash_coefficients(m, self.device)[c0:c0 + local_m]
-            bits = ib[:take].reshape(take, -1, local_m).to(torch.int64)
-            h = bits.mul_(coef).sum(dim=2).cpu().numpy()
-            self.part_row_hash[slots[keep]] = h[keep]
-
-    def finish(self) -> Summary:
-        s = super().finish()
-        kept = min(ROW_EXTREMES_CAP, s.n_calls * self.rows_per_call) \
-            if (s.row_len >= 1 and self.whole_numel) else 0
-        s.row_min = self.part_row_min[:kept].copy()
-        s.row_max = self.part_row_max[:kept].copy()
-        s.row_hash = self.part_row_hash[:kept].copy()
-        s.n_duplicate_rows = s.n_rows_compared = 0  # counted by Summary.merge on the sums
-        return s
+        super().fold(batch, halo if self.box.shard_dim is not None else None)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -239,7 +180,7 @@ def row_hashes(batch: torch.Tensor) -> torch.Tensor:
     have equal hashes, different ones collide with probability ~2^-64."""
     m = batch.shape[-1]
     calls = batch.shape[0]
-    bits = _ints(batch).reshape(calls, -1, m).to(torch.int64)
+    bits = _ints(batch).reshape(calls, -1, m).to(torch.int64, copy=True)
     return bits.mul_(row_hash_coefficients(m, batch.device)).sum(dim=2)
 
 
@@ -293,7 +234,7 @@ def summary_facts(law) -> dict:
     dist = law.dist
     return {"std": float(law.std), "mean": float(law.mean), "rn_a": float(law.rn_a),
             "rn_b": float(law.rn_b), "dist_std": float(dist.std), "a": float(dist.a),
-            "b": float(dist.b), "fine_bins": law.fine_bins}
+            "b": float(dist.b)}
 
 
 class _Facts:
@@ -302,7 +243,6 @@ class _Facts:
     def __init__(self, facts: dict):
         self.std, self.mean = facts["std"], facts["mean"]
         self.rn_a, self.rn_b = facts["rn_a"], facts["rn_b"]
-        self.fine_bins = facts["fine_bins"]
 
         class _D:
             std, a, b = facts["dist_std"], facts["a"], facts["b"]
@@ -337,8 +277,8 @@ def fold_layout(batch: torch.Tensor, law, layout: Layout, *, locals_: list | Non
         if not is_sharded(layout) and r > 0:
             break
         s = part_summary(facts, shape, dtype)
-        folders.append(PartFolder(s, dtype, batch.device, offsets, local, layout.shard_dim,
-                                  law=law, watch=watch))
+        folders.append(PartFold(s, dtype, batch.device, offsets, local, layout.shard_dim,
+                                law=law, watch=watch))
     pairs = comparison_pairs(layout, shape)
     for start in range(0, calls, step):
         sl = slice(start, min(calls, start + step))

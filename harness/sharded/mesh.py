@@ -21,7 +21,7 @@ from reference import TruncatedNormal, rounded_law
 from ..engine import CallTimeout, candidate_call, is_budget_stop, poison_, raised_text
 from ..runner import DrawRequest
 from ..summary import Summary
-from .fold import (PairStats, PartFolder, ShardingStats, box_slices, compare_pair, count_differing,
+from .fold import (PairStats, PartFold, ShardingStats, box_slices, compare_pair, count_differing,
                    part_summary, record_replicas)
 from .layout import Layout, boxes, comparison_pairs, is_sharded, local_box, rank_seed
 
@@ -218,13 +218,13 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
 
     chunk = max(local_numel, request.chunk_elements // world, 1)
     per_chunk = max(1, min(calls_total, chunk // max(1, local_numel)))
-    folder = buffer = halo_buffer = None
+    fold = buffer = halo_buffer = None
     halo_from = rank - 1 if (sharded and (rank - 1, rank) in pairs) else None
     d = layout.shard_dim
     if folds:
         summary = part_summary(task.facts, shape, dtype)
         summary.notes["seed"] = request.seed
-        folder = PartFolder(summary, dtype, device, offsets, local_shape, d, law=_rank_law(task),
+        fold = PartFold(summary, dtype, device, offsets, local_shape, d, law=_rank_law(task),
                             watch=request.watch or None)
         buffer = torch.empty((per_chunk, *local_shape), dtype=dtype, device=device)
         if halo_from is not None:
@@ -284,7 +284,7 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
             stats.reference_differing += diff
             stats.reference_elements += local_numel
             stats.reference_calls = len(stats.reference_per_call)
-        if folder is not None:
+        if fold is not None:
             buffer[filled].copy_(out)
             if halo_buffer is not None:
                 prev = received[halo_from].view(dtype).view(stats.boxes[halo_from][1])
@@ -293,16 +293,16 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
         done += 1
         stop = (bool(int(status[1])) and done >= request.min_calls and done < calls_total
                 and is_budget_stop(done))
-        if folder is not None and (filled == per_chunk or done == calls_total or stop):
-            folder.fold(buffer[:filled], halo=None if halo_buffer is None else halo_buffer[:filled])
+        if fold is not None and (filled == per_chunk or done == calls_total or stop):
+            fold.fold(buffer[:filled], halo=None if halo_buffer is None else halo_buffer[:filled])
             filled = 0
         if stop:
             stopped_by_budget = True
             break
     stats.pairs = [pair_stats[i] for i in sorted(pair_stats)]
     part = None
-    if folder is not None:
-        part = folder.finish()
+    if fold is not None:
+        part = fold.finish()
         part.candidate_s = t_cand
         part.engine_s = time.perf_counter() - t_start - t_cand
         if stopped_by_budget:

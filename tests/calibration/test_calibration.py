@@ -97,7 +97,7 @@ from scipy import stats
 from candidates import resolve
 from harness.cases import GRID
 from harness.checks import CHECKS
-from harness.checks.stat_fit import gof_groups
+from harness.families.binned import gof_groups
 from harness.runner import CaseRunner, RunConfig
 from reference.dtypes import dtype_name
 
@@ -396,7 +396,7 @@ def _local_block(dtype_str: str) -> dict:
     """spikes and scan on exact multinomial draws of the rounded law's finest bins at the pr n
     (every case) and the nightly n (three cases): what the engine's histogram of n iid draws of
     the law is, without drawing the 2**22..2**27 samples one by one."""
-    from harness.checks.stat_local import LocalBins, check_scan, check_spikes, synthetic_summary
+    from harness.families.localized import LocalBins, check_scan, check_spikes, synthetic_summary
     from reference import TruncatedNormal, rounded_law
 
     dtype = getattr(torch, dtype_str)

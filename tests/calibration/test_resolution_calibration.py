@@ -40,7 +40,7 @@ from scipy import stats
 
 from candidates import resolve
 from harness.cases import case_by_id
-from harness.checks.stat_resolution import (check_low_bits, low_bit_cells, low_bit_law, pair_law,
+from harness.families.resolution import (check_low_bits, low_bit_cells, low_bit_law, pair_law,
                                             quasi_poisson_p)
 from harness.runner import CaseRunner, RunConfig
 
@@ -89,12 +89,12 @@ def _run_block(cand_name: str, case_id: str, dtype_str: str, seeds, samples: int
             runs.append({"verdicts": {c: r.verdict for c, r in results.items()},
                          "p1": {c: r.p_value_stage1 for c, r in results.items()},
                          "messages": {c: r.message for c, r in results.items()},
-                         "block": s1.collision_block, "compared": s1.collision_compared,
-                         "triples": s1.collision_triples,
-                         "pairs": s1.collision_pairs, "scanned": s1.resolution_scanned,
-                         "lattices": dict(zip(s1.lattice_names, (int(c) for c in s1.lattice_counts))),
+                         "block": s1.resolution.collision_block, "compared": s1.resolution.collision_compared,
+                         "triples": s1.resolution.collision_triples,
+                         "pairs": s1.resolution.collision_pairs, "scanned": s1.resolution.scanned,
+                         "lattices": dict(zip(s1.resolution.lattice_names, (int(c) for c in s1.resolution.lattice_counts))),
                          "low_bits": check_low_bits(s1, law, alpha=ALPHA),
-                         "low_bit_counts": s1.low_bit_counts.copy()})
+                         "low_bit_counts": s1.resolution.low_bit_counts.copy()})
         return {"runs": runs, "q2": float(law.collision_prob), "q3": float(law.collision_cube),
                 "masses": {name: float(law.lattice_mass(name)) for name in runs[0]["lattices"]},
                 "low_bit_probs": low_bit_law(law)}

@@ -121,7 +121,7 @@ def test_an_import_error_fails_at_start_up_with_its_cause(tmp_path):
     the checks with its own error (it used to vanish from the check list)."""
     for name in PACKAGES:
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    broken = tmp_path / "harness" / "checks" / "stat_moments.py"
+    broken = tmp_path / "harness" / "families" / "moments.py"
     broken.write_text(broken.read_text() + "\nimport no_such_module_xyz\n")
     result = subprocess.run([sys.executable, "-c", "import harness.checks"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=120)

@@ -2,7 +2,7 @@
 
 * atom by atom on narrow windows where every value's mass is known (`RoundedLaw.atom_probs`): a
   binade's first value (narrower cell), the negative side, bounds inside cells;
-* the last bits of a wide law (`harness.checks.stat_resolution.check_low_bits`), which the
+* the last bits of a wide law (`harness.families.resolution.check_low_bits`), which the
   one-uniform draw fails;
 * the other dtypes unchanged: the one-uniform draw rounded once, bit for bit.
 Fixed seeds; each chi-square assertion fails an exact sampler with probability 1e-6."""
@@ -17,8 +17,8 @@ from scipy import stats
 import candidates.kernels as kernels
 from candidates import resolve
 from candidates.rounding import rn_cast
-from harness.checks.stat_resolution import check_low_bits
-from harness.engine import summarize_samples
+from harness.checks import summarize_samples
+from harness.families.resolution import check_low_bits
 from reference import TruncatedNormal, rounded_law
 from reference.dtypes import float_format
 

@@ -297,6 +297,7 @@ def test_engine_runs_prepare_once_outside_the_candidate_time(monkeypatch):
     spent out of the per-case budget of the first case each worker runs."""
     from candidates.builtin import exact_trunc_normal_
     from candidates.protocol import Candidate
+    from harness.checks import CHECKS
     from harness.engine import CandidateFailure, draw, run_engine
     from reference import TruncatedNormal, rounded_law
 
@@ -315,7 +316,8 @@ def test_engine_runs_prepare_once_outside_the_candidate_time(monkeypatch):
     case = case_by_id("normal-2sigma")
     law = rounded_law(TruncatedNormal(case.mean, case.std, case.a, case.b), torch.float32)
     cand = Candidate(timed, name="slow-start", prepare=slow_start)
-    summary = run_engine(cand, case, torch.float32, "cpu", law, 2 * case.numel, seed=1)
+    summary = run_engine(cand, case, torch.float32, "cpu", law, 2 * case.numel, seed=1,
+                         families=CHECKS.families())
     # deterministic (virtual clock): two calls of 1 ms; with the start-up counted it would be 0.502
     assert calls == [1] and summary.candidate_s == pytest.approx(0.002) and summary.n == 2 * case.numel
 
@@ -324,7 +326,8 @@ def test_engine_runs_prepare_once_outside_the_candidate_time(monkeypatch):
 
     cand = Candidate(exact_trunc_normal_, name="broken-start", prepare=broken_start)
     with pytest.raises(CandidateFailure) as info:
-        run_engine(cand, case, torch.float32, "cpu", law, case.numel, seed=1)
+        run_engine(cand, case, torch.float32, "cpu", law, case.numel, seed=1,
+                   families=CHECKS.families())
     assert info.value.kind == "raised" and "library failed to start" in str(info.value)
 
 

@@ -130,23 +130,23 @@ def test_ranks_fold_the_mass_bins_and_the_watched_values_of_the_whole():
 
     case = case_by_id("normal-2sigma")
     plain = CaseRunner(resolve("exact-counter"), case, torch.float32, "cpu", CFG)
-    seen = np.flatnonzero(plain.summary(2).mass_hist)
+    seen = np.flatnonzero(plain.summary(2).localized.mass_hist)
     # bins that this very draw hit (the same seed is drawn again below): >= 1 count each, by
     # construction, on any machine
     watch = tuple(int(j) for j in seen[:: max(1, seen.size // 8)][:8])
     plain = CaseRunner(resolve("exact-counter"), case, torch.float32, "cpu", CFG)
     plain.watch_list = lambda: watch
     whole = plain.summary(2)
-    assert whole.watch_counts is not None and whole.watch_counts.sum() >= len(watch)
+    assert whole.localized.watch_counts is not None and whole.localized.watch_counts.sum() >= len(watch)
     for layout in (Layout(2, "shard0"), Layout(2, "shard1")):
         runner = _runner("exact-counter", case=case, layout=layout)
         runner.watch_list = lambda: watch
         merged = runner.summary(2)
         assert merged.n == whole.n
-        assert np.array_equal(merged.mass_hist, whole.mass_hist), layout
-        assert merged.watch_bins == whole.watch_bins
-        assert np.array_equal(merged.watch_keys, whole.watch_keys), layout
-        assert np.array_equal(merged.watch_counts, whole.watch_counts), layout
+        assert np.array_equal(merged.localized.mass_hist, whole.localized.mass_hist), layout
+        assert merged.localized.watch_bins == whole.localized.watch_bins
+        assert np.array_equal(merged.localized.watch_keys, whole.localized.watch_keys), layout
+        assert np.array_equal(merged.localized.watch_counts, whole.localized.watch_counts), layout
 
 
 def _one_rank(tmp_path, body: str, name: str = "bad", others: str = "local") -> str:
@@ -267,7 +267,7 @@ def test_a_rank_that_writes_nothing_is_seen_by_written(tmp_path):
     written = runner.run("written")
     assert written.verdict == "fail"
     s = runner.summary(1)
-    assert s.n_unwritten == s.n // 2  # rank 1's half of every call still holds the poison
+    assert s.support.n_unwritten == s.n // 2  # rank 1's half of every call still holds the poison
 
 
 def test_a_budget_stops_every_rank_at_the_same_call(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 
@@ -10,12 +11,16 @@ import pytest
 import torch
 
 from candidates import resolve
+from harness import engine
 from harness.cases import Case, case_by_id
+from harness.checks import CHECKS, summarize_samples
 from harness.engine import (CandidateFailure, INT_VIEW, call_deadline, dtype_bits,
-                            is_budget_stop, normal_throughput, poison_, run_engine,
-                            summarize_samples)
-from harness.summary import ROW_EXTREMES_CAP
+                            is_budget_stop, normal_throughput, poison_)
+from harness.families.extremes import ROW_EXTREMES_CAP
 from reference import TruncatedNormal, float_format, rounded_law
+
+#: The engine's draw through the families of a grid group's checks, as the runner calls it.
+run_engine = functools.partial(engine.run_engine, families=CHECKS.families())
 
 DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
 
@@ -40,7 +45,7 @@ def test_histogram_bins_are_the_reference_ordered_key_bins(dtype):
     keys = fmt.keys_from_bits(patterns.astype(np.uint64))
     expected = np.bincount((keys >> np.uint64(bits - fmt.hist_bits)).astype(np.int64),
                            minlength=1 << fmt.hist_bits)
-    assert np.array_equal(s.hist, expected)
+    assert np.array_equal(s.binned.hist, expected)
     lo, hi = fmt.hist_bin_bounds()
     v = ints.view(dtype).to(torch.float64).numpy()
     finite = np.isfinite(v)
@@ -77,8 +82,8 @@ def test_fine_bins_of_a_narrow_law_are_its_ordered_key_ranges(case, dtype):
                               .astype(np.uint64)).astype(object)
     index = [0 if k < fb.key_lo else fb.n_bins + 1 if k >= fb.key_end
              else ((k - fb.key_lo) >> fb.shift) + 1 for k in keys]
-    assert np.array_equal(s.fine_hist, np.bincount(index, minlength=fb.n_bins + 2))
-    assert s.fine_hist[1:-1].sum() >= inside.numel() + 2  # the two support ends are inside
+    assert np.array_equal(s.binned.fine_hist, np.bincount(index, minlength=fb.n_bins + 2))
+    assert s.binned.fine_hist[1:-1].sum() >= inside.numel() + 2  # the two support ends are inside
     lo, hi = law.fine_bin_bounds()
     v = inside.to(torch.float64).numpy()
     k = np.searchsorted(hi, v)  # bins are increasing, contiguous ranges of values
@@ -90,7 +95,7 @@ def test_wide_laws_have_no_fine_bins():
         for dtype in DTYPES:
             law = _law(case_by_id(cid), dtype)
             assert law.fine_bins is None
-            assert summarize_samples(torch.zeros(1, 4, dtype=dtype), law).fine_hist is None
+            assert summarize_samples(torch.zeros(1, 4, dtype=dtype), law).binned.fine_hist is None
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -102,7 +107,7 @@ def test_poison_is_a_nan_that_counts_as_unwritten_not_as_nan(dtype):
     t[0].fill_(0.5)
     t[1, 0] = math.nan
     s = summarize_samples(t.unsqueeze(0), law)
-    assert s.n == 12 and s.n_unwritten == 7 and s.n_nan == 1 and s.hist.sum() == 12
+    assert s.n == 12 and s.support.n_unwritten == 7 and s.support.n_nan == 1 and s.binned.hist.sum() == 12
 
 
 def test_counts_at_and_outside_the_bounds():
@@ -110,9 +115,9 @@ def test_counts_at_and_outside_the_bounds():
     law = _law(case, torch.float32)
     x = torch.tensor([[-1.0, 1.0, 1.0, 0.0], [2.0, -3.0, math.inf, 0.25]])
     s = summarize_samples(x.unsqueeze(0), law)
-    assert (s.n_at_rn_a, s.n_at_rn_b, s.n_outside_rounded, s.n_posinf) == (1, 2, 2, 1)
-    assert s.worst_outside == -3.0 and s.min == -3.0 and s.max == 2.0
-    assert list(s.row_min) == [-1.0, -3.0]
+    assert (s.atoms.n_at_rn_a, s.atoms.n_at_rn_b, s.support.n_outside_rounded, s.support.n_posinf) == (1, 2, 2, 1)
+    assert s.support.worst_outside == -3.0 and s.support.min == -3.0 and s.support.max == 2.0
+    assert list(s.extremes.row_min) == [-1.0, -3.0]
 
 
 def test_folding_does_not_depend_on_chunking():
@@ -123,18 +128,18 @@ def test_folding_does_not_depend_on_chunking():
                      chunk_elements=1 << 30)
     many = run_engine(exact, case, torch.bfloat16, "cpu", law, 40 * case.numel, 7,
                       chunk_elements=3 * case.numel)
-    assert np.array_equal(one.hist, many.hist)
-    assert one.n_duplicate_rows == many.n_duplicate_rows
-    assert one.n_equal_successive == many.n_equal_successive
+    assert np.array_equal(one.binned.hist, many.binned.hist)
+    assert one.independence.n_duplicate_rows == many.independence.n_duplicate_rows
+    assert one.independence.n_equal_successive == many.independence.n_equal_successive
     # Not random (one draw, folded twice): float64 sums of the same terms in other chunks differ
     # by ~1e-16 relative, on any machine's summation order.
-    np.testing.assert_allclose(one.power_sums, many.power_sums, rtol=1e-12)
-    assert one.successive.count == many.successive.count == 39 * case.numel
+    np.testing.assert_allclose(one.moments.power_sums, many.moments.power_sums, rtol=1e-12)
+    assert one.independence.successive.count == many.independence.successive.count == 39 * case.numel
     # Per-chunk sums are float32 cascade sums: chunking moves them by ~1e-7 of the sum of |terms|
     # (here ~count), six orders of magnitude below the statistic's standard error sqrt(count).
     # A rounding-error bound, 10x the worst case of any SIMD width's order: not a random event.
-    count = one.successive.count
-    assert abs(one.successive.sum_uv - many.successive.sum_uv) < 1e-6 * count
+    count = one.independence.successive.count
+    assert abs(one.independence.successive.sum_uv - many.independence.successive.sum_uv) < 1e-6 * count
 
 
 def test_budget_stops_are_round_call_counts():
@@ -179,11 +184,11 @@ def test_a_budget_limited_draw_is_reproduced_by_its_n(chunk_calls, monkeypatch):
     assert cut.notes.get("stopped_by_budget") and is_budget_stop(calls) and calls == 8
     again = run_engine(exact, case, torch.float32, "cpu", law, cut.n, 11, **kw)
     assert again.n == cut.n and not again.notes.get("stopped_by_budget")
-    assert np.array_equal(cut.hist, again.hist)
-    assert np.array_equal(cut.power_sums, again.power_sums)
-    assert cut.successive == again.successive and cut.lag1 == again.lag1
-    assert np.array_equal(cut.row_min, again.row_min) and np.array_equal(cut.row_max, again.row_max)
-    assert cut.n_duplicate_rows == again.n_duplicate_rows
+    assert np.array_equal(cut.binned.hist, again.binned.hist)
+    assert np.array_equal(cut.moments.power_sums, again.moments.power_sums)
+    assert cut.independence.successive == again.independence.successive and cut.independence.lag1 == again.independence.lag1
+    assert np.array_equal(cut.extremes.row_min, again.extremes.row_min) and np.array_equal(cut.extremes.row_max, again.extremes.row_max)
+    assert cut.independence.n_duplicate_rows == again.independence.n_duplicate_rows
 
 
 def test_no_budget_stop_before_min_calls_or_beyond_n():
@@ -209,8 +214,8 @@ def test_memory_does_not_grow_with_n():
     law = _law(case, torch.float32)
     s = run_engine(resolve("exact"), case, torch.float32, "cpu", law, 1 << 21, 3,
                    chunk_elements=1 << 18)
-    assert s.hist.size == 1 << 20
-    assert len(s.row_min) == ROW_EXTREMES_CAP < s.n_rows_total
+    assert s.binned.hist.size == 1 << 20
+    assert len(s.extremes.row_min) == ROW_EXTREMES_CAP < s.extremes.n_rows_total
 
 
 def test_deadline_interrupts_a_pure_python_loop():
@@ -259,8 +264,8 @@ def test_sums_do_not_depend_on_the_thread_count():
     # Deterministic by design (harness.engine.fixed_sum: blocks of 4096 reduced one per thread,
     # in a fixed order): bit-equal for any thread count; the SIMD width, the same for both folds,
     # changes the last bits of both alike.
-    assert np.array_equal(one.power_sums, many.power_sums)
-    assert one.lag1 == many.lag1 and one.successive == many.successive
+    assert np.array_equal(one.moments.power_sums, many.moments.power_sums)
+    assert one.independence.lag1 == many.independence.lag1 and one.independence.successive == many.independence.successive
 
 
 # ------------------------------------------------------------------ mass bins
@@ -298,13 +303,13 @@ def test_mass_bins_fold_equals_a_direct_count(case, dtype):
     j = mb.bin_of_keys(keys)
     watch = tuple(int(v) for v in np.unique(j[:3]))
     s = summarize_samples(x.reshape(1, -1), law, watch=watch)
-    assert np.array_equal(s.mass_hist, np.bincount(j, minlength=mb.n_bins))
+    assert np.array_equal(s.localized.mass_hist, np.bincount(j, minlength=mb.n_bins))
     lo, hi = mb.key_ranges(j)
     assert np.all((lo <= keys) & (keys <= hi))
     sel = np.isin(j, watch)
     uk, uc = np.unique(keys[sel], return_counts=True)
-    assert s.watch_bins == watch
-    assert np.array_equal(s.watch_keys, uk) and np.array_equal(s.watch_counts, uc)
+    assert s.localized.watch_bins == watch
+    assert np.array_equal(s.localized.watch_keys, uk) and np.array_equal(s.localized.watch_counts, uc)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
@@ -348,22 +353,22 @@ def test_mass_bins_do_not_depend_on_chunking_or_raw_order():
                        chunk_elements=1 << 30)
     # the three most-hit bins, ties broken by index (a stable order: argsort's tie order differs
     # between numpy's SIMD sorts); they hold at least one sample each by construction
-    order = np.lexsort((np.arange(probe.mass_hist.size), -probe.mass_hist))
+    order = np.lexsort((np.arange(probe.localized.mass_hist.size), -probe.localized.mass_hist))
     watch = tuple(sorted(int(j) for j in order[:3]))
-    assert probe.mass_hist[list(watch)].min() >= 1
+    assert probe.localized.mass_hist[list(watch)].min() >= 1
     one = run_engine(exact, case, torch.float32, "cpu", law, 6 * case.numel, 3,
                      chunk_elements=1 << 30, watch=watch)
     many = run_engine(exact, case, torch.float32, "cpu", law, 6 * case.numel, 3,
                       chunk_elements=4 * case.numel, watch=watch)
-    assert np.array_equal(one.mass_hist, many.mass_hist) and np.array_equal(one.mass_hist, probe.mass_hist)
-    assert np.array_equal(one.watch_keys, many.watch_keys)
-    assert np.array_equal(one.watch_counts, many.watch_counts)
-    assert one.watch_counts.sum() == one.mass_hist[list(watch)].sum() >= 3
-    assert one.mass_hist.sum() == one.n
+    assert np.array_equal(one.localized.mass_hist, many.localized.mass_hist) and np.array_equal(one.localized.mass_hist, probe.localized.mass_hist)
+    assert np.array_equal(one.localized.watch_keys, many.localized.watch_keys)
+    assert np.array_equal(one.localized.watch_counts, many.localized.watch_counts)
+    assert one.localized.watch_counts.sum() == one.localized.mass_hist[list(watch)].sum() >= 3
+    assert one.localized.mass_hist.sum() == one.n
 
 
 def test_sixteen_bit_summaries_have_no_mass_bins():
     law = _law(case_by_id("normal-2sigma"), torch.bfloat16)
     assert law.mass_bins is None
     s = summarize_samples(torch.zeros(1, 8, dtype=torch.bfloat16), law, watch=(1, 2))
-    assert s.mass_hist is None and s.watch_keys is None
+    assert not s.has("localized")

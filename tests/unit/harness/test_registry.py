@@ -6,7 +6,7 @@ import pytest
 
 from harness.checks import CHECKS, Check, Registry
 from harness.group import GROUP_KINDS, group_kind
-from harness.checks.check import DRAWN, statistical
+from harness.declaration import DRAWN, statistical
 
 
 def test_every_check_is_declared_once_with_what_the_plumbing_needs():

@@ -19,11 +19,11 @@ import torch
 from candidates import resolve
 from harness.bins import COLLISION_BLOCK_MAX, RESOLUTION_SCAN, collision_block
 from harness.cases import case_by_id
-from harness.checks.stat_resolution import (check_collisions, check_lattices, check_low_bits,
-                                            figure_text, low_bits_mde,
-                                            quasi_poisson_p, resolution_bits)
-from harness.engine import summarize_samples
-from harness.engine.folder import LONG_ROW, equal_pairs_in_sorted_rows, on_lattice, sort_rows
+from harness.checks import summarize_samples
+from harness.families.resolution import (LONG_ROW, check_collisions, check_lattices,
+                                         check_low_bits, equal_pairs_in_sorted_rows, figure_text,
+                                         low_bits_mde, on_lattice, quasi_poisson_p,
+                                         resolution_bits, sort_rows)
 from harness.sharded.fold import fold_layout
 from harness.sharded.layout import Layout
 from harness.summary import Summary
@@ -79,24 +79,24 @@ def test_fold_pools_small_calls_into_whole_blocks():
     s = summarize_samples(calls, law)
     flat = calls.reshape(-1).view(torch.int32).numpy()
     assert calls.numel() <= RESOLUTION_SCAN
-    assert s.collision_block == m and s.collision_blocks == -(-500_000 // m)
-    assert s.collision_pairs == _brute_pairs(flat, m) > 0
+    assert s.resolution.collision_block == m and s.resolution.collision_blocks == -(-500_000 // m)
+    assert s.resolution.collision_pairs == _brute_pairs(flat, m) > 0
 
 
 def test_fold_scans_the_first_values_of_a_draw_only(monkeypatch):
-    import harness.engine.folder as folder
+    import harness.families.resolution as family
 
     scan = 1 << 18  # the rule, at a smaller scan than RESOLUTION_SCAN (the same code path)
-    monkeypatch.setattr(folder, "RESOLUTION_SCAN", scan)
+    monkeypatch.setattr(family, "RESOLUTION_SCAN", scan)
     assert scan < RESOLUTION_SCAN
     case = case_by_id("normal-2sigma")
     law = _law(case, torch.float32)
     x = torch.zeros(3 * scan // (1 << 16), 1 << 16)  # every value 0: all pairs equal
     s = summarize_samples(x, law)
     m = COLLISION_BLOCK_MAX
-    assert s.resolution_scanned == scan and s.collision_blocks == scan // m == 1
-    assert s.collision_pairs == s.collision_blocks * m * (m - 1) // 2 == s.collision_compared
-    assert list(s.lattice_counts) == [scan, scan]  # 0 is everywhere
+    assert s.resolution.scanned == scan and s.resolution.collision_blocks == scan // m == 1
+    assert s.resolution.collision_pairs == s.resolution.collision_blocks * m * (m - 1) // 2 == s.resolution.collision_compared
+    assert list(s.resolution.lattice_counts) == [scan, scan]  # 0 is everywhere
 
 
 @pytest.mark.parametrize("dtype,coarse", [(torch.float32, "bfloat16"), (torch.float32, "float16"),
@@ -121,18 +121,18 @@ def test_merge_adds_blocks_pairs_and_lattice_counts():
         resolve("dropped-last-bit")(batch[k], case.mean, case.std, case.a, case.b, g)
     parts, _ = fold_layout(batch, law, Layout(2, "shard0"))
     merged = Summary.merge(parts)
-    assert merged.collision_block == COLLISION_BLOCK_MAX
-    for name in ("collision_blocks", "collision_pairs", "resolution_scanned", "collision_compared",
+    assert merged.resolution.collision_block == COLLISION_BLOCK_MAX
+    for name in ("collision_blocks", "collision_pairs", "scanned", "collision_compared",
                  "collision_triples"):
-        assert getattr(merged, name) == sum(getattr(p, name) for p in parts)
-    assert merged.resolution_scanned == batch.numel()
-    assert np.array_equal(merged.lattice_counts, sum(p.lattice_counts for p in parts))
+        assert getattr(merged.resolution, name) == sum(getattr(p.resolution, name) for p in parts)
+    assert merged.resolution.scanned == batch.numel()
+    assert np.array_equal(merged.resolution.lattice_counts, sum(p.resolution.lattice_counts for p in parts))
     whole = summarize_samples(batch, law)
-    assert np.array_equal(merged.lattice_counts, whole.lattice_counts)  # per element: exact
-    assert merged.low_bits == 4 and np.array_equal(merged.low_bit_counts, whole.low_bit_counts)
-    assert merged.low_bit_counts.sum() == batch.numel()
+    assert np.array_equal(merged.resolution.lattice_counts, whole.resolution.lattice_counts)  # per element: exact
+    assert merged.resolution.low_bits == 4 and np.array_equal(merged.resolution.low_bit_counts, whole.resolution.low_bit_counts)
+    assert merged.resolution.low_bit_counts.sum() == batch.numel()
     # each part pools its own 2^17 values (one shorter block each); the whole has one of 2^18
-    assert (merged.collision_blocks, whole.collision_blocks) == (2, 1)
+    assert (merged.resolution.collision_blocks, whole.resolution.collision_blocks) == (2, 1)
 
 
 def test_not_applicable_where_the_law_decides():
@@ -197,8 +197,8 @@ def test_the_fold_counts_the_last_bits_of_the_scanned_finite_values():
     x[0, :7], x[1, 3], x[2, -2:] = math.nan, math.inf, -math.inf
     s = summarize_samples(x, law)
     finite = x.reshape(-1)[torch.isfinite(x.reshape(-1))].view(torch.int32).numpy()
-    assert s.low_bits == 4 and s.resolution_scanned == finite.size
-    assert np.array_equal(s.low_bit_counts, np.bincount(finite & 15, minlength=16))
+    assert s.resolution.low_bits == 4 and s.resolution.scanned == finite.size
+    assert np.array_equal(s.resolution.low_bit_counts, np.bincount(finite & 15, minlength=16))
 
 
 @pytest.mark.parametrize("name,dtype", [("dropped-last-bit", torch.float32),

@@ -1,7 +1,7 @@
 """Sharded folding without processes: `Summary.merge` of the ranks' parts is the fold of the whole,
 and the cross-shard comparisons count what they say they count.
 
-The parts are folded by `harness.sharded.fold.PartFolder` exactly as the ranks fold them
+The parts are folded by `harness.sharded.fold.PartFold` exactly as the ranks fold them
 (harness/distributed.py calls the same code); here the boxes are cut from one batch in one process.
 """
 
@@ -15,15 +15,26 @@ import torch
 
 from candidates import resolve
 from harness.cases import Case, case_by_id
-from harness.engine import poison_, summarize_samples
-from harness.sharded.layout import Layout
+from harness.checks import summarize_samples
+from harness.engine import poison_
+from harness.families.extremes import ROW_EXTREMES_CAP
 from harness.sharded.fold import compare_pair, fold_layout
-from harness.summary import ROW_EXTREMES_CAP, Summary
+from harness.sharded.layout import Layout
+from harness.summary import Summary
 from reference import TruncatedNormal, rounded_law
 
-INT_FIELDS = ("n", "n_calls", "n_nan", "n_posinf", "n_neginf", "n_unwritten", "n_outside_rounded",
-              "n_outside_strict", "n_at_rn_a", "n_at_rn_b", "n_equal_successive",
-              "n_pairs_successive", "n_duplicate_rows", "n_rows_compared", "n_rows_total")
+#: (family, field) of every count a merge must give bit for bit; family None: the core
+INT_FIELDS = ((None, "n"), (None, "n_calls"), ("support", "n_nan"), ("support", "n_posinf"),
+              ("support", "n_neginf"), ("support", "n_unwritten"),
+              ("support", "n_outside_rounded"), ("support", "n_outside_strict"),
+              ("atoms", "n_at_rn_a"), ("atoms", "n_at_rn_b"),
+              ("independence", "n_equal_successive"), ("independence", "n_pairs_successive"),
+              ("independence", "n_duplicate_rows"), ("independence", "n_rows_compared"),
+              ("extremes", "n_rows_total"))
+
+
+def _field(summary: Summary, family: str | None, name: str):
+    return getattr(summary if family is None else summary.states[family], name)
 
 
 def _law(case, dtype):
@@ -40,31 +51,34 @@ def _draw(case, dtype, calls, seed=0, candidate="exact"):
 
 
 def assert_same_summary(merged: Summary, whole: Summary, float_rtol: float) -> None:
-    for name in INT_FIELDS:
-        assert int(getattr(merged, name)) == int(getattr(whole, name)), name
-    assert np.array_equal(merged.hist, whole.hist)
-    if whole.fine_hist is not None:
-        assert np.array_equal(merged.fine_hist, whole.fine_hist)
-    if whole.mass_hist is not None:  # 32/64-bit: the mass bins of spikes and scan
-        assert merged.mass_hist is not None and np.array_equal(merged.mass_hist, whole.mass_hist)
-    assert merged.watch_bins == whole.watch_bins
-    if whole.watch_keys is not None:
-        assert np.array_equal(merged.watch_keys, whole.watch_keys)
-        assert np.array_equal(merged.watch_counts, whole.watch_counts)
-    assert np.array_equal(merged.row_min, whole.row_min, equal_nan=True)
-    assert np.array_equal(merged.row_max, whole.row_max, equal_nan=True)
+    for family, name in INT_FIELDS:
+        assert int(_field(merged, family, name)) == int(_field(whole, family, name)), name
+    assert np.array_equal(merged.binned.hist, whole.binned.hist)
+    if whole.binned.fine_hist is not None:
+        assert np.array_equal(merged.binned.fine_hist, whole.binned.fine_hist)
+    assert merged.has("localized") == whole.has("localized")
+    if whole.has("localized"):  # 32/64-bit: the mass bins of spikes and scan
+        got, want = merged.localized, whole.localized
+        assert np.array_equal(got.mass_hist, want.mass_hist)
+        assert got.watch_bins == want.watch_bins
+        if want.watch_keys is not None:
+            assert np.array_equal(got.watch_keys, want.watch_keys)
+            assert np.array_equal(got.watch_counts, want.watch_counts)
+    assert np.array_equal(merged.extremes.row_min, whole.extremes.row_min, equal_nan=True)
+    assert np.array_equal(merged.extremes.row_max, whole.extremes.row_max, equal_nan=True)
     for name in ("min", "max", "worst_outside", "worst_outside_strict"):
-        a, b = getattr(merged, name), getattr(whole, name)
+        a, b = getattr(merged.support, name), getattr(whole.support, name)
         assert (a == b) or (math.isnan(a) and math.isnan(b)), name
-    np.testing.assert_allclose(merged.power_sums, whole.power_sums, rtol=float_rtol, atol=1e-9)
-    assert set(merged.lag1) == set(whole.lag1)
-    for dim, sums in whole.lag1.items():
-        got = merged.lag1[dim]
+    np.testing.assert_allclose(merged.moments.power_sums, whole.moments.power_sums,
+                               rtol=float_rtol, atol=1e-9)
+    assert set(merged.independence.lag1) == set(whole.independence.lag1)
+    for dim, sums in whole.independence.lag1.items():
+        got = merged.independence.lag1[dim]
         assert got.count == sums.count, f"lag1[{dim}] pairs"
         np.testing.assert_allclose([got.sum_u, got.sum_v, got.sum_uu, got.sum_vv, got.sum_uv],
                                    [sums.sum_u, sums.sum_v, sums.sum_uu, sums.sum_vv, sums.sum_uv],
                                    rtol=float_rtol, atol=1e-6 * max(1.0, sums.sum_uu))
-    s1, s2 = merged.successive, whole.successive
+    s1, s2 = merged.independence.successive, whole.independence.successive
     assert s1.count == s2.count
     # float32 block sums: the error scales with the sum of |terms| (<= sum_uu), not with the sum
     np.testing.assert_allclose([s1.sum_uv, s1.sum_uu], [s2.sum_uv, s2.sum_uu], rtol=float_rtol,
@@ -112,7 +126,7 @@ def test_merge_adds_the_watched_values_of_every_part(layout):
     watch = heaviest_bins(law.mass_bins.probs, batch.numel())
     whole = summarize_samples(batch, law, watch=watch)
     # P(no sample in the watched bins) <= e^-20 = 2e-9 (fixed seed besides: this draw has some)
-    assert whole.watch_keys is not None and whole.watch_counts.sum() > 0
+    assert whole.localized.watch_keys is not None and whole.localized.watch_counts.sum() > 0
     # One watched value written again into the first and the last box of the layout (element
     # (0, 0) of call 0, element (-1, -1) of call 1): a value that two ranks see, deterministically.
     values = batch.reshape(-1)[np.isin(law.mass_bins.bin_of_keys(law.fmt.ordered_keys(
@@ -121,9 +135,9 @@ def test_merge_adds_the_watched_values_of_every_part(layout):
     batch[0, 0, 0] = batch[1, -1, -1] = v
     whole = summarize_samples(batch, law, watch=watch)
     key = int(law.fmt.ordered_keys(np.array([v]))[0])
-    assert int(whole.watch_counts[np.searchsorted(whole.watch_keys, key)]) >= 2
+    assert int(whole.localized.watch_counts[np.searchsorted(whole.localized.watch_keys, key)]) >= 2
     parts, _ = fold_layout(batch, law, layout, watch=watch)
-    assert sum(int(key in set(p.watch_keys.tolist())) for p in parts) >= 2  # seen by two ranks
+    assert sum(int(key in set(p.localized.watch_keys.tolist())) for p in parts) >= 2  # seen by two ranks
     assert_same_summary(Summary.merge(parts), whole, float_rtol=1e-6)
 
 
@@ -140,7 +154,7 @@ def test_merge_keeps_rows_duplicates_and_poison_in_uneven_chunks():
     law = _law(case, torch.float16)
     whole = summarize_samples(batch, law)
     # one duplicate per call compared: the calls whose rows fit under the cap
-    assert whole.n_duplicate_rows == ROW_EXTREMES_CAP // 10 and whole.n_unwritten == 2
+    assert whole.independence.n_duplicate_rows == ROW_EXTREMES_CAP // 10 and whole.support.n_unwritten == 2
     for layout in (Layout(4, "shard0"), Layout(4, "shard1"), Layout(3, "shard1")):
         parts, _ = fold_layout(batch, law, layout, chunk_calls=1000)
         assert_same_summary(Summary.merge(parts), whole, float_rtol=0)

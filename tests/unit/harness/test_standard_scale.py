@@ -1,6 +1,6 @@
 """One scale standardizes values wherever the harness standardizes them: the Summary's z, the
 moments' asymptotic sds, and the sharded fold's cross-shard comparisons all take
-`harness.engine.folder.standard_scale`."""
+`harness.engine.fold.standard_scale`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import math
 import numpy as np
 import torch
 
-from harness.checks.stat_moments import moment_sds
 from harness.engine import new_summary, standard_scale
+from harness.families.moments import moment_sds
 from reference import TruncatedNormal, rounded_law
 
 

@@ -31,9 +31,11 @@ from harness.checks import CHECKS
 
 STATISTICAL_CHECKS = CHECKS.outcomes()
 check_mdes = CHECKS.mdes
-from harness.engine import summarize_samples
+from harness.checks import summarize_samples
+from harness.engine import Fold
+from harness.families.independence import LagSums
 from harness.result import Outcome
-from harness.summary import LagSums, Summary
+from harness.summary import Summary
 from reference import TruncatedNormal, rounded_law
 
 INF = math.inf
@@ -312,12 +314,12 @@ def test_moments_mde_is_the_critical_shift():
     law = law_of(0.0, 1.0, -2.0, 2.0, torch.float32)
     n = 1 << 20
     mde = check_mdes(law, n, (1024, 1024))["moments.mean"][0]
-    s = Summary(dtype="float32", shape=(1024, 1024), hist_bits=20, center=law.mean, scale=law.std,
-                rn_a=law.rn_a, rn_b=law.rn_b, a=-2.0, b=2.0, n=n)
+    s = _empty_summary(law, "float32", 20, (1024, 1024))
+    s.n = n
     k = [law.central_moment(j) / law.std**j for j in range(5)]
     d = mde  # shift in z units (= sigma of the law): raw moments of z + d
     raw = [1.0, d, 1.0 + d * d, k[3] + 3 * d + d**3, k[4] + 4 * d * k[3] + 6 * d * d + d**4]
-    s.power_sums = n * np.array(raw)
+    s.moments.power_sums = n * np.array(raw)
     out = STATISTICAL_CHECKS["moments"](s, law)
     assert out.details["p_mean"] * 4 == pytest.approx(ALPHA, rel=1e-6)
     assert out.effect == pytest.approx(mde, rel=1e-9)
@@ -420,17 +422,19 @@ def test_correlations_of_a_nearly_constant_output_are_undefined_not_rounding_noi
     v = np.full(1 << 16, 0.3)
     v[[5, 999, 40000]] = 0.31
     s = summarize(law, v, (64, 64), torch.float32)
-    assert all(math.isnan(ls.correlation()) for ls in s.lag1.values())
-    assert math.isnan(s.successive.correlation())
+    assert all(math.isnan(ls.correlation()) for ls in s.independence.lag1.values())
+    assert math.isnan(s.independence.successive.correlation())
     out = STATISTICAL_CHECKS["independence"](s, law)
     assert "lag-1" not in out.message and "r " not in out.message.split("worst: ")[1][:20]
 
 
 
 def _empty_summary(law, dtype_name="bfloat16", hist_bits=16, shape=(4, 4)):
-    return Summary(dtype=dtype_name, shape=shape, hist_bits=hist_bits, center=law.mean,
-                   scale=law.std if law.std > 0 else law.dist.std, rn_a=law.rn_a, rn_b=law.rn_b,
-                   a=law.dist.a, b=law.dist.b, row_len=shape[-1])
+    """A Summary of no samples: every family's state as the fold starts it."""
+    s = Summary(dtype=dtype_name, shape=shape, hist_bits=hist_bits, center=law.mean,
+                scale=law.std if law.std > 0 else law.dist.std, rn_a=law.rn_a, rn_b=law.rn_b,
+                a=law.dist.a, b=law.dist.b, row_len=shape[-1])
+    return Fold(s, getattr(torch, dtype_name), "cpu", law, families=CHECKS.families()).finish()
 
 
 def test_no_samples():
@@ -467,12 +471,12 @@ def test_huge_n_synthetic():
     # bin would empty the thousands of tiny-mass bins near 0, a hole the scan rightly finds)
     edges = np.round(np.cumsum(probs) / probs.sum() * n).astype(np.int64)
     hist = np.diff(edges, prepend=0)
-    s.hist, s.n, s.n_calls = hist, n, 1
-    s.n_at_rn_a = int(round(law.atom_a * n))
-    s.n_at_rn_b = int(round(law.atom_b * n))
+    s.binned.hist, s.n, s.n_calls = hist, n, 1
+    s.atoms.n_at_rn_a = int(round(law.atom_a * n))
+    s.atoms.n_at_rn_b = int(round(law.atom_b * n))
     k = [law.central_moment(j) / s.scale**j for j in range(5)]
-    s.power_sums = n * np.array([1.0, 0.0, k[2], k[3], k[4]])
-    s.lag1 = {0: LagSums(n - (1 << 15), 0.0, 0.0, n * k[2], n * k[2], 0.0)}
+    s.moments.power_sums = n * np.array([1.0, 0.0, k[2], k[3], k[4]])
+    s.independence.lag1 = {0: LagSums(n - (1 << 15), 0.0, 0.0, n * k[2], n * k[2], 0.0)}
     outs = run_all(s, law)
     for name, o in outs.items():
         assert_sane(o)
@@ -536,7 +540,7 @@ def test_fine_bins_name_samples_outside_the_window():
 
 # ------------------------------------------------------------------- localized defects
 
-from harness.checks.stat_local import (SCREEN_Z, LocalBins, critical_excess, scan_families,  # noqa: E402
+from harness.families.localized import (SCREEN_Z, LocalBins, critical_excess, scan_families,  # noqa: E402
                                        spike_watch, synthetic_summary, value_masses)
 
 
@@ -736,7 +740,7 @@ def test_the_screen_never_hides_a_significant_count():
         k = np.arange(max(0.0, lam - SCREEN_Z * math.sqrt(lam)) // 1, lam + SCREEN_Z * math.sqrt(lam) + 1)
         k = k[(k - lam) ** 2 <= SCREEN_Z ** 2 * lam]
         if k.size:
-            from harness.checks.stat_common import binom_two_sided
+            from harness.families.common import binom_two_sided
 
             worst = min(worst, float(binom_two_sided(k, n, q).min()))
     assert worst > 1e-4, worst
@@ -798,7 +802,7 @@ def test_position_mde_is_the_effect_its_smallest_class_detects_half_the_time():
     a recorded run of these 2000 draws (sd 0.011), must lie in 0.5 +- 0.12: more than 6 sd from
     any power in [0.45, 0.55] (the chi-square approximation at 20 per cell), P < 1e-9."""
     from harness.bins import position_bins
-    from harness.checks.stat_position import class_test, check_position, position_mde
+    from harness.families.position import class_test, check_position, position_mde
 
     dtype, shape, calls = torch.float32, (61, 67), 320
     law = law_of(0.0, 1.0, -2.0, 2.0, dtype)

@@ -1,33 +1,94 @@
-"""What only the place of an element in a tensor reveals: `check_position` (whether the elements
-a kernel treats apart, the first and last, the vector-loop remainders, the row ends, follow the
-law of the rest of the tensor) and
-`check_repetition` (a stretch of the output that appears twice: a counter that wraps, an offset
-reused by the next call).
+"""The position family: what only the place of an element in a tensor reveals, and
+`check_position`, whether the elements a kernel treats apart (the first and last, the
+vector-loop remainders, the row ends) follow the law of the rest of the tensor.
 
-Both read counts the engine folds on the device (`harness.engine.folder`: position classes over
-the law's coarse groups of equal mass, `harness.bins.position_bins`; hashes of 32-element windows
-at content-defined anchors), in memory that does not grow with n.
+State (`PositionState`): the position classes (`harness.bins.position_classes`) and, for each,
+the counts of its elements over the law's coarse groups of equal mass
+(`harness.bins.position_bins`), int64[classes, groups]: a kernel whose remainder loop or boundary
+block is wrong shows in its class however small it is. Memory does not grow with n. A sharded
+part folds a box of the tensor, not the tensor in row-major order: no position classes.
 """
 
 from __future__ import annotations
 
 import math
 
+from dataclasses import dataclass
+
 import numpy as np
+import torch
 from scipy import stats
 
-from ..bins import position_bins
+from ..bins import position_bins, position_classes
+from ..declaration import statistical
+from ..engine import Family
 from ..result import Outcome
 from ..summary import Summary
-from .stat_common import bonferroni, cached_on_law, clip_p, not_applicable, quiet
-from .stat_fit import gof_groups, w_mde
+from . import binned
+from .binned import gof_groups, w_mde
+from .common import bonferroni, cached_on_law, clip_p, not_applicable, quiet
 
 #: Each merged group of a class expects at least this many elements (more than gof's Cochran 5:
 #: the classes are small, and the chi-square approximation must hold at the p-values that fail).
 POSITION_MIN_EXPECTED = 10.0
-#: A repetition test is made only where the law's own expected number of equal windows is below
-#: this (a law of a few values has equal windows by chance).
-REPEAT_MAX_EXPECTED = 1e-2
+
+
+@dataclass
+class PositionState:
+    """Counts of each position class's elements over the law's coarse groups."""
+
+    classes: tuple  # the class names
+    groups: int
+    counts: np.ndarray  # int64[classes, groups]
+
+    @classmethod
+    def merge(cls, parts, whole) -> "PositionState | None":
+        if len({(tuple(p.classes), p.groups) for p in parts}) != 1:
+            return None
+        return cls(tuple(parts[0].classes), parts[0].groups,
+                   np.sum([np.asarray(p.counts) for p in parts], axis=0))
+
+
+class PositionFold:
+    """Counts of each position class over the law's coarse groups, on the device."""
+
+    @classmethod
+    def start(cls, law, shape: tuple, fold) -> "PositionFold | None":
+        classes = position_classes(tuple(shape)) if law is not None and fold.positional else []
+        if not classes:
+            return None
+        edges, masses = position_bins(law)
+        if masses.size < 2:
+            return None
+        return cls(fold, classes, edges, masses.size)
+
+    def __init__(self, fold, classes, edges, groups: int):
+        self.owner = fold
+        device = fold.device
+        # Values compared with the coarse edges exactly: float64 for float64, else float32.
+        self.edge_dtype = torch.float64 if fold.dtype == torch.float64 else torch.float32
+        self.edges = torch.as_tensor(edges, dtype=self.edge_dtype, device=device)
+        self.index = torch.as_tensor(np.concatenate([idx for _, idx in classes]), device=device)
+        self.base = torch.as_tensor(np.concatenate([np.full(idx.size, c * groups) for c, (_, idx)
+                                                    in enumerate(classes)]), device=device)
+        self.counts = torch.zeros(len(classes) * groups, dtype=torch.int64, device=device)
+        self.classes = tuple(name for name, _ in classes)
+        self.groups = groups
+
+    def fold(self, chunk) -> None:
+        batch = chunk.batch
+        calls = batch.shape[0]
+        values = batch.reshape(calls, -1).index_select(1, self.index).to(self.edge_dtype)
+        groups = torch.searchsorted(self.edges, values.reshape(-1))
+        codes = self.base.repeat(calls).add_(groups)
+        self.counts += torch.bincount(codes, minlength=self.counts.numel())
+
+    def finish(self, whole: Summary) -> PositionState:
+        return PositionState(self.classes, self.groups,
+                             self.counts.cpu().numpy().reshape(len(self.classes), -1))
+
+
+FAMILY = Family("position", PositionFold.start)
 
 
 def _bins(law):
@@ -39,14 +100,15 @@ def group_totals(summary: Summary, law, edges: np.ndarray, groups: int) -> np.nd
     histogram: every histogram bin (a fine bin for a narrow law) lies inside one group, the group
     of its largest value (edges fall on bin boundaries). Bins without a finite value (NaN, inf)
     go to the first or last group by their side, as the engine's searchsorted puts those values."""
-    if law.fine_bins is not None and summary.fine_hist is not None:
+    bins = summary.binned
+    if law.fine_bins is not None and bins.fine_hist is not None:
         lo, hi = law.fine_bin_bounds()
-        inner = np.asarray(summary.fine_hist, dtype=np.float64)
+        inner = np.asarray(bins.fine_hist, dtype=np.float64)
         counts = inner[1:-1]
         below, above = float(inner[0]), float(inner[-1])
     else:
         lo, hi = law.fmt.hist_bin_bounds()
-        counts = np.asarray(summary.hist, dtype=np.float64)
+        counts = np.asarray(bins.hist, dtype=np.float64)
         below = above = 0.0
     hi, lo = np.asarray(hi, dtype=np.float64), np.asarray(lo, dtype=np.float64)
     side = np.where(np.arange(hi.size) < hi.size // 2, -np.inf, np.inf)
@@ -101,12 +163,13 @@ def check_position(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     tested. A sampler wrong everywhere fails the marginal checks, not this one: it says that some
     positions are drawn from another law than the others."""
     unit = "Cohen's w (worst position class vs the rest)"
-    classes = summary.position_classes
-    if summary.position_counts is None or not classes:
+    state = summary.states.get(FAMILY.name)
+    classes = state.classes if state is not None else ()
+    if state is None or not classes:
         return not_applicable("no position classes (a tensor of one element, a law of one "
                               "group, or a sharded part)", unit)
     edges, masses = _bins(law)
-    position_counts = np.asarray(summary.position_counts, dtype=np.float64)
+    position_counts = np.asarray(state.counts, dtype=np.float64)
     totals = group_totals(summary, law, edges, position_counts.shape[1])
     tested = []
     for name, counts in zip(classes, position_counts):
@@ -126,48 +189,9 @@ def check_position(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
                    details={"class": name, "classes_tested": [t[0] for t in tested]})
 
 
-def repetition_expected(summary: Summary, law) -> float:
-    """Equal window pairs the law itself gives (at most pairs x q^W, q the collision probability
-    of one element: two windows of W iid values, overlapping or not, are equal with probability
-    at most q^W)."""
-    from ..engine.folder import REPEAT_WINDOW
-
-    q = float(law.collision_prob)
-    if q <= 0:
-        return 0.0
-    return float(summary.rep_pairs) * math.exp(min(0.0, REPEAT_WINDOW * math.log(q)))
-
-
-@quiet
-def check_repetition(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
-    """Equal 32-element windows (anchored by content) inside a call and against the previous
-    call: Poisson upper tail with the law's expected count; a stretch of >= 1024 elements that
-    repeats shows as ~8 equal pairs (decisive where the law expects far below one)."""
-    from ..engine.folder import REPEAT_WINDOW
-
-    unit = "equal window pairs"
-    if summary.rep_windows == 0 or summary.rep_pairs == 0:
-        return not_applicable(f"no windows to compare (a tensor under {REPEAT_WINDOW} elements, "
-                              f"no anchor, or a sharded part)", unit)
-    lam = repetition_expected(summary, law)
-    if lam > REPEAT_MAX_EXPECTED:
-        return not_applicable(f"the law has too few values: {lam:.3g} equal window pairs expected "
-                              f"by chance", unit)
-    k = int(summary.rep_equal)
-    p = 1.0 if k == 0 else clip_p(stats.poisson.sf(k - 1, lam))
-    msg = (f"{k} pairs of equal {REPEAT_WINDOW}-element windows among {summary.rep_windows} anchored windows "
-           f"({summary.rep_pairs:.3g} pairs compared; {lam:.3g} expected by chance)")
-    if k:
-        msg += ": a stretch of the output repeats (a counter that wraps, an offset reused)"
-    return Outcome(statistic=float(k), p_value=p, effect=float(k), effect_unit=unit, mde=1.0,
-                   message=msg, decisive=bool(k and lam < 1e-12),
-                   details={"expected": lam, "windows": int(summary.rep_windows)})
-
-
 def position_mde(law, n: int, shape: tuple, alpha: float = 1e-3) -> float:
     """Cohen's w the position check detects with power 0.5 in its smallest class tested, at n
     samples of a tensor of `shape` (no sampling)."""
-    from ..bins import position_classes
 
     numel = max(1, math.prod(shape)) if shape else 1
     calls = max(1, n // numel)
@@ -185,3 +209,26 @@ def position_mde(law, n: int, shape: tuple, alpha: float = 1e-3) -> float:
         return math.nan
     n_c, df = min(sizes)
     return w_mde(df, n_c, alpha / len(sizes))
+
+
+POSITION = statistical(
+    "position", check_position,
+    families=(FAMILY, binned.FAMILY),
+    doc='The law of elements by position: first, last, vector-loop remainders, row ends.',
+    method=(
+        "The law of elements by their flat position in the tensor: the first and the last element, "
+        "the remainders of numel modulo 2, 4, 8, 16 and 32 (what a vectorized loop's remainder "
+        "writes), the first and last element of every row and the row remainders modulo 8 and 32 "
+        "(`harness.bins.position_classes`; empty, whole-tensor and duplicate classes dropped). Each "
+        "class's elements, pooled over the calls, are counted in the law's 16 coarse groups of "
+        "about equal exact mass (runs of histogram bins; `harness.bins.position_bins`), groups "
+        "merged to expect >= 10 elements; Pearson chi-square per class, Bonferroni over the classes "
+        "tested (a class needs two merged groups). Null: every position has the law's marginal. "
+        "Catches a remainder loop, a boundary block or a row end written by another code path, "
+        "however small a share of the tensor it is. False-alarm rate <= alpha up to the chi-square "
+        "approximation. Effect: Cohen's w of the worst class. MDE: the w detectable with power 0.5 "
+        "in the smallest class tested, at level alpha / classes."
+    ),
+    unit="Cohen's w (smallest position class)",
+    mde=lambda law, n, shape, alpha: position_mde(law, n, tuple(shape), alpha),
+)

@@ -1,4 +1,14 @@
-"""Checks at the resolution of single values (32/64-bit dtypes): equal-value pairs and coarse lattices.
+"""The resolution family: the law at the resolution of single values (32/64-bit dtypes), and its
+checks, equal-value pairs, coarse lattices and last bits.
+
+State (`ResolutionState`): over the draw's first `harness.bins.RESOLUTION_SCAN` finite values,
+pooled across calls (``scanned`` of them): blocks of ``collision_block`` consecutive ones (the
+last one shorter), sorted, give the equal-value pairs (no block where the law makes the check
+n/a): ``collision_compared`` = sum of C(m, 2) over the blocks, ``collision_triples`` = sum of
+C(m, 2) (m - 2) (`harness.bins.block_pair_slots`); ``lattice_counts[i]`` is how many of them are
+representable in ``lattice_names[i]``; ``low_bit_counts[j]`` how many end in the ``low_bits``-bit
+pattern j. A merge adds the parts' blocks: each part pools its own values (the same law per
+block).
 
 A 32/64-bit histogram bin holds 2^12 / 2^44 values, so a sampler whose randomness or arithmetic is
 coarser than the dtype it writes (23 or 24 random bits behind a float32, float32 arithmetic behind
@@ -16,7 +26,7 @@ Two statistics see it, each against an exact law from the reference:
 * `check_lattices`: how many of the scanned values are representable in a coarser format
   (bfloat16 and float16 in a float32 tensor, float32 in a float64 one) against the law's mass
   on that lattice (`RoundedLaw.lattice_mass`: 2^-16, 2^-13, 2^-29 of the law for a wide one).
-* `check_low_bits`: the scanned values by the last `harness.summary.LOW_BITS` bits of their bit
+* `check_low_bits`: the scanned values by the last `LAST_BITS` bits of their bit
   patterns (16 classes) against the law's masses of those classes
   (`RoundedLaw.low_bit_masses`: not uniform near the bounds, zeros and powers of two, nor for a
   law of few values per std): Pearson chi-square.
@@ -25,26 +35,191 @@ Two statistics see it, each against an exact law from the reference:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
+import torch
 from scipy import special, stats
 
-from reference.dtypes import float_format
+from reference.dtypes import dtype_name, float_format
 
 from ..bins import (COARSE_LATTICES, COLLISION_BLOCK_MIN, RESOLUTION_SCAN, block_pair_slots,
                     collision_block)
+from ..declaration import statistical
+from ..engine import Family
 from ..result import Outcome
-from ..summary import LOW_BITS, Summary
-from .stat_common import binom_two_sided, bonferroni, clip_p, not_applicable, quiet
-from .stat_fit import w_mde
+from ..summary import Summary
+from .binned import w_mde
+from .common import binom_two_sided, bonferroni, clip_p, not_applicable, quiet
+
+#: The last bits of each scanned value's bit pattern counted by class (32/64-bit dtypes): 16 classes.
+LAST_BITS = 4
 
 COLLISIONS_UNIT = "obs/exp equal pairs"
 LATTICES_UNIT = "obs/exp values on a coarser lattice"
-LOW_BITS_UNIT = f"Cohen's w of the last-{LOW_BITS}-bit classes"
+LOW_BITS_UNIT = f"Cohen's w of the last-{LAST_BITS}-bit classes"
 #: Classes expecting fewer scanned values than this are pooled (the chi-square approximation).
 LOW_BITS_MIN_EXPECTED = 5.0
 #: Two-sided confidence level of the bits-of-randomness figure.
 FIGURE_LEVEL = 0.95
+
+
+@dataclass
+class ResolutionState:
+    """Equal-value pairs in blocks, values on coarser lattices, last-bit classes."""
+
+    collision_block: int = 0
+    collision_blocks: int = 0
+    collision_pairs: int = 0
+    collision_compared: float = 0.0
+    collision_triples: float = 0.0
+    scanned: int = 0
+    lattice_names: tuple = ()
+    lattice_counts: np.ndarray | None = None
+    low_bits: int = 0
+    low_bit_counts: np.ndarray | None = None
+
+    @classmethod
+    def merge(cls, parts, whole) -> "ResolutionState":
+        """Blocks, lattice and low-bit counts add when every part used the same block size,
+        lattices and bits (parts of one law do); otherwise the whole has none."""
+        first = parts[0]
+        out = cls()
+        if any((p.collision_block, tuple(p.lattice_names))
+               != (first.collision_block, tuple(first.lattice_names)) for p in parts):
+            return out
+        for name in ("collision_blocks", "collision_pairs", "scanned"):
+            setattr(out, name, sum(int(getattr(p, name)) for p in parts))
+        out.collision_compared = sum(float(p.collision_compared) for p in parts)
+        out.collision_triples = sum(float(p.collision_triples) for p in parts)
+        out.collision_block = first.collision_block
+        out.lattice_names = tuple(first.lattice_names)
+        if all(p.lattice_counts is not None for p in parts) and out.lattice_names:
+            out.lattice_counts = np.sum([np.asarray(p.lattice_counts, dtype=np.int64)
+                                         for p in parts], axis=0)
+        if all(p.low_bit_counts is not None and p.low_bits == first.low_bits for p in parts):
+            out.low_bits = first.low_bits
+            out.low_bit_counts = np.sum([np.asarray(p.low_bit_counts, dtype=np.int64)
+                                         for p in parts], axis=0)
+        return out
+
+
+class ResolutionFold:
+    """32/64-bit laws: the first RESOLUTION_SCAN finite values of the draw are counted on the
+    coarser lattices and by their last LAST_BITS bits and, in blocks of the law's
+    `collision_block` values (pooled across calls and chunks: a leftover shorter than one block
+    waits for the next chunk, and `finish` sorts the last one as a shorter block), sorted for
+    their equal-value pairs."""
+
+    @classmethod
+    def start(cls, law, shape: tuple, fold) -> "ResolutionFold | None":
+        if law is None or fold.exact_hist or fold.bits < 32:
+            return None
+        return cls(law, fold)
+
+    def __init__(self, law, fold):
+        self.owner = fold
+        names = COARSE_LATTICES.get(dtype_name(fold.dtype), ())
+        self.state = ResolutionState(
+            collision_block=collision_block(float(law.collision_prob), fold.bits),
+            lattice_names=names, lattice_counts=np.zeros(len(names), dtype=np.int64),
+            low_bits=LAST_BITS, low_bit_counts=np.zeros(1 << LAST_BITS, dtype=np.int64))
+        self.left = RESOLUTION_SCAN
+        self.pool = None
+
+    def fold(self, chunk) -> None:
+        take = min(self.left, chunk.numel)
+        if take <= 0:
+            return
+        self.left -= take
+        flat, ints = chunk.flat[:take], chunk.ints[:take]
+        if chunk.finite is not None:
+            keep = chunk.finite[:take]
+            flat, ints = flat[keep], ints[keep]
+        s = self.state
+        s.scanned += int(flat.numel())
+        for i, name in enumerate(s.lattice_names):
+            s.lattice_counts[i] += on_lattice(flat, ints, name)
+        s.low_bit_counts += low_bit_classes(ints, s.low_bits)
+        m = s.collision_block
+        if not m:
+            return
+        pool = ints if self.pool is None else torch.cat([self.pool, ints])
+        blocks = pool.numel() // m
+        self.pool = pool[blocks * m:].clone()
+        if blocks:
+            self._count_block_pairs(pool[:blocks * m].view(blocks, m))
+
+    def _count_block_pairs(self, rows: torch.Tensor) -> None:
+        """Sort each row (a block) on the device and add its equal pairs and pair slots."""
+        s = self.state
+        rows = sort_rows(rows)
+        compared, triples = block_pair_slots([rows.shape[1]] * rows.shape[0])
+        s.collision_blocks += rows.shape[0]
+        s.collision_compared += compared
+        s.collision_triples += triples
+        s.collision_pairs += equal_pairs_in_sorted_rows(rows)
+
+    def finish(self, whole: Summary) -> ResolutionState:
+        """The leftover of the last block is a shorter block of its own (two values at least)."""
+        pool, self.pool = self.pool, None
+        if pool is not None and pool.numel() >= 2:
+            self._count_block_pairs(pool.view(1, -1))
+        return self.state
+
+
+#: Rows at least this long are sorted one at a time: torch sorts a 1-D integer tensor by radix
+#: sort on CPU, but the rows of a 2-D one each by a comparison sort (~10x slower at 2**18).
+LONG_ROW = 1 << 12
+
+
+def sort_rows(rows: torch.Tensor) -> torch.Tensor:
+    """Each row of a 2-D tensor in ascending order."""
+    if rows.shape[1] < LONG_ROW:
+        return torch.sort(rows, dim=1).values
+    return torch.stack([torch.sort(row).values for row in rows])
+
+
+def equal_pairs_in_sorted_rows(rows: torch.Tensor) -> int:
+    """Pairs of equal elements within each row of a row-sorted 2-D tensor: sum over runs of c
+    equal elements of C(c, 2). A run of c is c - 1 neighbours equal, so it is a run of c - 1
+    True flags, and a run of L flags adds L (L + 1) / 2; a False column in front of each row
+    keeps runs of different rows apart."""
+    n_rows, m = rows.shape
+    if m < 2:
+        return 0
+    flags = torch.zeros((n_rows, m), dtype=torch.bool, device=rows.device)
+    torch.eq(rows[:, 1:], rows[:, :-1], out=flags[:, 1:])
+    idx = flags.view(-1).nonzero().squeeze(1)
+    if idx.numel() == 0:
+        return 0
+    starts = torch.ones(idx.numel(), dtype=torch.bool, device=rows.device)
+    starts[1:] = idx[1:] != idx[:-1] + 1
+    first = starts.nonzero().squeeze(1)
+    ends = torch.cat([first[1:], torch.tensor([idx.numel()], device=rows.device)])
+    runs = (ends - first).to(torch.int64)
+    return int((runs * (runs + 1) // 2).sum())
+
+
+def on_lattice(flat: torch.Tensor, ints: torch.Tensor, coarse: str) -> int:
+    """How many of the finite values `flat` (with their integer view `ints`) are representable
+    in the coarser format `coarse`: bfloat16 is float32's top 16 bits (its values are the
+    float32 patterns whose low 16 bits are 0); float16 and float32 by a round trip through them
+    (a value beyond their range comes back infinite, one they cannot hold comes back changed)."""
+    if coarse == "bfloat16" and flat.dtype == torch.float32:
+        return ints.numel() - int(torch.count_nonzero(torch.bitwise_and(ints, 0xFFFF)))
+    target = getattr(torch, coarse)
+    return int(torch.count_nonzero(flat.to(target).to(flat.dtype) == flat))
+
+
+def low_bit_classes(ints: torch.Tensor, bits: int) -> np.ndarray:
+    """How many of the values (their integer views `ints`) end in each pattern of `bits` bits:
+    int64[2**bits]. The sign bit is the top one, so the last bits are the significand's."""
+    low = torch.bitwise_and(ints, (1 << bits) - 1).to(torch.int64)
+    return torch.bincount(low, minlength=1 << bits).cpu().numpy()
+
+
+FAMILY = Family("resolution", ResolutionFold.start)
 
 
 def pair_law(compared: float, triples: float, q2: float, q3: float) -> tuple[float, float]:
@@ -108,13 +283,16 @@ def figure_text(bits: float, low: float, high: float, own: float) -> str:
 def _not_applicable_reason(summary: Summary, law) -> str | None:
     if float_format(summary.dtype).bits < 32:
         return "16-bit and narrower dtypes: the histogram counts every value (gof, spikes)"
-    if summary.collision_block == 0:
+    state = summary.states.get(FAMILY.name)
+    if state is None:
+        return "the Summary was folded without the resolution scan"
+    if state.collision_block == 0:
         q2 = float(law.collision_prob)
         return (f"the law is too concentrated for blocks of >= {COLLISION_BLOCK_MIN} values "
                 f"(2^{-math.log2(q2):.1f} equally likely values; its values are judged one by "
                 f"one in its fine bins and by spikes)" if q2 > 0 else "the law has no values")
-    if summary.collision_compared <= 0:
-        return f"fewer than two values scanned ({summary.resolution_scanned})"
+    if state.collision_compared <= 0:
+        return f"fewer than two values scanned ({state.scanned})"
     return None
 
 
@@ -124,17 +302,18 @@ def check_collisions(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     reason = _not_applicable_reason(summary, law)
     if reason is not None:
         return not_applicable(reason, COLLISIONS_UNIT)
-    m, blocks = int(summary.collision_block), int(summary.collision_blocks)
+    state = summary.resolution
+    m, blocks = int(state.collision_block), int(state.collision_blocks)
     q2, q3 = float(law.collision_prob), float(law.collision_cube)
-    compared = float(summary.collision_compared)
-    mean, disp = pair_law(compared, float(summary.collision_triples), q2, q3)
-    count = int(summary.collision_pairs)
+    compared = float(state.collision_compared)
+    mean, disp = pair_law(compared, float(state.collision_triples), q2, q3)
+    count = int(state.collision_pairs)
     p = quasi_poisson_p(count, mean, disp)
     bits, low, high = resolution_bits(compared, count, disp)
     own = law_bits(law)
     ratio = count / mean if mean > 0 else math.inf
     figure = figure_text(bits, low, high, own)
-    scanned = int(summary.resolution_scanned)
+    scanned = int(state.scanned)
     msg = (f"{count} equal pairs in {blocks} block(s) of <= {m} values ({scanned} scanned), "
            f"{mean:.4g} expected (x{ratio:.3g}): {figure}")
     if p < alpha and count > mean:
@@ -174,14 +353,15 @@ def collisions_mde(law, n: int, alpha: float = 1e-3) -> float:
 def check_lattices(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     """Scanned values on each coarser lattice against Bin(scanned, the law's lattice mass):
     exact two-sided binomial tests, Bonferroni over the lattices."""
-    names = tuple(summary.lattice_names)
-    if not names or summary.lattice_counts is None:
+    state = summary.states.get(FAMILY.name)
+    names = tuple(state.lattice_names) if state is not None else ()
+    if not names or state.lattice_counts is None:
         return not_applicable("16-bit and narrower dtypes: the histogram counts every value",
                               LATTICES_UNIT)
-    n = int(summary.resolution_scanned)
+    n = int(state.scanned)
     if n == 0:
         return not_applicable("no finite value scanned", LATTICES_UNIT)
-    counts = np.asarray(summary.lattice_counts, dtype=np.int64)
+    counts = np.asarray(state.lattice_counts, dtype=np.int64)
     masses = np.array([float(law.lattice_mass(name)) for name in names])
     ps = binom_two_sided(counts, n, masses)
     p, worst = bonferroni(ps)
@@ -229,9 +409,9 @@ def lattices_mde(law, n: int, alpha: float = 1e-3) -> float:
 
 
 LOW_BITS_DOC = (
-    f"The last {LOW_BITS} bits of each value's bit pattern (the significand's last bits), over "
+    f"The last {LAST_BITS} bits of each value's bit pattern (the significand's last bits), over "
     "the values collisions and lattices scan (32/64-bit dtypes: the draw's first 2^19 finite "
-    f"values, pooled across calls; 16-bit dtypes count every value already): 2^{LOW_BITS} "
+    f"values, pooled across calls; 16-bit dtypes count every value already): 2^{LAST_BITS} "
     "classes against the law's masses of the same classes (`RoundedLaw.low_bit_masses`, summed "
     "over the law's values binade by binade: not uniform near the bounds, the zeros and the "
     "powers of two, nor where the law holds few values per std). Null: iid draws of the rounded "
@@ -266,7 +446,7 @@ def low_bit_cells(expected: np.ndarray) -> list[np.ndarray]:
     return cells
 
 
-def low_bit_law(law, bits: int = LOW_BITS) -> np.ndarray:
+def low_bit_law(law, bits: int = LAST_BITS) -> np.ndarray:
     """The law's probabilities of the 2^bits classes among its finite values (they sum to 1;
     all zero where the law has no finite value)."""
     masses = np.asarray(law.low_bit_masses(bits), dtype=np.float64)
@@ -277,14 +457,15 @@ def low_bit_law(law, bits: int = LOW_BITS) -> np.ndarray:
 @quiet
 def check_low_bits(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     """The scanned values' last-bit classes against the law's (Pearson chi-square, pooled cells)."""
-    if float_format(summary.dtype).bits < 32 or summary.low_bit_counts is None:
+    state = summary.states.get(FAMILY.name)
+    if float_format(summary.dtype).bits < 32 or state is None or state.low_bit_counts is None:
         return not_applicable("16-bit and narrower dtypes: the histogram counts every value "
                               "(gof, spikes)", LOW_BITS_UNIT)
-    counts = np.asarray(summary.low_bit_counts, dtype=np.int64)
+    counts = np.asarray(state.low_bit_counts, dtype=np.int64)
     n = int(counts.sum())
     if n == 0:
         return not_applicable("no finite value scanned", LOW_BITS_UNIT)
-    bits = int(summary.low_bits)
+    bits = int(state.low_bits)
     probs = low_bit_law(law, bits)
     expected = n * probs
     cells = low_bit_cells(expected)
@@ -330,3 +511,60 @@ def low_bits_mde(law, n: int, alpha: float = 1e-3) -> float:
         return math.nan
     cells = low_bit_cells(scanned * low_bit_law(law))
     return w_mde(len(cells) - 1, scanned, alpha) if len(cells) >= 2 else math.nan
+
+
+COLLISIONS = statistical(
+    "collisions", check_collisions, families=(FAMILY,),
+    doc='Equal values no more (or less) often than the law allows: the bits of randomness.',
+    method=(
+        "Equal values, at the resolution of single values (32/64-bit dtypes; 16-bit ones count "
+        "every value already). The engine takes the first 2^19 finite values of a draw, pooled "
+        "across calls, in blocks of m consecutive values (m = 2^18, halved while m q > 2^-8, q "
+        "the law's collision probability; not applicable below m = 256, a law of a few thousand "
+        "values judged one by one by fine bins and spikes), sorts each block on the device and "
+        "counts its pairs of equal values (the last block shorter). Null: iid draws of the rounded law; a block's pairs "
+        "have mean C(m, 2) q and variance C(m, 2) [(q - q^2) + 2 (m - 2)(q3 - q^2)], q = sum "
+        "P(Y = v)^2, q3 = sum P(Y = v)^3 (the reference's, exact from the atoms or from h^(k-1) "
+        "int f^k per bin, relative error O((h / std)^2)); blocks are independent. The total T is "
+        "tested as T / d ~ Poisson(mean / d), d = variance / mean (d = 1 + ~2e-3 for a wide "
+        "law: the exact Poisson test), two-sided by doubling the smaller tail. Catches too few "
+        "random bits (23 or 24-bit uniforms behind a float32: x8, x4), arithmetic coarser than "
+        "the dtype (float32 values in a float64 tensor: ~2^29 times the law's pairs) and a "
+        "dropped last bit (x2). False-alarm rate ~alpha (measured over seeds: "
+        "tests/calibration). Effect: obs/exp pairs; the message and the results' `resolution` "
+        "column give the figure: log2 of the effective number of equally likely values, (pairs "
+        "compared) / (equal pairs), with a 95% CI, next to the law's own log2(1 / q). MDE: the "
+        "obs/exp ratio whose median count sits on the upper critical count at alpha / 2 (float32 "
+        "N(0, 1) at +-2: ~1.1, a tenth of a bit; float64: ~2^19, the law expects 2^-19 pairs)."
+    ),
+    unit=COLLISIONS_UNIT,
+    mde=lambda law, n, shape, alpha: collisions_mde(law, n, alpha),
+)
+
+LATTICES = statistical(
+    "lattices", check_lattices, families=(FAMILY,),
+    doc="No more values on a coarser format's lattice than the law puts there.",
+    method=(
+        "Values representable in a coarser format: bfloat16 and float16 values in a float32 "
+        "tensor, float32 values in a float64 one (a sampler that computes in the coarser format "
+        "and writes wider produces nothing else). Among the same first 2^19 finite values of a "
+        "draw as collisions, the count on each lattice is Bin(scanned, the law's exact mass on "
+        "it) under iid draws of the rounded law (RoundedLaw.lattice_mass: atom by atom where "
+        "the support holds <= 2^22 coarse values, always for 16-bit ones; 2^-29 P(2^-126 <= "
+        "|X| <= float32 max) for a wide float64 law, relative error ~2^-23); exact two-sided "
+        "binomial tests, Bonferroni over the lattices; a count on a lattice the law gives no "
+        "mass is decisive. False-alarm rate <= alpha. Effect: obs/exp at the worst lattice. "
+        "MDE: the obs/exp ratio at the better-powered lattice whose median count sits on its "
+        "upper critical count at alpha / (2 lattices)."
+    ),
+    unit=LATTICES_UNIT,
+    mde=lambda law, n, shape, alpha: lattices_mde(law, n, alpha),
+)
+
+LOW_BITS = statistical(
+    "low_bits", check_low_bits, families=(FAMILY,),
+    doc="The last 4 bits of single 32/64-bit values against the law's mass of each class.",
+    method=LOW_BITS_DOC,
+    unit=LOW_BITS_UNIT,
+    mde=lambda law, n, shape, alpha: low_bits_mde(law, n, alpha),
+)

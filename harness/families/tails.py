@@ -1,6 +1,7 @@
-"""Count checks: `check_atoms` (mass at RN(a), RN(b) and at zero) and `check_tails` (mass beyond
-the law's 1e-3, 1e-5, 1e-7 quantiles on each side). Exact binomial tests, Bonferroni across
-components."""
+"""The tails: `check_tails`, the counts beyond the law's 1e-3, 1e-5, 1e-7 quantiles on each side
+(exact binomial tests, Bonferroni across the tails). Tails has no state of its own: it reads the
+binned family's histogram, cut at bin boundaries.
+"""
 
 from __future__ import annotations
 
@@ -8,82 +9,17 @@ import math
 
 import numpy as np
 
+from ..declaration import statistical
 from ..result import Outcome
 from ..summary import Summary
-from .stat_common import (LawBins, binom_mde_ratio, binom_two_sided, bonferroni, cached_on_law,
-                          fmt_value, not_applicable, quiet)
+from . import binned
+from .common import LawBins, binom_mde_ratio, binom_two_sided, bonferroni, not_applicable, quiet
 
 TAIL_TARGETS = (1e-3, 1e-5, 1e-7)
 #: A tail set is used only if its exact mass is within this factor above its target (coarse
 #: lattices: the first atom may already hold far more than 1e-3; that is the atoms check's job).
 TAIL_MAX_FACTOR = 10.0
 
-
-# ------------------------------------------------------------------------------------------ atoms
-
-
-def _zero_mass(law) -> float:
-    return float(np.sum(law.atom_probs(np.array([0.0, -0.0]))))
-
-
-def atom_sides(law):
-    """[(name, value, exact mass, Summary counter)]: the finite bounds (one entry when RN(a) ==
-    RN(b)), and zero where it lies strictly inside [RN(a), RN(b)]. Zero is the value samplers
-    write by construction (a Box-Muller radius of 0 when the uniform is 1, mean + std * 0,
-    an underflow flushed to zero), and where the lattice is fine it is an atom of mass ~1e-40."""
-    sides = []
-    if math.isfinite(law.rn_a):
-        sides.append(("RN(a)", float(law.rn_a), float(law.atom_a), "n_at_rn_a"))
-    if math.isfinite(law.rn_b) and not (sides and float(law.rn_b) == sides[0][1]):
-        sides.append(("RN(b)", float(law.rn_b), float(law.atom_b), "n_at_rn_b"))
-    if float(law.rn_a) < 0.0 < float(law.rn_b):
-        sides.append(("zero", 0.0, cached_on_law(law, "_zero_mass", _zero_mass), "n_at_zero"))
-    return sides
-
-
-def atoms_mde(law, n: int, alpha: float = 1e-3) -> float:
-    """Smallest obs/exp ratio (> 1, extra mass) at the better-powered bound detected with power 0.5."""
-    sides = atom_sides(law)
-    if not sides or n <= 0:
-        return math.nan
-    level = alpha / len(sides)
-    return min(binom_mde_ratio(n, p, level, upward=True) for _, _, p, _ in sides)
-
-
-@quiet
-def check_atoms(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
-    unit = "obs/exp"
-    sides = atom_sides(law)
-    if not sides:
-        return not_applicable("no finite bound and no zero inside the law", unit)
-    n = int(summary.n)
-    if n == 0:
-        return not_applicable("no samples", unit)
-    obs = np.array([getattr(summary, attr) for *_, attr in sides], dtype=np.float64)
-    mass = np.array([p for _, _, p, _ in sides], dtype=np.float64)
-    exp = n * mass
-    ps = binom_two_sided(obs, n, mass)
-    p, j = bonferroni(ps)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(exp > 0, obs / np.where(exp > 0, exp, 1.0), np.where(obs > 0, np.inf, 1.0))
-    decisive = bool(np.any((mass <= 0) & (obs > 0)))
-    name, value = sides[j][0], sides[j][1]
-    level = alpha / len(sides)
-    upward = obs[j] >= exp[j]
-    mde = binom_mde_ratio(n, mass[j], level, upward=upward)
-    if math.isnan(mde):  # a deficit is not detectable at this n: state the excess one
-        mde = binom_mde_ratio(n, mass[j], level, upward=True)
-    msg = (f"worst {name} = {fmt_value(value)}: {int(obs[j])} observed vs {exp[j]:.6g} expected "
-           f"(mass {mass[j]:.4g}, obs/exp {ratio[j]:.4g})")
-    for o in range(len(sides)):
-        if o != j:
-            msg += f"; {sides[o][0]}: {int(obs[o])} vs {exp[o]:.6g}"
-    details = {f"p_{s[0]}": float(q) for s, q in zip(sides, ps)}
-    return Outcome(statistic=float(obs[j]), p_value=0.0 if decisive else p, effect=float(ratio[j]),
-                   effect_unit=unit, mde=mde, message=msg, decisive=decisive, details=details)
-
-
-# ------------------------------------------------------------------------------------------ tails
 
 
 def tail_sets(probs: np.ndarray):
@@ -177,3 +113,23 @@ def check_tails(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
                for s, t, o, e, q in zip(side, target, obs, exp, ps)}
     return Outcome(statistic=float(obs[j]), p_value=p, effect=float(ratio[j]), effect_unit=unit,
                    mde=mde, message=msg, details=details)
+
+
+TAILS = statistical(
+    "tails", check_tails, families=(binned.FAMILY,),
+    doc="Counts beyond the law's 1e-3, 1e-5 and 1e-7 quantiles on each side.",
+    method=(
+        "Counts beyond the rounded law's 1e-3, 1e-5 and 1e-7 quantiles on each side. The cuts are "
+        "histogram bin boundaries chosen from the law's cumulative bin masses (lower tail from the "
+        "cumulative sum, upper tail from the reversed one, no 1 - F cancellation) so that the "
+        "exact tail mass is closest to each target (log scale, at most 10x it); duplicate cuts on "
+        "coarse lattices are tested once. Null: iid draws of the rounded law; each count is "
+        "Bin(n, exact tail mass); exact two-sided binomial tests, Bonferroni over the <= 6 tests. "
+        "Catches cut tails (observed << expected) and far outliers (observed >> expected). "
+        "False-alarm rate <= alpha. Effect: obs/exp of the worst tail. MDE: the obs/exp ratio "
+        "below 1 (a deficit, e.g. a cut tail) of the heaviest tail set whose mean sits on the "
+        "lower critical count at level alpha / tests."
+    ),
+    unit="obs/exp (deficit in the 1e-3 tail)",
+    mde=lambda law, n, shape, alpha: tails_mde(law, n, alpha),
+)

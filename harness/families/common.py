@@ -1,4 +1,4 @@
-"""Small numerical helpers shared by the statistical checks (numpy/scipy only, no torch).
+"""Small numerical helpers shared by the statistic families' checks (numpy/scipy only, no torch).
 
 Conventions used by every check:
 
@@ -146,11 +146,6 @@ def fmt_value(v: float) -> str:
     return f"{v:.6g}"
 
 
-def bin_label(law, k: int) -> str:
-    """Human-readable value range of histogram bin k ("0.5", "[0.5, 0.5039]" or "+NaN bins")."""
-    return bins_label(law, k, k)
-
-
 def bins_label(law, k0: int, k1: int) -> str:
     """Value range covered by histogram bins k0..k1 (inclusive)."""
     try:
@@ -215,10 +210,10 @@ class LawBins:
 
     def counts(self, summary) -> np.ndarray:
         if not self.fine:
-            return np.asarray(summary.hist, dtype=np.int64)
-        if getattr(summary, "fine_hist", None) is None:
+            return np.asarray(summary.binned.hist, dtype=np.int64)
+        if summary.binned.fine_hist is None:
             raise ValueError("the law has fine bins but the Summary was folded without them")
-        return np.asarray(summary.fine_hist, dtype=np.int64)
+        return np.asarray(summary.binned.fine_hist, dtype=np.int64)
 
     def label(self, k0: int, k1: int | None = None) -> str:
         """Value range of bins k0..k1 (inclusive)."""

@@ -1,7 +1,8 @@
 """What a check is: one `Check` declaration, from which the rest of the harness derives its use.
 
-A check is declared once, next to its math, and listed once in `harness.checks.registry`. The
-declaration says everything the plumbing needs:
+A check is declared once, next to its math (a statistic family's module, `harness.families`, or
+`harness.checks`), and listed once in `harness.checks.registry`. The declaration says everything
+the plumbing needs:
 
 * ``name``: the row's ``check`` column, the pytest test ``test_<name>``, the xfails and ``-k``
   name;
@@ -13,7 +14,9 @@ declaration says everything the plumbing needs:
   (`CheckContext`);
 * ``doc`` (one line: the test's docstring), ``method`` (the long text: null, false-alarm rate,
   effect, MDE), ``unit`` (of its effect and MDE) and ``mde`` (the minimum detectable effect as a
-  function of the law and n, no sampling).
+  function of the law and n, no sampling);
+* ``families``: the statistic families (`harness.families`) whose state it reads: the engine
+  folds the families of the checks that apply to a group, and nothing else.
 
 A statistical check is declared with `statistical`, from its pure function
 ``(Summary, RoundedLaw, *, alpha) -> Outcome``: its run is the runner's two-stage rule.
@@ -24,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from ..group import GROUP_KINDS
+from .group import GROUP_KINDS
 
 #: Every group that draws from the candidate (the Summary checks and the statistics).
 DRAWN = frozenset({"grid", "compiled", "shape", "sharded"})
@@ -62,6 +65,7 @@ class Check:
     unit: str | dict = ""
     outcome: Callable | None = None  # statistical: (Summary, law, *, alpha) -> Outcome
     mde: Callable | None = None  # (law, n, shape, alpha) -> float, or {component: float}
+    families: tuple = ()  # the statistic families (harness.engine.Family) whose state it reads
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
@@ -83,7 +87,8 @@ class Check:
 
 
 def statistical(name: str, outcome: Callable, *, doc: str, method: str, unit: str | dict,
-                mde: Callable | None, scope: frozenset = DRAWN, kind: str = "statistical") -> Check:
+                mde: Callable | None, families: tuple = (), scope: frozenset = DRAWN,
+                kind: str = "statistical") -> Check:
     """A check from its pure function ``(Summary, law, *, alpha) -> Outcome``: its run is the
     runner's two-stage rule (``kind="hard"`` for one whose every failure is decisive: a
     difference the law cannot give)."""
@@ -91,18 +96,19 @@ def statistical(name: str, outcome: Callable, *, doc: str, method: str, unit: st
     def run(context):
         return context.two_stage(name, outcome)
 
-    return Check(name, kind, scope, doc, run, method=method, unit=unit, outcome=outcome, mde=mde)
+    return Check(name, kind, scope, doc, run, method=method, unit=unit, outcome=outcome, mde=mde,
+                 families=tuple(families))
 
 
 def on_draw(name: str, judge: Callable, *, kind: str = "hard", scope: frozenset = DRAWN,
-            doc: str, method: str = "", unit: str = "") -> Check:
+            doc: str, method: str = "", unit: str = "", families: tuple = ()) -> Check:
     """A check of the group's stage-1 Summary: ``judge(context, summary) -> Result``; a draw
     that failed (raised, hung, crashed) is the check's result, as for every check of the draw."""
 
     def run(context):
         return context.on_draw(name, lambda summary: judge(context, summary))
 
-    return Check(name, kind, scope, doc, run, method=method, unit=unit)
+    return Check(name, kind, scope, doc, run, method=method, unit=unit, families=tuple(families))
 
 
 def calling(name: str, call: Callable, *, scope: frozenset = PLAIN, timeout_cap: float,

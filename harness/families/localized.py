@@ -1,9 +1,14 @@
-"""Localized defects: `check_spikes` (a point mass on one value) and `check_scan` (bumps and holes
-at every scale), which the omnibus checks average away.
+"""The localized family: the law's mass bins, and the defects the omnibus checks average away,
+`check_spikes` (a point mass on one value) and `check_scan` (bumps and holes at every scale).
+
+State (`LocalizedState`, 32/64-bit laws): ``mass_hist``, counts over the law's mass bins
+(`reference.rounded.MassBins`: contiguous key ranges of about equal mass, ~2**-18.5 each at
+most), ``mass_hist.sum() == n``; with a watch list (stage 2), ``watch_keys``/``watch_counts``
+tally the exact values seen in the watched mass bins (`watch_bins`), sorted by key.
 
 Both read the finest exact histogram the Summary holds (`LocalBins`): for 16-bit (and 8-bit)
 dtypes the histogram of every bit pattern, one bin per value; for 32/64-bit dtypes the law's *mass
-bins* (``summary.mass_hist``, `reference.rounded.MassBins`): contiguous key ranges that each hold at
+bins* (``summary.localized.mass_hist``, `reference.rounded.MassBins`): contiguous key ranges that each hold at
 most about 2**-18.5 = 2.7e-6 of the law (a single value may hold more), where a main histogram bin near 1 holds
 1e-4 of float32 N(0, 1) and one extra value, or a narrow hole, moves its count by a few units in
 hundreds. Every bin is a contiguous range of values with an exact mass under the rounded law.
@@ -28,13 +33,21 @@ from __future__ import annotations
 
 import math
 
+from dataclasses import dataclass
+
 import numpy as np
+import torch
 from scipy import stats
 
+from ..declaration import statistical
+from ..engine import Family, new_summary
+from ..engine.mass_counters import SHIFT_BITS, MassCounters
 from ..result import Outcome
 from ..summary import Summary
-from .stat_common import (binom_two_sided, binom_upper, bins_label, cached_on_law, clip_p, fmt_value,
-                          not_applicable, quiet)
+from . import binned
+from .binned import BinnedState
+from .common import (binom_two_sided, binom_upper, bins_label, cached_on_law, clip_p, fmt_value,
+                     not_applicable, quiet)
 
 #: Counts at most this many standard deviations from their expectation are not priced exactly
 #: (their tail probability is far above any Bonferroni-adjusted level; see the module docstring).
@@ -51,14 +64,203 @@ SPIKES_UNIT = "point mass (share of samples)"
 SCAN_UNIT = "share of samples (+ bump, - hole)"
 
 
+#: Mass-bin counters of chunks are counted by one bincount once this many are pending (or a chunk
+#: more would not fit; see `LocalizedFold.flush`): the bincount's zero-filled output (a few MB)
+#: then costs little next to the counting.
+PENDING_ELEMENTS = 1 << 22
+
+
+# ------------------------------------------------------------------------- the state and its fold
+
+
+@dataclass
+class LocalizedState:
+    """Counts over the law's mass bins, and (stage 2) the watched bins' exact values."""
+
+    mass_hist: np.ndarray  # int64[law.mass_bins.n_bins]
+    watch_bins: tuple = ()
+    watch_keys: np.ndarray | None = None  # ordered keys (uint64), sorted
+    watch_counts: np.ndarray | None = None
+
+    @classmethod
+    def merge(cls, parts, whole) -> "LocalizedState":
+        out = cls(np.sum([np.asarray(p.mass_hist, dtype=np.int64) for p in parts], axis=0))
+        _merge_watch(out, parts)
+        return out
+
+
+def _merge_watch(out: LocalizedState, parts) -> None:
+    """The exact-value tallies of watched mass bins add key by key, when every part watched the
+    same bins (otherwise the whole has none: a tally of some parts would undercount)."""
+    watch = {tuple(p.watch_bins) for p in parts}
+    if len(watch) != 1 or not parts[0].watch_bins:
+        return
+    out.watch_bins = tuple(parts[0].watch_bins)
+    if any(p.watch_keys is None or p.watch_counts is None for p in parts):
+        return  # a part without its tally: no tally of the whole (spikes judges the bins alone)
+    keys = [np.asarray(p.watch_keys, dtype=np.uint64) for p in parts]
+    counts = [np.asarray(p.watch_counts, dtype=np.int64) for p in parts]
+    unique, inverse = np.unique(np.concatenate(keys), return_inverse=True)
+    out.watch_keys = unique
+    out.watch_counts = np.bincount(inverse, weights=np.concatenate(counts),
+                                   minlength=unique.size).astype(np.int64)
+
+
+class LocalizedFold:
+    """The mass-bin counters of a 32/64-bit law (`harness.engine.mass_counters`), and the
+    optional watch list: mass bins whose values are tallied exactly (stage 2 of `spikes`, see
+    harness.runner)."""
+
+    @classmethod
+    def start(cls, law, shape: tuple, fold) -> "LocalizedFold | None":
+        mb = getattr(law, "mass_bins", None) if law is not None else None
+        if mb is None or fold.exact_hist:
+            return None
+        return cls(mb, fold)
+
+    def __init__(self, mb, fold):
+        self.owner = fold
+        self.mass = mb
+        self.counters = MassCounters.of(mb)
+        self.table = torch.from_numpy(self.counters.table).to(fold.device)
+        self.low_mask = (1 << mb.low_bits) - 1  # main-bin layout
+        self.raw = torch.zeros(self.counters.n, dtype=torch.int64, device=fold.device)
+        self.ordered = None  # the counters in part order, once finished
+        # The counters refine the main bins: the main histogram comes from them (one bincount
+        # for a few chunks, instead of two per chunk).
+        self.covers_main = mb.fine is None
+        self.pending = None  # main layout: the last chunks' counters, not yet counted
+        self.pending_used = 0
+        if self.covers_main:
+            self.pending = torch.empty(0, dtype=torch.int32 if fold.bits <= 32 else torch.int64,
+                                       device=fold.device)
+            main = fold.accumulator(binned.FAMILY.name)
+            if main is not None:
+                main.refine(self)
+        self.watch_raw = None
+        self.watch_bins: tuple = ()
+        self.watched: list = []  # (distinct values, counts) of each chunk, on the device
+        if fold.watch:
+            bins = np.asarray(sorted(set(int(j) for j in fold.watch)), dtype=np.int64)
+            watched_ordered = np.zeros(self.counters.n, dtype=bool)
+            # mass bin j has parts (counters) mass_first[j] .. mass_first[j + 1] - 1
+            ends = np.append(mb.mass_first, self.counters.n)
+            first, count = ends[bins], ends[bins + 1] - ends[bins]
+            watched_ordered[np.repeat(first - (np.cumsum(count) - count), count)
+                            + np.arange(int(count.sum()))] = True
+            self.watch_raw = torch.as_tensor(self.counters.order(watched_ordered),
+                                             device=fold.device)
+            self.watch_bins = tuple(int(j) for j in bins)
+
+    def fold(self, chunk) -> None:
+        f = self.owner
+        if self.covers_main:
+            # Counters over the main bins, written into the pending buffer and counted a few
+            # chunks at a time (`flush`).
+            bins = chunk.bins
+            packed = torch.index_select(self.table, 0, bins,
+                                        out=f.buffer("mass_t", tuple(bins.shape), self.table.dtype))
+            low = torch.bitwise_and(chunk.ints, self.low_mask, out=self._pending_slot(chunk.numel))
+            self._count(packed, low, chunk.ints)
+            return
+        # Mass bins over the fine bins: coarse bin = fine bin + 1 (0 below, n + 1 above), low
+        # bits = the key's offset inside it (all ones below: the below bin is not split).
+        keys = chunk.fine_keys
+        fine_shift = f.law.fine_bins.shift
+        coarse = torch.bitwise_right_shift(keys, fine_shift,
+                                           out=f.buffer("mass_c", tuple(keys.shape), keys.dtype))
+        coarse.add_(1)
+        packed = torch.index_select(self.table, 0, coarse,
+                                    out=f.buffer("mass_t", tuple(keys.shape), self.table.dtype))
+        low = torch.bitwise_and(keys, (1 << fine_shift) - 1, out=coarse)
+        self._count(packed, low, chunk.ints)
+
+    def _count(self, packed: torch.Tensor, low: torch.Tensor, ints: torch.Tensor) -> None:
+        """Mass-bin counters: the coarse bin (raw main bin, or fine bin) of each element gives
+        ``packed`` = (first counter, shift) from one table lookup (done by the caller); the
+        element's low key bits shifted are the offset. Counted by one bincount per chunk, or (main
+        layout) written to the pending buffer that one bincount counts for several chunks.
+        ``low`` becomes the counters; ``packed`` is overwritten."""
+        shift = torch.bitwise_and(packed, (1 << SHIFT_BITS) - 1,
+                                  out=self.owner.buffer("mass_s", tuple(packed.shape), packed.dtype))
+        packed.bitwise_right_shift_(SHIFT_BITS)
+        counter = low.bitwise_right_shift_(shift).add_(packed)
+        if self.pending is None:
+            self.raw += torch.bincount(counter, minlength=self.raw.numel())
+        if self.watch_raw is not None:
+            # Distinct values of the watched bins and their counts stay on the device (at most
+            # the watched bins' key count per chunk, whatever n is); finish() adds them up.
+            hit = torch.index_select(self.watch_raw, 0, counter)
+            values, counts = torch.unique(ints[hit], return_counts=True)
+            self.watched.append((values, counts))
+
+    def _pending_slot(self, numel: int) -> torch.Tensor:
+        """Room for one chunk's counters in the pending buffer (flushed first when full)."""
+        if self.pending_used + numel > self.pending.numel():
+            self.flush()
+            if numel > self.pending.numel():  # a chunk larger than the first ones
+                self.pending = torch.empty(max(numel, PENDING_ELEMENTS), dtype=self.pending.dtype,
+                                           device=self.owner.device)
+        slot = self.pending[self.pending_used:self.pending_used + numel]
+        self.pending_used += numel
+        return slot
+
+    def flush(self) -> None:
+        """Count the pending counters: one bincount (and one add into the totals) for several
+        chunks, whose zero-filled output of a few MB costs as much as the counting."""
+        if self.pending is not None and self.pending_used:
+            self.raw += torch.bincount(self.pending[:self.pending_used],
+                                       minlength=self.raw.numel())
+            self.pending_used = 0
+
+    def _ordered(self) -> np.ndarray:
+        """The counters in part order, once every chunk is counted (computed once)."""
+        if self.ordered is None:
+            self.flush()
+            self.ordered = self.counters.order(self.raw.cpu().numpy())
+        return self.ordered
+
+    def coarse_hist(self) -> np.ndarray:
+        """The main histogram from the counters (main layout; `binned.BinnedFold.refine`)."""
+        return self.mass.parts_to_coarse(self._ordered())
+
+    def finish(self, whole: Summary) -> LocalizedState:
+        state = LocalizedState(self.mass.parts_to_mass(self._ordered()), self.watch_bins)
+        if self.watch_raw is not None:
+            f = self.owner
+            patterns, per_value = _add_tallies(self.watched, f.device)
+            unsigned = (patterns & ((1 << f.bits) - 1) if f.bits < 64 else patterns)
+            keys = f.fmt.keys_from_bits(unsigned.astype(np.uint64))
+            order = np.argsort(keys)
+            state.watch_keys = keys[order]
+            state.watch_counts = per_value[order]
+        return state
+
+
+def _add_tallies(tallies: list, device) -> tuple[np.ndarray, np.ndarray]:
+    """Sum (distinct values, counts) pairs over chunks: the distinct bit patterns (int64) and
+    their total counts, one device->host copy."""
+    if not tallies:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    values = torch.cat([v for v, _ in tallies])
+    counts = torch.cat([c for _, c in tallies])
+    distinct, inverse = torch.unique(values, return_inverse=True)
+    totals = torch.zeros(distinct.numel(), dtype=torch.int64, device=device)
+    totals.index_add_(0, inverse, counts.to(torch.int64))
+    return distinct.to(torch.int64).cpu().numpy(), totals.cpu().numpy()
+
+
+FAMILY = Family("localized", LocalizedFold.start, needs=(binned.FAMILY,))
+
+
 # ------------------------------------------------------------------------------------ the bins
 
 
 class LocalBins:
     """The finest exact bins of a Summary: counts, law masses, and a labeller.
 
-    ``exact`` (<= 16-bit): one bin per bit pattern in ordered-key order (``summary.hist``,
-    ``law.hist_bin_probs()``). Otherwise the law's mass bins (``summary.mass_hist``,
+    ``exact`` (<= 16-bit): one bin per bit pattern in ordered-key order (``summary.binned.hist``,
+    ``law.hist_bin_probs()``). Otherwise the law's mass bins (``summary.localized.mass_hist``,
     ``law.mass_bins.probs``)."""
 
     def __init__(self, law):
@@ -82,10 +284,10 @@ class LocalBins:
         """The Summary's counts over these bins; None when it was built without mass bins (a
         hand-made Summary: the engine always folds them)."""
         if self.exact:
-            return np.asarray(summary.hist, dtype=np.int64)
-        if getattr(summary, "mass_hist", None) is None:
+            return np.asarray(summary.binned.hist, dtype=np.int64)
+        if not summary.has(FAMILY.name):
             return None
-        return np.asarray(summary.mass_hist, dtype=np.int64)
+        return np.asarray(summary.localized.mass_hist, dtype=np.int64)
 
     def n_values(self, j0: int, j1: int) -> float:
         """How many bit patterns bins j0..j1 hold."""
@@ -179,15 +381,17 @@ def _watched_values(summary: Summary, law, bins: LocalBins, n: int):
 
     The family: every bit pattern of the watched bins (their number is the Bonferroni factor);
     each value's count against Bin(n, P(Y = v)), exact upper tail."""
-    keys = getattr(summary, "watch_keys", None)
-    watched = tuple(getattr(summary, "watch_bins", ()) or ())
+    state = summary.states.get(FAMILY.name)
+    if state is None:
+        return None
+    keys, watched = state.watch_keys, tuple(state.watch_bins or ())
     if keys is None or not watched or bins.exact:
         return None
     n_patterns = float(sum(bins.n_values(j, j) for j in watched))
     if len(keys) == 0:
         return 1.0, False, {"watched_bins": len(watched), "watched_values": 0}, \
             f"no sample in the {len(watched)} watched bins"
-    counts = np.asarray(summary.watch_counts, dtype=np.int64)
+    counts = np.asarray(state.watch_counts, dtype=np.int64)
     values = law.fmt.values_from_keys(np.asarray(keys, dtype=np.uint64))
     mass = value_masses(law, values)
     ps = binom_upper(counts, n, mass)
@@ -245,15 +449,14 @@ def synthetic_summary(law, dtype, counts: np.ndarray) -> Summary:
     """A Summary holding only the finest-bin counts (`LocalBins`: every value for 16-bit dtypes,
     the mass bins otherwise): what the calibration and the power simulation feed spikes and scan
     in place of the engine's histogram of n draws."""
-    from ..engine import new_summary
-
     s = new_summary(law, (256, 256), dtype)
     s.n = int(counts.sum())
     if law.mass_bins is None:
-        s.hist = counts
+        s.states[binned.FAMILY.name] = BinnedState(counts)
     else:
-        s.mass_hist = counts
+        s.states[FAMILY.name] = LocalizedState(counts)
     return s
+
 
 
 @quiet
@@ -432,3 +635,50 @@ def check_scan(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     details.update(worst_bins=(j0, j1), level=level, window=w)
     return Outcome(statistic=obs, p_value=clip_p(adj), effect=float(effect), effect_unit=unit,
                    mde=mde, message=msg, details=details)
+
+
+SPIKES = statistical(
+    "spikes", check_spikes,
+    families=(FAMILY, binned.FAMILY),
+    doc='No single value over-represented: the finest exact bins, then (stage 2) the values themselves.',
+    method=(
+        "Point masses: the most over-represented single values. Bins: every bit pattern for "
+        "16-bit dtypes; for 32/64-bit dtypes the law's mass bins (contiguous runs of values holding "
+        "about 2^-18.5 = 2.7e-6 of the law each at most, a single value where one holds more; exact masses), "
+        "where a main histogram bin holds up to 1e-4. Null: iid draws of the rounded law; each bin's count "
+        "is Bin(n, its exact mass): exact upper-tail binomial test, Bonferroni over the K bins of "
+        "positive mass (a count where the law has no mass is decisive). Stage 2 (4x n, fresh "
+        "seed) also tallies the exact values falling in the <= 8 bins stage 1 found most "
+        "over-represented and tests each value's count against Bin(n, P(Y = v)), Bonferroni over "
+        "every bit pattern of those bins, then over the two components. False-alarm rate <= alpha "
+        "per stage (union bound; the watch list depends on stage 1 only). Effect: the worst bin's "
+        "excess as a share of the samples (a value written instead of the law's draw 1e-5 of the "
+        "time shows as 1e-5). MDE: the extra point mass whose median count reaches the level "
+        "alpha/K critical count in the heaviest bin (worst case)."
+    ),
+    unit=SPIKES_UNIT,
+    mde=lambda law, n, shape, alpha: spikes_mde(law, n, alpha),
+)
+
+SCAN = statistical(
+    "scan", check_scan,
+    families=(FAMILY, binned.FAMILY),
+    doc='No bump or hole at any scale: every interval of a multiscale family, exact binomial tests.',
+    method=(
+        "Bumps and holes at every scale: a multiscale scan over the same bins as spikes (every "
+        "value for 16-bit dtypes, the mass bins for 32/64-bit). Intervals: windows of w "
+        "consecutive blocks of 2^l bins starting at every block, w in {4, 6} at every level l and "
+        "w in {1, 2, 3} at l = 0 (lengths 1, 2, 3, 4, 6, 8, 12, ...: any run of bins contains an "
+        "interval of the family longer than half of it). Null: iid draws of the rounded law; each "
+        "interval's count is Bin(n, exact mass): exact two-sided binomial test (doubled smaller "
+        "tail); each family (l, w) gets alpha/F, Bonferroni over its intervals (union bound; "
+        "only intervals beyond 3 sd are priced, which can only raise p). A count where the law "
+        "has no mass is decisive. Finds a narrow excess or an empty interval that chi-square "
+        "averages away. False-alarm rate <= alpha. Effect: the worst interval's (observed - "
+        "expected) / n, negative for a hole. MDE: the mass of an interval never produced (a "
+        "hole) that, at the median alignment with typical bins, contains a whole scan interval "
+        "whose empty count is significant (power >= 0.5)."
+    ),
+    unit="hole mass (share of samples)",
+    mde=lambda law, n, shape, alpha: scan_mde(law, n, alpha),
+)

@@ -1,0 +1,483 @@
+"""The independence family: lag-1 sums along every dimension of the filled tensor and between
+successive calls, bit-identical elements between successive calls, duplicate rows; and
+`check_independence` over them.
+
+State (`IndependenceState`): ``lag1`` (dim of the filled tensor -> `LagSums`), ``successive``
+(element of call t vs the same element of call t+1), ``n_equal_successive`` of
+``n_pairs_successive``, and ``n_duplicate_rows`` (rows equal to another row of the same call,
+counted beyond the first) of ``n_rows_compared``, over the first `ROW_EXTREMES_CAP` rows. A
+sharded part keeps, instead of its duplicate rows, the unmixed partial hash of each row slot
+(``row_hash``; 0 where it has none of the row): the hash is linear in the columns, so the parts'
+hashes add up to the whole row's, and `Summary.merge` counts the duplicates on the sums.
+
+Under H0 every element is an independent draw of the law, so for each correlation component
+sqrt(pairs) * r -> N(0, 1) (Bartlett: overlapping lag-1 pairs of an iid sequence have the same
+asymptotic variance as independent pairs). An element equals the same element of the previous call
+with probability q = sum p_v^2 over the values v; the count is binomial up to the weak dependence of
+overlapping pairs (call t-1, t) and (t, t+1), whose variance term 2 (sum p^3 - q^2) is added when
+the per-value masses are known and it matters. Two rows of m elements are equal with probability
+q^m, so a call with R rows has C(R, 2) q^m duplicate pairs on average; the count of rows equal to an
+earlier row of their call is then Poisson (tested one-sided: duplicates are the defect).
+
+q is that of the candidate's own marginal where the Summary counts every value apart (<= 16-bit
+dtypes; narrow 32/64-bit laws with single-value fine bins): the unbiased estimate
+sum c(c-1) / (n(n-1)). So these components test dependence, not the marginal; a wrong marginal is
+the business of gof, atoms and the others, and used to show here too (torch's large-mean bf16). Its
+noise is negligible next to the count's (relative 2 sqrt((sum p^3 - q^2) / n) / q against
+1 / sqrt(n q)). Elsewhere q is the law's, with its boundary atoms (the usual suspects) replaced by
+their observed frequencies.
+"""
+
+from __future__ import annotations
+
+import math
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from scipy import stats
+
+from ..declaration import statistical
+from ..engine import Family, fixed_sum, row_hash_coefficients
+from ..result import Outcome
+from ..summary import Summary
+from . import atoms, binned
+from .extremes import ROW_EXTREMES_CAP, part_rows_kept, part_slots
+from .common import (binom_mde_ratio, binom_two_sided, binom_upper, bonferroni, clip_p,
+                          norm_two_sided, not_applicable, quiet, z_crit)
+
+#: A pair variance below this fraction of its second moment is not resolved by the sums.
+RESOLVABLE_VARIANCE = 1e-6
+
+
+@dataclass
+class LagSums:
+    """Sums for the lag-1 correlation of pairs (u, v): u = element, v = its successor."""
+
+    count: int = 0
+    sum_u: float = 0.0
+    sum_v: float = 0.0
+    sum_uu: float = 0.0
+    sum_vv: float = 0.0
+    sum_uv: float = 0.0
+
+    def add(self, other: "LagSums") -> None:
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def correlation(self) -> float:
+        """Pearson correlation of the pairs; NaN when undefined.
+
+        Also NaN when a variance is below `RESOLVABLE_VARIANCE` of its second moment: the sums
+        come from float32 block sums (~1e-7 relative), so such a variance (an output that hardly
+        varies: under the law z has variance 1 and mean 0) is rounding noise, and so would r be."""
+        if self.count < 2:
+            return float("nan")
+        n = self.count
+        cov = self.sum_uv / n - (self.sum_u / n) * (self.sum_v / n)
+        var_u = self.sum_uu / n - (self.sum_u / n) ** 2
+        var_v = self.sum_vv / n - (self.sum_v / n) ** 2
+        if (var_u <= RESOLVABLE_VARIANCE * self.sum_uu / n
+                or var_v <= RESOLVABLE_VARIANCE * self.sum_vv / n):
+            return float("nan")
+        return cov / np.sqrt(var_u * var_v)
+
+
+def lag_sums(u: torch.Tensor, v: torch.Tensor) -> LagSums:
+    return LagSums(u.numel(), fixed_sum(u), fixed_sum(v), fixed_sum(u * u), fixed_sum(v * v),
+                   fixed_sum(u * v))
+
+
+def _as_lag(sums) -> LagSums:
+    return sums if isinstance(sums, LagSums) else LagSums(**sums)
+
+
+@dataclass
+class IndependenceState:
+    """Lag-1 and successive-call sums, equal successive elements, duplicate rows."""
+
+    lag1: dict = field(default_factory=dict)  # dim (int, of the filled tensor) -> LagSums
+    successive: LagSums = field(default_factory=LagSums)
+    n_equal_successive: int = 0  # elements bit-identical to the same element of the previous call
+    n_pairs_successive: int = 0
+    n_duplicate_rows: int = 0  # rows equal to another row of the same call (beyond the first)
+    n_rows_compared: int = 0  # rows that took part in the duplicate-row search
+    rows_kept: int = 0  # rows looked at (the first ROW_EXTREMES_CAP)
+    row_hash: np.ndarray | None = None  # a sharded part's partial row hashes, by global slot
+
+    @classmethod
+    def merge(cls, parts, whole) -> "IndependenceState":
+        out = cls()
+        for p in parts:
+            for dim, sums in p.lag1.items():
+                out.lag1.setdefault(dim, LagSums()).add(_as_lag(sums))
+            out.successive.add(_as_lag(p.successive))
+        out.n_equal_successive = sum(int(p.n_equal_successive) for p in parts)
+        out.n_pairs_successive = sum(int(p.n_pairs_successive) for p in parts)
+        _merge_rows(out, parts, whole)
+        return out
+
+
+def _merge_rows(out: IndependenceState, parts, whole) -> None:
+    """Duplicate rows of the whole from the parts' partial row hashes, as the fold counts them
+    on the whole rows."""
+    kept = max(len(p.row_hash) if p.row_hash is not None else int(p.rows_kept) for p in parts)
+    out.rows_kept = kept
+    if kept == 0:
+        return
+    if any(p.row_hash is None for p in parts):
+        if len(parts) == 1:  # a whole Summary: nothing to combine
+            p = parts[0]
+            out.n_duplicate_rows, out.n_rows_compared = p.n_duplicate_rows, p.n_rows_compared
+            return
+        raise ValueError("Summary.merge: rows of parts need their partial row hashes")
+    if any(len(p.row_hash) != kept for p in parts):
+        raise ValueError("Summary.merge: parts kept different numbers of row slots")
+    hashes = np.sum([np.asarray(p.row_hash, dtype=np.int64) for p in parts], axis=0,
+                    dtype=np.int64)  # wraps modulo 2^64, as the fold's int64 sums do
+    rows_per_call = int(np.prod(whole.shape[:-1])) if len(whole.shape) >= 1 else 1
+    whole_calls = kept // rows_per_call if rows_per_call else 0
+    if whole.row_len >= 2 and rows_per_call >= 2 and whole_calls:
+        h = np.sort(hashes[: whole_calls * rows_per_call].reshape(whole_calls, rows_per_call),
+                    axis=1)
+        out.n_duplicate_rows = int(np.count_nonzero(h[:, 1:] == h[:, :-1]))
+        out.n_rows_compared = whole_calls * rows_per_call
+
+
+class IndependenceFold:
+    """Lag-1 pairs along each dim, successive calls (across chunk boundaries too), and the
+    duplicate-row search over the first ROW_EXTREMES_CAP rows."""
+
+    @classmethod
+    def start(cls, law, shape: tuple, fold):
+        return cls(fold) if fold.box is None else PartIndependenceFold(fold)
+
+    def __init__(self, fold):
+        self.owner = fold
+        self.state = IndependenceState()
+        self.prev_z: torch.Tensor | None = None  # last call of the previous chunk
+        self.prev_ints: torch.Tensor | None = None
+
+    def fold(self, chunk) -> None:
+        shape = (chunk.calls, *chunk.shape)
+        zb, ib = chunk.z.view(shape), chunk.ints.view(shape)
+        self._fold_lags(zb, chunk.z2.view(shape), chunk.total, chunk.total_sq)
+        self._fold_successive(zb, ib, chunk.total, chunk.total_sq)
+        self._fold_rows(chunk.batch, ib)
+
+    def _fold_lags(self, zb: torch.Tensor, z2b: torch.Tensor, total: float, total_sq: float) -> None:
+        """Lag-1 pairs along each dim of the filled tensor; only the cross products need a pass."""
+        for dim in range(1, zb.dim()):
+            length = zb.shape[dim]
+            if length < 2:
+                continue
+            u = zb.narrow(dim, 0, length - 1)
+            v = zb.narrow(dim, 1, length - 1)
+            product = torch.mul(u, v, out=self.owner.buffer("scratch", tuple(u.shape), zb.dtype))
+            first, last = zb.select(dim, 0), zb.select(dim, length - 1)
+            sq_first, sq_last = z2b.select(dim, 0), z2b.select(dim, length - 1)
+            sums = LagSums(u.numel(), total - fixed_sum(last), total - fixed_sum(first),
+                           total_sq - fixed_sum(sq_last), total_sq - fixed_sum(sq_first),
+                           fixed_sum(product))
+            self.state.lag1.setdefault(dim - 1, LagSums()).add(sums)
+
+    def _fold_successive(self, zb: torch.Tensor, ib: torch.Tensor, total: float,
+                         total_sq: float) -> None:
+        """Element of call t vs the same element of call t+1, across chunk boundaries too."""
+        s, f = self.state, self.owner
+        calls = zb.shape[0]
+        first, last = zb[0], zb[-1]
+        sum_last = fixed_sum(last)
+        if calls > 1:
+            product = torch.mul(zb[:-1], zb[1:],
+                                out=f.buffer("scratch", tuple(zb[1:].shape), zb.dtype))
+            differ = torch.bitwise_xor(ib[:-1], ib[1:],
+                                       out=f.buffer("ints", tuple(ib[1:].shape), ib.dtype))
+            s.successive.add(LagSums(zb[1:].numel(), total - sum_last,
+                                     total - fixed_sum(first), total_sq - fixed_sum(last * last),
+                                     total_sq - fixed_sum(first * first), fixed_sum(product)))
+            s.n_equal_successive += differ.numel() - int(torch.count_nonzero(differ))
+            s.n_pairs_successive += ib[1:].numel()
+        if self.prev_z is not None:
+            s.successive.add(lag_sums(self.prev_z, first))
+            s.n_equal_successive += int(torch.count_nonzero(self.prev_ints == ib[0]))
+            s.n_pairs_successive += ib[0].numel()
+        self.prev_z = last.clone()
+        self.prev_ints = ib[-1].clone()
+
+    def _fold_rows(self, batch: torch.Tensor, ib: torch.Tensor) -> None:
+        """Rows equal to another row of their call, among the first ROW_EXTREMES_CAP rows: each
+        row hashed (wrapping int64 arithmetic), sorted per call, equal neighbours counted; a
+        false match needs a 64-bit hash collision."""
+        s, f = self.state, self.owner
+        m = f.s.row_len
+        if m < 1 or batch[0].numel() == 0:
+            return
+        room = ROW_EXTREMES_CAP - s.rows_kept
+        if room <= 0:
+            return
+        rows_per_call = batch[0].numel() // m
+        taken = min(room, batch.shape[0] * rows_per_call)
+        s.rows_kept += taken
+        whole_calls = taken // rows_per_call
+        if m >= 2 and rows_per_call >= 2 and whole_calls:
+            shape = (whole_calls, rows_per_call, m)
+            r = f.buffer("row_bits", shape, torch.int64)
+            r.copy_(ib[:whole_calls].reshape(shape))
+            coef = row_hash_coefficients(m, r.device)
+            h = r.mul_(coef).sum(dim=2)
+            h = (h ^ (h >> 29)) * 0x5851F42D4C957F2D
+            hs, _ = torch.sort(h, dim=1)
+            s.n_duplicate_rows += int(torch.count_nonzero(hs[:, 1:] == hs[:, :-1]))
+            s.n_rows_compared += whole_calls * rows_per_call
+        if s.rows_kept >= ROW_EXTREMES_CAP:  # done with rows: give their scratch back
+            f.release("row_bits", torch.int64)
+
+    def finish(self, whole: Summary) -> IndependenceState:
+        return self.state
+
+
+class PartIndependenceFold(IndependenceFold):
+    """A sharded part: the lag-1 pairs across the box's lower edge too (the previous rank's last
+    slice along the sharded dim, the chunk's halo), and partial row hashes by global slot
+    instead of duplicate rows (counted by `Summary.merge` on the sums)."""
+
+    def __init__(self, fold):
+        super().__init__(fold)
+        self.row_hash = np.zeros(ROW_EXTREMES_CAP, dtype=np.int64)
+        shape = tuple(fold.s.shape)
+        self.whole_numel = math.prod(shape)
+        self.rows_per_call = math.prod(shape[:-1]) if shape else 1
+
+    def fold(self, chunk) -> None:
+        super().fold(chunk)
+        if chunk.halo is not None and self.owner.box.shard_dim is not None:
+            self._fold_halo(chunk.batch, chunk.halo)
+
+    def _z(self, x: torch.Tensor) -> torch.Tensor:
+        """z as the fold computes it (non-finite values count as z = 0)."""
+        f = self.owner
+        z = x.to(f.work) if x.dtype != f.work else x.clone()
+        z.sub_(f.center_work).mul_(1.0 / f.s.scale)
+        return torch.where(torch.isfinite(x), z, torch.zeros((), dtype=f.work, device=z.device))
+
+    def _fold_halo(self, batch: torch.Tensor, halo: torch.Tensor) -> None:
+        """Lag-1 pairs along the sharded dim across the box's lower edge: u = the previous rank's
+        last slice, v = this box's first slice."""
+        d = self.owner.box.shard_dim
+        u = self._z(halo)
+        v = self._z(batch.select(d + 1, 0))
+        self.state.lag1.setdefault(d, LagSums()).add(lag_sums(u, v))
+
+    def _fold_rows(self, batch: torch.Tensor, ib: torch.Tensor) -> None:
+        f = self.owner
+        m = f.s.row_len
+        if m < 1 or self.whole_numel == 0 or m < 2 or self.rows_per_call < 2:
+            return
+        taken = part_slots(f, batch.shape[0])
+        if taken is None:
+            return
+        take, slots, keep = taken
+        local_m = f.box.local_shape[-1]
+        c0 = f.box.offsets[-1]
+        coef = row_hash_coefficients(m, f.device)[c0:c0 + local_m]
+        bits = ib[:take].reshape(take, -1, local_m).to(torch.int64, copy=True)
+        h = bits.mul_(coef).sum(dim=2).cpu().numpy()
+        self.row_hash[slots[keep]] = h[keep]
+
+    def finish(self, whole: Summary) -> IndependenceState:
+        s = self.state
+        s.row_hash = self.row_hash[:part_rows_kept(self.owner)].copy()
+        s.n_duplicate_rows = s.n_rows_compared = 0  # counted by Summary.merge on the sums
+        return s
+
+
+FAMILY = Family("independence", IndependenceFold.start)
+
+
+#: The Poisson approximation for duplicate rows is used while a call expects at most this many
+#: duplicate pairs (beyond it, triples and the q^m approximation of "equal to an earlier row" drift).
+DUP_POISSON_MAX_PER_CALL = 0.05
+
+
+def _observed_collisions(counts: np.ndarray) -> tuple[float, float] | None:
+    """Unbiased estimates of (sum p^2, sum p^3) from per-value counts."""
+    n = float(counts.sum())
+    if n < 3:
+        return None
+    c = counts[counts > 1].astype(np.float64)
+    q = float(np.sum(c * (c - 1))) / (n * (n - 1))
+    s3 = float(np.sum(c * (c - 1) * (c - 2))) / (n * (n - 1) * (n - 2))
+    return q, s3
+
+
+def collision_rates(summary: Summary, law) -> tuple[float, float | None, str]:
+    """(q, sum p^3 or None, where q comes from) for the equal-element and duplicate-row
+    components (see the module docstring)."""
+    bins = summary.states.get(binned.FAMILY.name)
+    fine = bins.fine_bins if bins is not None else None
+    if bins is not None and summary.hist_bits <= 16:
+        est = _observed_collisions(np.asarray(bins.hist, dtype=np.int64))
+    elif fine is not None and fine[1] == 0 and bins.fine_hist is not None:
+        est = _observed_collisions(np.asarray(bins.fine_hist, dtype=np.int64)[1:-1])
+    else:
+        est = None
+    if est is not None:
+        return est[0], est[1], "the output's own marginal"
+    q = float(law.collision_prob)
+    n = int(summary.n)
+    if n > 0 and 0 < q < 1:
+        atoms = {(float(law.rn_a), float(law.atom_a), int(summary.atoms.n_at_rn_a)),
+                 (float(law.rn_b), float(law.atom_b), int(summary.atoms.n_at_rn_b))}
+        for _, mass, count in atoms:
+            q += (count / n) ** 2 - mass**2
+        q = min(max(q, 0.0), 1.0)
+    return q, None, "the law, boundary atoms as observed"
+
+
+def _components(summary: Summary, law, alpha: float):
+    """[(name, p, effect, unit, mde, text)] of every applicable component."""
+    comps = []
+    degenerate = not (float(law.std) > 0)
+    shape = tuple(summary.shape)
+
+    # -- correlations
+    corr = [(f"lag-1 along dim {d}", s) for d, s in sorted(summary.independence.lag1.items())]
+    corr.append(("successive calls", summary.independence.successive))
+    if not degenerate:
+        for name, s in corr:
+            s = _as_lag(s)
+            r = s.correlation()
+            if s.count < 3 or not math.isfinite(r):
+                continue
+            z = math.sqrt(s.count) * r
+            comps.append([name, float(norm_two_sided(z)), r, "correlation r", s.count,
+                          f"{name}: r {r:+.4g} over {s.count} pairs (z {z:+.2f})"])
+
+    # -- bit-identical elements in successive calls
+    q, s3, q_source = collision_rates(summary, law)
+    n_pairs, k_eq = int(summary.independence.n_pairs_successive), int(summary.independence.n_equal_successive)
+    if n_pairs > 0 and q < 1.0:
+        exact_q = s3 is not None
+        exp = n_pairs * q
+        if exact_q:
+            numel = max(1, math.prod(shape)) if shape else 1
+            overlapping = max(0, n_pairs - numel)  # pairs (t-1, t) followed by (t, t+1)
+            var = n_pairs * q * (1 - q) + 2.0 * overlapping * (s3 - q * q)
+            if var > 1.01 * n_pairs * q * (1 - q):
+                z = (k_eq - exp) / math.sqrt(var)
+                p_eq = float(norm_two_sided(z))
+            else:
+                p_eq = float(binom_two_sided(k_eq, n_pairs, q))
+        else:
+            # q is not exact above 16 bits: only an excess of repeats is evidence
+            p_eq = float(binom_upper(k_eq, n_pairs, q))
+        ratio = k_eq / exp if exp > 0 else (math.inf if k_eq else 1.0)
+        comps.append(["equal elements in successive calls", p_eq, ratio, "obs/exp", ("binom", n_pairs, q),
+                      f"equal elements in successive calls: {k_eq} of {n_pairs} vs {exp:.4g} "
+                      f"expected (q from {q_source})"])
+
+    # -- duplicate rows within a call
+    m = int(summary.row_len)
+    rows_per_call = math.prod(shape[:-1]) if len(shape) >= 2 else 1
+    n_rows = int(summary.independence.n_rows_compared)
+    if m >= 2 and rows_per_call >= 2 and n_rows > 0 and 0 < q < 1.0:
+        calls = n_rows / rows_per_call
+        log_qm = m * math.log(q)
+        per_call = rows_per_call * (rows_per_call - 1) / 2 * math.exp(log_qm)
+        if per_call <= DUP_POISSON_MAX_PER_CALL:
+            lam = calls * per_call
+            k_dup = int(summary.independence.n_duplicate_rows)
+            comps.append(poisson_count_component(
+                "duplicate rows", k_dup, lam,
+                f"duplicate rows: {k_dup} of {n_rows} rows vs {lam:.3g} expected"))
+    elif m >= 2 and rows_per_call >= 2 and n_rows > 0 and q <= 0:
+        k_dup = int(summary.independence.n_duplicate_rows)
+        comps.append(["duplicate rows", 0.0 if k_dup else 1.0, math.inf if k_dup else 1.0,
+                      "obs/exp", ("poisson", 0.0),
+                      f"duplicate rows: {k_dup} of {n_rows} rows vs 0 expected"])
+    return comps
+
+
+def poisson_count_component(name: str, k: int, lam: float, text: str) -> tuple:
+    """A component for a count that is Poisson(lam) under the null (rare coincidences): exact
+    upper-tail p, obs/exp effect; (name, p, effect, unit, MDE spec, message)."""
+    p = clip_p(stats.poisson.sf(k - 1, lam)) if k > 0 else 1.0
+    ratio = k / lam if lam > 0 else (math.inf if k else 1.0)
+    return (name, p, ratio, "obs/exp", ("poisson", lam), text)
+
+
+def component_mde(spec, level: float) -> float:
+    """The effect detectable with power 0.5 at `level` by one component: a count ("binom", n, q)
+    or ("poisson", lam) as an obs/exp ratio, or a correlation over `spec` pairs as |r|."""
+    if isinstance(spec, tuple):
+        if spec[0] == "binom":
+            return binom_mde_ratio(spec[1], spec[2], level, upward=True)
+        lam = spec[1]
+        if lam <= 0:
+            return math.inf
+        k = stats.poisson.isf(level, lam) + 1  # smallest k with P(N >= k) <= level
+        return float(k / lam)
+    return z_crit(level) / math.sqrt(spec)  # |r| at the critical value
+
+
+def independence_mde(law, n: int, shape: tuple, alpha: float = 1e-3) -> float:
+    """|r| of a lag-1 correlation along the last dim detectable with power 0.5 (n samples of a
+    tensor of `shape`; Bonferroni over the correlation components: one per dim of length >= 2,
+    successive calls, equal elements, duplicate rows)."""
+    if not (float(law.std) > 0) or n <= 0 or not shape or shape[-1] < 2:
+        return math.nan
+    k = sum(1 for s in shape if s >= 2) + 3
+    pairs = n // shape[-1] * (shape[-1] - 1)
+    return z_crit(alpha / k) / math.sqrt(pairs) if pairs > 0 else math.nan
+
+
+@quiet
+def check_independence(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
+    comps = _components(summary, law, alpha)
+    if not comps:
+        if not (float(law.std) > 0):
+            why = "the law is a single atom"
+        elif summary.independence.n_pairs_successive > 0 and collision_rates(summary, law)[0] >= 1.0:
+            why = "the output is one value throughout (nothing varies to correlate; gof, atoms judge it)"
+        else:
+            why = "no pairs to compare"
+        return not_applicable(why, "correlation r")
+    ps = [c[1] for c in comps]
+    p, j = bonferroni(ps)
+    name, pj, eff, unit, spec, text = comps[j]
+    level = alpha / len(comps)
+    if unit == "obs/exp" and isinstance(spec, tuple) and spec[0] == "binom" and eff < 1:
+        mde = binom_mde_ratio(spec[1], spec[2], level, upward=False)
+    else:
+        mde = component_mde(spec, level)
+    corr_effects = [abs(c[2]) for c in comps if c[3] == "correlation r"]
+    others = "; ".join(c[5] for i, c in enumerate(comps) if i != j and c[1] < 1e-3)
+    msg = f"worst: {text}" + (f"; also {others}" if others else "") + f" ({len(comps)} components)"
+    details = {f"p[{c[0]}]": c[1] for c in comps}
+    details["max_abs_r"] = max(corr_effects) if corr_effects else math.nan
+    return Outcome(statistic=float(eff), p_value=p, effect=float(eff), effect_unit=unit, mde=mde,
+                   message=msg, details=details)
+
+
+INDEPENDENCE = statistical(
+    "independence", check_independence,
+    families=(FAMILY, binned.FAMILY, atoms.FAMILY),
+    doc='Lag-1 correlation along every dim and across calls; duplicate rows.',
+    method=(
+        "Lag-1 Pearson correlation along every dimension of the filled tensor and between the same "
+        "element of successive calls (z = sqrt(pairs) r ~ N(0, 1) under independence), bit-identical "
+        "elements between successive calls against law.collision_prob (exact binomial for 16-bit "
+        "with the overlapping-pair variance term when it matters; one-sided above 16 bits, where "
+        "the collision probability is approximate), and rows equal to an earlier row of their call "
+        "(Poisson with mean calls * C(R, 2) * q^m, one-sided, while that is small). Bonferroni over "
+        "the applicable components; correlations not applicable for a one-atom law. False-alarm "
+        "rate <= alpha (asymptotic for the correlations). Effect: the worst component's r (or "
+        "obs/exp for the counts); message names the dimension/component. MDE: |r| = "
+        "z_(alpha/2K) / sqrt(pairs) (for counts: the obs/exp ratio on the critical count)."
+    ),
+    unit="abs(r), lag-1 last dim",
+    mde=lambda law, n, shape, alpha: independence_mde(law, n, tuple(shape), alpha),
+)

@@ -1,0 +1,189 @@
+"""The repetition family: a stretch of the output that appears twice, at another offset of the
+same tensor (a counter that wraps inside a big tensor) or in the next call (an offset reused),
+and `check_repetition` over it.
+
+State (`RepetitionState`): the windows hashed at content-defined anchors, the pairs of windows
+compared, and the equal pairs among them. Memory is one chunk's hashes and one call's. A sharded
+part folds a box of the tensor, not the tensor in row-major order: no windows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from scipy import stats
+
+from ..declaration import statistical
+from ..engine import Family, row_hash_coefficients
+from ..result import Outcome
+from ..summary import Summary
+from .common import clip_p, not_applicable, quiet
+
+#: Elements of a repetition window, and the mean spacing of its content-defined anchors: a
+#: repeated stretch of 1024 elements holds no anchor with probability (1 - 1/128)^992 = 4e-4
+#: (so it is missed only if all of its ~8 anchors are, i.e. never in practice), and two windows
+#: of iid draws agree with probability at most q^32.
+REPEAT_WINDOW = 32
+REPEAT_SPACING_BITS = 7
+REPEAT_SPACING = 1 << REPEAT_SPACING_BITS
+#: Elements of one draw the repetition fold scans at most (and always its first two calls).
+REPEAT_SCAN = 1 << 24
+#: A repetition test is made only where the law's own expected number of equal windows is below
+#: this (a law of a few values has equal windows by chance).
+REPEAT_MAX_EXPECTED = 1e-2
+_ANCHOR_MULT32 = 0x9E3779B1 - (1 << 32)  # Knuth's multiplicative hash, as a signed int32
+_ANCHOR_MULT64 = 0x9E3779B97F4A7C15 - (1 << 64)
+_MIX = 0x5851F42D4C957F2D
+
+
+@dataclass
+class RepetitionState:
+    """Windows hashed, pairs of windows compared, equal pairs."""
+
+    windows: int = 0
+    pairs: float = 0.0
+    equal: int = 0
+
+    @classmethod
+    def merge(cls, parts, whole) -> "RepetitionState":
+        return cls(sum(int(p.windows) for p in parts), sum(float(p.pairs) for p in parts),
+                   sum(int(p.equal) for p in parts))
+
+
+class RepetitionFold:
+    """Hashes of REPEAT_WINDOW-element windows at content-defined anchors (the elements whose
+    bit pattern hashes to 0 modulo REPEAT_SPACING): a stretch that appears twice, at any
+    offset of the same tensor or of the next call, has its anchors at the same places of its
+    content, so its windows hash alike. Equal hashes are counted inside the chunk and
+    against the previous call; under the law two windows are equal with probability at most
+    q^W (q: the law's collision probability), what the `repetition` check prices. At most
+    REPEAT_SCAN elements of a draw are scanned (but always its first two calls): a defect
+    that repeats a stretch does so in every call."""
+
+    @classmethod
+    def start(cls, law, shape: tuple, fold) -> "RepetitionFold | None":
+        return cls(fold) if fold.positional else None
+
+    def __init__(self, fold):
+        self.owner = fold
+        self.state = RepetitionState()
+        self.prev_hashes: torch.Tensor | None = None  # the last call's window hashes
+        self.left, self.calls = REPEAT_SCAN, 0
+        self.offsets = torch.arange(REPEAT_WINDOW, device=fold.device)
+
+    def fold(self, chunk) -> None:
+        f = self.owner
+        ints = chunk.ints.view(chunk.calls, -1)
+        numel = ints[0].numel()
+        # the calls of this chunk to scan: the first two of the draw, then while REPEAT_SCAN lasts
+        calls = min(ints.shape[0], max(2 - self.calls, -(-self.left // max(numel, 1)), 0))
+        if numel < REPEAT_WINDOW or calls <= 0:
+            return
+        self.left -= calls * numel
+        self.calls += calls
+        x = ints[:calls].reshape(calls, numel)
+        if f.bits < 32:
+            x = x.to(torch.int32)
+        shift = (64 if f.bits == 64 else 32) - REPEAT_SPACING_BITS
+        mult = _ANCHOR_MULT64 if f.bits == 64 else _ANCHOR_MULT32
+        heads = x[:, : numel - REPEAT_WINDOW + 1]
+        key = torch.mul(heads, mult, out=f.buffer("rep_key", tuple(heads.shape), x.dtype))
+        # The arithmetic shift leaves the top REPEAT_SPACING_BITS bits of the hash, sign-extended:
+        # zero exactly when they all are, i.e. with probability 1 / REPEAT_SPACING.
+        key.bitwise_right_shift_(shift)
+        anchor = torch.eq(key, 0, out=f.buffer("rep_anchor", tuple(heads.shape), torch.bool))
+        call, pos = anchor.nonzero(as_tuple=True)
+        if call.numel():
+            start = call * numel + pos
+            at = (start[:, None] + self.offsets).reshape(-1)
+            windows = x.reshape(-1).index_select(0, at).view(-1, REPEAT_WINDOW).to(torch.int64)
+            h = (windows * row_hash_coefficients(REPEAT_WINDOW, f.device)).sum(dim=1)
+            h = (h ^ (h >> 31)) * _MIX
+        else:
+            h = torch.zeros(0, dtype=torch.int64, device=f.device)
+        s = self.state
+        s.windows += int(h.numel())
+        s.pairs += h.numel() * (h.numel() - 1) / 2.0
+        s.equal += equal_pairs(h)
+        first, last = (h[call == 0], h[call == calls - 1]) if call.numel() else (h, h)
+        if self.prev_hashes is not None and first.numel() and self.prev_hashes.numel():
+            s.pairs += float(first.numel()) * float(self.prev_hashes.numel())
+            s.equal += int(torch.isin(first, self.prev_hashes).sum())
+        self.prev_hashes = last if calls == ints.shape[0] else None
+        if self.left <= 0 and self.calls >= 2:  # done scanning: give the scratch back
+            f.release("rep_key", x.dtype)
+            f.release("rep_anchor", torch.bool)
+
+    def finish(self, whole: Summary) -> RepetitionState:
+        return self.state
+
+
+def equal_pairs(h: torch.Tensor) -> int:
+    """Pairs of equal values among `h`."""
+    if h.numel() < 2:
+        return 0
+    _, counts = torch.unique(h, return_counts=True)
+    counts = counts[counts > 1].to(torch.int64)
+    return int((counts * (counts - 1) // 2).sum())
+
+
+FAMILY = Family("repetition", RepetitionFold.start)
+
+
+def repetition_expected(summary: Summary, law) -> float:
+    """Equal window pairs the law itself gives (at most pairs x q^W, q the collision probability
+    of one element: two windows of W iid values, overlapping or not, are equal with probability
+    at most q^W)."""
+    q = float(law.collision_prob)
+    if q <= 0:
+        return 0.0
+    return float(summary.repetition.pairs) * math.exp(min(0.0, REPEAT_WINDOW * math.log(q)))
+
+
+@quiet
+def check_repetition(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
+    """Equal 32-element windows (anchored by content) inside a call and against the previous
+    call: Poisson upper tail with the law's expected count; a stretch of >= 1024 elements that
+    repeats shows as ~8 equal pairs (decisive where the law expects far below one)."""
+    unit = "equal window pairs"
+    state = summary.states.get(FAMILY.name)
+    if state is None or state.windows == 0 or state.pairs == 0:
+        return not_applicable(f"no windows to compare (a tensor under {REPEAT_WINDOW} elements, "
+                              f"no anchor, or a sharded part)", unit)
+    lam = repetition_expected(summary, law)
+    if lam > REPEAT_MAX_EXPECTED:
+        return not_applicable(f"the law has too few values: {lam:.3g} equal window pairs expected "
+                              f"by chance", unit)
+    k = int(state.equal)
+    p = 1.0 if k == 0 else clip_p(stats.poisson.sf(k - 1, lam))
+    msg = (f"{k} pairs of equal {REPEAT_WINDOW}-element windows among {state.windows} anchored windows "
+           f"({state.pairs:.3g} pairs compared; {lam:.3g} expected by chance)")
+    if k:
+        msg += ": a stretch of the output repeats (a counter that wraps, an offset reused)"
+    return Outcome(statistic=float(k), p_value=p, effect=float(k), effect_unit=unit, mde=1.0,
+                   message=msg, decisive=bool(k and lam < 1e-12),
+                   details={"expected": lam, "windows": int(state.windows)})
+
+
+REPETITION = statistical(
+    "repetition", check_repetition, families=(FAMILY,),
+    doc='No stretch of the output appears twice, in the same tensor or the next call.',
+    method=(
+        "A stretch of the output that appears again: at another offset of the same tensor (a "
+        "counter that wraps inside a big tensor) or in the next call (an offset reused). The engine "
+        "hashes 32-element windows at content-defined anchors (the elements whose bit pattern "
+        "hashes to 0 modulo 128: a repeated stretch has its anchors at the same places of its "
+        "content; a stretch of 1024 elements holds ~8) and counts equal hashes inside each chunk of "
+        "calls and against the previous call, over the first 2^24 elements of a draw (and always "
+        "its first two calls); memory is one chunk's hashes and one call's. Null: iid draws; two "
+        "windows (overlapping or not) are equal with probability <= q^32, q the law's collision "
+        "probability, so the equal pairs are at most Poisson(pairs x q^32): exact upper tail; "
+        "decisive where that expectation is below 1e-12. Not applicable where it exceeds 0.01 (a "
+        "law of a few values). False-alarm rate <= alpha. Effect: equal pairs. MDE: one equal pair "
+        "(a repeated stretch of >= 1024 elements gives ~8)."
+    ),
+    unit="equal window pairs (a repeated stretch of >= 1024 elements gives ~8)",
+    mde=lambda law, n, shape, alpha: 1.0,
+)
