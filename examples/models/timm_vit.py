@@ -1,7 +1,7 @@
 """A ViT initialized with timm's own sampler, for `--cases-from examples/models/timm_vit.py:build`.
 
 timm's VisionTransformer draws its weights with ``timm.layers.trunc_normal_`` (timm's copy of
-torch ≤ 2.12's algorithm, all in the tensor's dtype) and its positional embedding with
+torch ≤ 2.11's algorithm, all in the tensor's dtype) and its positional embedding with
 ``trunc_normal_(std=.02)``; this model mixes the two samplers the way a model that borrows from
 both does: ``pos_embed`` and ``cls_token`` through ``torch.nn.init.trunc_normal_``, every
 ``nn.Linear`` weight through timm's ``trunc_normal_``, and the patch embedding through timm's
