@@ -26,7 +26,9 @@ Processes cannot hang the run:
   call timeout + `STALL_MARGIN_S` (a call that cannot be interrupted, a stuck collective), or
   does not report within `FAILURE_GRACE_S` of another rank's failure gets the whole pool killed
   (SIGKILL) and replaced at the next draw. The draw becomes a `CandidateFailure` ("raised" and
-  "hang": fail rows; "crashed": error rows), the run goes on and the report is written.
+  "hang": fail rows; "crashed": error rows, also for a rank that never started its draw), the
+  run goes on and the report is written. A stall is blamed on the rank that stopped, from what
+  the ranks said (`harness.sharded.ranks.blame_stall`), whatever order they were read in.
 """
 
 from __future__ import annotations
@@ -102,8 +104,10 @@ def _store_path(store_dir: str | None, task_key: str) -> str:
 
 
 #: Which rank's failure names the draw's: a death, then the candidate's own failures, then a
-#: rank that went silent, then the harness's errors, then ranks stopped by the others.
-_PRIORITY = {"crashed": 0, "hang": 1, "raised": 2, "stall": 3, "error": 4, "peer": 5}
+#: rank that went silent, then one that never started its draw (its peers' collectives time out
+#: waiting for it: the harness's errors come after), then ranks stopped by the others.
+_PRIORITY = {"crashed": 0, "hang": 1, "raised": 2, "stall": 3, "unstarted": 4, "error": 5,
+             "peer": 6}
 
 
 def _failure(failures: dict, world: int) -> CandidateFailure:
@@ -121,6 +125,8 @@ def _failure(failures: dict, world: int) -> CandidateFailure:
         kind, message = "crashed", f"sharded draw failed in the harness: {message}"
     elif kind == "stall":
         kind = "hang"
+    elif kind == "unstarted":  # no call was made: no verdict on the candidate
+        kind, message = "crashed", f"sharded draw could not start: {message}"
     elif kind == "peer":
         kind = "crashed"
     return CandidateFailure(kind, message)
