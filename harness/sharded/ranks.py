@@ -3,7 +3,8 @@ device), started once and reused across groups, killed and replaced when a draw 
 
 * each rank runs one torch thread and dies with its worker (PR_SET_PDEATHSIG);
 * the worker waits with deadlines: a rank that dies (its sentinel), sends nothing for the stall
-  limit (a call that cannot be interrupted, a stuck collective), or does not report within
+  limit inside a candidate call (a call that cannot be interrupted) or for the process-group
+  timeout outside the calls (a stuck step of the harness), or does not report within
   `FAILURE_GRACE_S` of another rank's failure gets the whole pool killed (SIGKILL);
 * who is to blame for a stall is read from what each rank said, not from the order the worker
   happened to read it in: a rank tells the worker when it starts a draw and when it enters and
@@ -186,6 +187,7 @@ class RankPool:
         from multiprocessing.connection import wait
 
         world = self.world_size
+        harness_s = max(stall_s, task.pg_timeout_s)  # the harness's steps: see `stalled`
         for c in self.conns:
             c.send(("draw", task))
         self.draws += 1
@@ -222,12 +224,12 @@ class RankPool:
                                            grace_s))
                 unclean = True
                 break
-            if stalled(progress, pending(), now, stall_s):
+            if stalled(progress, pending(), now, stall_s, harness_s):
                 for r in pending():
                     drain(r)
                 now = time.monotonic()
-                if stalled(progress, pending(), now, stall_s):
-                    failures.update(blame_stall(progress, pending(), now, stall_s))
+                if stalled(progress, pending(), now, stall_s, harness_s):
+                    failures.update(blame_stall(progress, pending(), now, stall_s, harness_s))
                     unclean = True
                     first_failure = first_failure or now
                 continue
@@ -293,15 +295,26 @@ class RankProgress:
         return now - self.since
 
 
-def stalled(progress: dict, ranks: list, now: float, stall_s: float) -> bool:
+def _limit(p: RankProgress, stall_s: float, harness_s: float) -> float:
+    """How long rank `p` may stay silent: a candidate call `stall_s` (its timeout and a margin),
+    anything else (receiving the task, the harness's own steps and collectives) `harness_s`."""
+    return stall_s if p.calling is not None else harness_s
+
+
+def stalled(progress: dict, ranks: list, now: float, stall_s: float, harness_s: float) -> bool:
     """Whether the draw of the ranks still drawing (`ranks`) stalled: one of them has been silent
-    for more than `stall_s`, and none is inside a candidate call that is still within that limit
-    (a rank waiting for a slow call waits legitimately: the call returns, times out by itself,
-    or passes the limit)."""
-    if not any(progress[r].silence(now) > stall_s for r in ranks):
+    past its limit (`_limit`: a call that cannot be interrupted past `stall_s`; a rank that has
+    not started, or sits in the harness's steps, past `harness_s`, the process-group timeout,
+    after which a collective of the harness has timed out by itself), and none is inside a
+    candidate call still within its limit (a rank waiting for a slow call waits legitimately:
+    the call returns, times out by itself, or passes the limit). A rank slow in the harness's
+    own steps on a busy machine is therefore not taken for a stuck one."""
+    def over(r: int) -> bool:
+        return progress[r].silence(now) > _limit(progress[r], stall_s, harness_s)
+
+    if not any(over(r) for r in ranks):
         return False
-    return not any(progress[r].calling is not None and progress[r].silence(now) <= stall_s
-                   for r in ranks)
+    return not any(progress[r].calling is not None and not over(r) for r in ranks)
 
 
 def _stuck(r: int, p: RankProgress, seconds: float) -> tuple:
@@ -314,7 +327,8 @@ def _stuck(r: int, p: RankProgress, seconds: float) -> tuple:
     return ("stall", f"rank {r} sent nothing for {seconds:.3g} s: {where} (killed)", 0.0)
 
 
-def blame_stall(progress: dict, ranks: list, now: float, stall_s: float) -> dict:
+def blame_stall(progress: dict, ranks: list, now: float, stall_s: float,
+                harness_s: float) -> dict:
     """{rank: (kind, message, 0.0)} for the ranks still drawing once the draw `stalled`: each
     rank that never said it started did not start ("unstarted"); failing that, the rank that
     entered a candidate call first and never left it is stuck in it ("stall"); failing that
@@ -327,7 +341,7 @@ def blame_stall(progress: dict, ranks: list, now: float, stall_s: float) -> dict
         among = inside or ranks
         first = min(progress[r].since for r in among)
         culprits = [r for r in among if progress[r].since == first]
-    return {r: (_stuck(r, progress[r], stall_s) if r in culprits
+    return {r: (_stuck(r, progress[r], _limit(progress[r], stall_s, harness_s)) if r in culprits
                 else ("peer", f"rank {r} waited for the others (killed)", 0.0))
             for r in ranks}
 

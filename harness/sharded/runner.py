@@ -144,10 +144,13 @@ def draw_sharded(candidate, case, dtype, device: str, layout: Layout, law, reque
     except PoolError as exc:
         raise CandidateFailure("crashed", f"sharded draw could not start its ranks: {exc}") from None
     key = f"{candidate.spec}|{case.id}|{dtype_name(dtype)}|{device}|{layout.label}|{request.seed}"
+    # The harness's collectives outwait a peer that is slow (not stuck) in its own steps by a
+    # whole stall limit: a call stuck on one rank is named by the worker's stall deadline
+    # (`harness.sharded.ranks.stalled`), not by a peer's collective timing out first.
     path = _store_path(store_dir, key)
     task = DrawTask(candidate=candidate, case=case, dtype=dtype, device=str(device), layout=layout,
                     facts=summary_facts(law), request=request, reference_calls=reference_calls,
-                    store_path=path, pg_timeout_s=request.call_timeout + stall_margin_s,
+                    store_path=path, pg_timeout_s=2.0 * (request.call_timeout + stall_margin_s),
                     declared_invariant=bool(getattr(candidate, "sharding_invariant", False)))
     try:
         results, failures = pool.run(task, stall_s=request.call_timeout + stall_margin_s)
