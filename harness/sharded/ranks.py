@@ -3,8 +3,8 @@ device), started once and reused across groups, killed and replaced when a draw 
 
 * each rank runs one torch thread and dies with its worker (PR_SET_PDEATHSIG);
 * the worker waits with deadlines: a rank that dies (its sentinel), sends nothing for the stall
-  limit inside a candidate call (a call that cannot be interrupted) or for the process-group
-  timeout outside the calls (a stuck step of the harness), or does not report within
+  limit inside a candidate call (a call that cannot be interrupted) or for the harness's limit
+  outside the calls (a stuck step of the harness), or does not report within
   `FAILURE_GRACE_S` of another rank's failure gets the whole pool killed (SIGKILL);
 * who is to blame for a stall is read from what each rank said, not from the order the worker
   happened to read it in: a rank tells the worker when it starts a draw and when it enters and
@@ -176,7 +176,8 @@ class RankPool:
             p.join(timeout=5)
         self.kill()
 
-    def run(self, task: DrawTask, stall_s: float, grace_s: float = FAILURE_GRACE_S):
+    def run(self, task: DrawTask, stall_s: float, grace_s: float = FAILURE_GRACE_S,
+            harness_s: float | None = None):
         """Send the task to every rank; -> ({rank: RankResult}, {rank: (kind, message, cand_s)}).
 
         A rank whose candidate fails says so at once ("failing"), before it meets the others in
@@ -187,7 +188,7 @@ class RankPool:
         from multiprocessing.connection import wait
 
         world = self.world_size
-        harness_s = max(stall_s, task.pg_timeout_s)  # the harness's steps: see `stalled`
+        harness_s = stall_s if harness_s is None else harness_s  # outside the calls: `stalled`
         for c in self.conns:
             c.send(("draw", task))
         self.draws += 1
@@ -221,7 +222,7 @@ class RankPool:
                 for r in pending():
                     drain(r)
                 failures.update(blame_late(progress, pending(), time.monotonic(), stall_s,
-                                           grace_s))
+                                           harness_s, grace_s))
                 unclean = True
                 break
             if stalled(progress, pending(), now, stall_s, harness_s):
@@ -304,8 +305,8 @@ def _limit(p: RankProgress, stall_s: float, harness_s: float) -> float:
 def stalled(progress: dict, ranks: list, now: float, stall_s: float, harness_s: float) -> bool:
     """Whether the draw of the ranks still drawing (`ranks`) stalled: one of them has been silent
     past its limit (`_limit`: a call that cannot be interrupted past `stall_s`; a rank that has
-    not started, or sits in the harness's steps, past `harness_s`, the process-group timeout,
-    after which a collective of the harness has timed out by itself), and none is inside a
+    not started, or sits in the harness's steps, past `harness_s`, which a busy machine can make
+    slow but not that slow), and none is inside a
     candidate call still within its limit (a rank waiting for a slow call waits legitimately:
     the call returns, times out by itself, or passes the limit). A rank slow in the harness's
     own steps on a busy machine is therefore not taken for a stuck one."""
@@ -346,18 +347,20 @@ def blame_stall(progress: dict, ranks: list, now: float, stall_s: float,
             for r in ranks}
 
 
-def blame_late(progress: dict, ranks: list, now: float, stall_s: float, grace_s: float) -> dict:
+def blame_late(progress: dict, ranks: list, now: float, stall_s: float, harness_s: float,
+               grace_s: float) -> dict:
     """{rank: (kind, message, 0.0)} for the ranks still drawing `grace_s` after another rank's
-    failure: one that never said it started did not start, one silent in a candidate call for
-    more than `stall_s` is stuck in it (either may be what the failure was: a peer's collective
-    timing out while waiting for it); any other rank did not stop ("peer")."""
+    failure: one that never said it started did not start, one silent past its limit (`_limit`)
+    is stuck where it is (either may be what the failure was: a peer's collective timing out
+    while waiting for it); any other rank did not stop ("peer")."""
     out = {}
     for r in ranks:
         p = progress[r]
-        if not p.started:
+        limit = _limit(p, stall_s, harness_s)
+        if p.silence(now) > limit:
+            out[r] = _stuck(r, p, limit)
+        elif not p.started:
             out[r] = _stuck(r, p, p.silence(now))
-        elif p.calling is not None and p.silence(now) > stall_s:
-            out[r] = _stuck(r, p, stall_s)
         else:
             out[r] = ("peer", f"rank {r} did not stop within {grace_s:g} s of the failure "
                       f"(killed)", 0.0)
