@@ -26,6 +26,7 @@ SMOKE = ("--profile", "smoke")
     (("--cases-from", "no_such_model_module:build"), "no_such_model_module"),
     (("--explore", "0"), "--explore: must be an integer in [1,"),
     (("--explore-seed", "3"), "--explore-seed: no --explore N given"),
+    (("--cases-from", "torch.nn:Identity"), "it made no truncated-normal call"),
 ])
 def test_a_bad_case_source_is_a_one_line_usage_error(suite, args, says):
     result, df = suite("--candidate", "exact", *args)
@@ -97,6 +98,30 @@ def test_a_model_mixing_torch_and_timm_is_judged_with_each_sampler(suite, repo_r
     assert "timm.layers.trunc_normal_(mean=0, std=0.02, a=-2, b=2)" in line and "| timm |" in line
     assert "fail" in line and "**atoms**" in line and "--candidate timm" in line
     assert "(model.md)" in (suite.path / "report" / "summary.md").read_text()
+
+
+@pytest.mark.skipif(not TIMM, reason="timm is not installed (requirements-timm.txt)")
+@pytest.mark.parametrize("profile", ["smoke", "pr"])
+def test_a_model_initialized_by_timm_alone_is_judged_with_timm(suite, repo_root, profile):
+    """examples/models/timm_vit.py:timm_only initializes as timm's ViT does: every truncated-normal
+    call is timm's, so the run holds timm alone (no torch, no default candidate) at every profile
+    and on 2 ranks; it completes with no error row, its sharded groups are its own calls drawn
+    with timm, and timm fails the atom at the lower bound in bfloat16 (timm keeps torch <= 2.12's
+    algorithm: ~0.2% of bf16 draws land on -2, where the law has mass 0; at the smoke n of the
+    1x17x192 call that is ~130 values, a decisive failure that cannot pass by chance)."""
+    model = str(repo_root / "examples/models/timm_vit.py") + ":timm_only"
+    sizes = "1,2" if profile == "smoke" else "1"  # pr: the default profile as a user runs it
+    result, df = suite("--profile", profile, "-n", "2", "-k", "test_atoms or test_finite",
+                       "--world-sizes", sizes, "--cases-from", model)
+    assert result.ret == 1, result.stdout.str()[-2000:]
+    assert set(df.candidate) == {"timm"} and not (df.verdict == "error").any()
+    atoms = df[(df.check == "atoms") & ~df.case.str.contains("@")]
+    assert set(atoms.dtype) == {"bfloat16"} and (atoms.verdict == "fail").all()
+    assert atoms.message.str.contains("RN(a) = -2", regex=False).all()
+    if profile == "smoke":
+        sharded = df[df.case.str.contains("@w2-")]
+        assert len(sharded) and set(sharded.verdict) <= {"pass", "fail"}
+        assert (sharded[sharded.check == "atoms"].verdict == "fail").all()
 
 
 @pytest.mark.skipif(not TIMM, reason="timm is not installed (requirements-timm.txt)")
