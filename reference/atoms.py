@@ -47,7 +47,8 @@ class Atoms:
         lo, hi = cells.cells(np.array([start]))
         if min(hi[0], cells.b) > max(lo[0], cells.a):
             return start
-        # The bound sits exactly on the far edge of its rounding cell: the neighbour is the first atom.
+        # The bound sits exactly on the far edge of its rounding cell: the neighbour is the first
+        # atom.
         nb = cells.fmt.next_up(start) if step > 0 else cells.fmt.next_down(start)
         return float(nb)
 

@@ -32,8 +32,8 @@ def finite_cells(fmt: FloatFormat, via_float32: bool):
 @functools.lru_cache(maxsize=None)
 def hist_cells(fmt: FloatFormat):
     """X-interval [lo, hi] covered by each histogram bin's finite values, and the bin's lattice
-    spacing (NaN where the bin has no finite value); for the 32/64-bit formats, whose finite keys are
-    one contiguous range and whose bins each lie inside one binade."""
+    spacing (NaN where the bin has no finite value); for the 32/64-bit formats, whose finite keys
+    are one contiguous range and whose bins each lie inside one binade."""
     shift = np.uint64(fmt.bits - fmt.hist_bits)
     first = np.arange(1 << fmt.hist_bits, dtype=np.uint64) << shift
     klo, khi = (np.uint64(k) for k in fmt.finite_key_range)
@@ -43,7 +43,8 @@ def hist_cells(fmt: FloatFormat):
     kl = np.where(empty, klo, kl)
     v = fmt.values_from_keys(kl)
     below = fmt.values_from_keys(np.maximum(kl, klo + np.uint64(1)) - np.uint64(1))
-    # Adjacent bins share an edge: the midpoint below a bin's first value is the top of the bin below.
+    # Adjacent bins share an edge: the midpoint below a bin's first value is the top of the bin
+    # below.
     edge = below + (v - below) * 0.5
     outer = fmt.overflow_threshold
     lo = np.where(kl == klo, -outer, edge)

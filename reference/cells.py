@@ -7,8 +7,8 @@ for a `TruncatedNormal`). Every X-edge here is X - origin.
 
 float64: a cell [v - ulp/2, v + ulp/2] has edges that float64 cannot hold. The law of a float64
 `TruncatedNormal` is therefore integrated in coordinates centred on a lattice value near its window
-(`law_origin`: X - origin, with the law shifted alike), where v - origin + ulp/2 is exact for every v
-within a factor 2 of the origin: every value of a narrow window gets its own cell, odd mantissas
+(`law_origin`: X - origin, with the law shifted alike), where v - origin + ulp/2 is exact for every
+v within a factor 2 of the origin: every value of a narrow window gets its own cell, odd mantissas
 included (tests/unit/reference/test_rounded_law.py checks them against mpmath). Where the
 subtraction rounds, the edge is the float64 RN of the midpoint, identically for both cells that
 share it; such cells lie in bins of >= 2**24 values (2**44 per main bin), so the relative error of
@@ -76,8 +76,9 @@ class CellMeasure:
         self.centred = centred(dist, self.origin)
         self.a = float(self.centred.a)
         self.b = float(self.centred.b)
-        self.x_bottom = float(self.cells(np.array([-np.inf if fmt.has_inf else -fmt.max_finite]))[0][0])
-        self.x_top = float(self.cells(np.array([np.inf if fmt.has_inf else fmt.max_finite]))[1][0])
+        top = np.inf if fmt.has_inf else fmt.max_finite
+        self.x_bottom = float(self.cells(np.array([-top]))[0][0])
+        self.x_top = float(self.cells(np.array([top]))[1][0])
 
     @property
     def prob_steps(self):
@@ -171,8 +172,8 @@ class CellMeasure:
         return np.where(np.isnan(r) & (v < 0), -self.fmt.max_finite, r)
 
     def enumerate_keys(self, klo: int, khi: int) -> tuple[np.ndarray, np.ndarray]:
-        """(values, probs) of the lattice values at keys klo..khi (32/64-bit; NaN patterns left out).
-        Neighbouring cells share an edge: n + 1 edges for n values, each formed as
+        """(values, probs) of the lattice values at keys klo..khi (32/64-bit; NaN patterns left
+        out). Neighbouring cells share an edge: n + 1 edges for n values, each formed as
         `FloatFormat.key_cell_edge` forms it (the same float64), then one `mass` call."""
         fmt = self.fmt
         kf_lo, kf_hi = fmt.finite_key_range

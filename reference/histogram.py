@@ -30,9 +30,9 @@ class FineBins:
     """A second histogram for a 32/64-bit law whose support is narrow next to the main bins (2**20
     bins keep 11 mantissa bits of float32 and 8 of float64, so [8, 8.01] is one float64 bin).
 
-    Fine bin ``i`` holds the ordered keys ``[key_lo + (i << shift), key_lo + ((i + 1) << shift) - 1]``
-    for ``i in 0..n_bins-1``, starting at the key of ``support_lo`` and covering ``support_hi``;
-    the engine counts everything below and above in two extra bins. Which laws get fine bins, and
+    Fine bin ``i`` holds the ordered keys
+    ``[key_lo + (i << shift), key_lo + ((i + 1) << shift) - 1]`` for ``i in 0..n_bins-1``,
+    starting at the key of ``support_lo`` and covering ``support_hi``; the engine counts everything below and above in two extra bins. Which laws get fine bins, and
     how, depends on the law alone, so the engine and the checks agree without talking."""
 
     key_lo: int

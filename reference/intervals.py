@@ -77,7 +77,8 @@ class IntervalMasses:
         return e
 
     def prob_le(self, v) -> np.ndarray:
-        """P(Y <= v), from the X-mass left of the edge (accurate in the left tail); NaN for NaN v."""
+        """P(Y <= v), from the X-mass left of the edge (accurate in the left tail); NaN for NaN
+        v."""
         return _nan_in(v, self.cells.mass(self.cells.x_bottom, self.edge_le(v)))
 
     def prob_gt(self, v) -> np.ndarray:
@@ -122,19 +123,23 @@ class IntervalMasses:
         return float(self.cells.centred.ppf(0.5))
 
     def bin_probs(self, lo_values, hi_values) -> np.ndarray:
-        """P(lo <= Y <= hi), vectorized, any dtype. Ends are lattice values (others are moved inwards
-        to the lattice); a zero end keeps its sign, as ordered keys do: [+0, x] excludes -0."""
-        lo, hi = np.broadcast_arrays(np.asarray(lo_values, dtype=np.float64), np.asarray(hi_values, dtype=np.float64))
+        """P(lo <= Y <= hi), vectorized, any dtype. Ends are lattice values (others are moved
+        inwards to the lattice); a zero end keeps its sign, as ordered keys do: [+0, x] excludes
+        -0."""
+        lo, hi = np.broadcast_arrays(np.asarray(lo_values, dtype=np.float64),
+                                     np.asarray(hi_values, dtype=np.float64))
         out = np.zeros(lo.shape)
-        # Ranges that miss the support have no mass: skip their edges (half of a 2**20-bin histogram).
+        # Ranges that miss the support have no mass: skip their edges (half of a 2**20-bin
+        # histogram).
         m = (hi >= self.atoms.support_lo) & (lo <= self.atoms.support_hi)
         if m.any():
             out[m] = self.cells.mass(self.end_edge(lo[m], -1), self.end_edge(hi[m], +1))
         return out
 
     def end_edge(self, v, side: int) -> np.ndarray:
-        """X-edge of a bin end: lower edge of the first lattice value >= v (side=-1) or upper edge of
-        the last one <= v (side=+1). Works on keys; ends off the finite lattice take the slow path."""
+        """X-edge of a bin end: lower edge of the first lattice value >= v (side=-1) or upper edge
+        of the last one <= v (side=+1). Works on keys; ends off the finite lattice take the slow
+        path."""
         cells = self.cells
         fmt = cells.fmt
         v = np.asarray(v, dtype=np.float64)

@@ -266,11 +266,11 @@ def _runs(cs: np.ndarray, counts: np.ndarray):
     return c_of, offset
 
 
-def _part_probs(cells: CellMeasure, mb, cs, counts, sub_shift, first_value, spacing, lower_edge, upper_edge,
-                uniform, out, dest):
+def _part_probs(cells: CellMeasure, mb, cs, counts, sub_shift, first_value, spacing, lower_edge,
+                upper_edge, uniform, out, dest):
     """Masses of the parts of split coarse bins cs (counts[i] parts of 2**sub_shift[i] keys each)
-    into out[dest[i] + j], j = 0..counts[i]-1. A bin inside one binade holds values v0 + i h: the lower edge of its
-    part j > 0 is below + (v - below) * 0.5 with below = v0 + (j 2**s - 1) h and v - below = h,
+    into out[dest[i] + j], j = 0..counts[i]-1. A bin inside one binade holds values v0 + i h: the
+    lower edge of its part j > 0 is below + (v - below) * 0.5 with below = v0 + (j 2**s - 1) h and v - below = h,
     both exact -- the very operations of `FloatFormat.key_cell_edge`, so the same float64 --, and
     parts 1 .. count-2 are a lattice of step 2**s h from part 1's edge (`prob_steps`); parts 0 and
     count-1 run to the bin's own edges, and join the lattice where those edges lie on it. Other
@@ -278,7 +278,8 @@ def _part_probs(cells: CellMeasure, mb, cs, counts, sub_shift, first_value, spac
     fmt = cells.fmt
     first = dest  # position of each bin's part 0 in `out`
     step = np.ldexp(spacing, sub_shift.astype(np.int32))
-    edge1 = ((first_value + (np.ldexp(1.0, sub_shift.astype(np.int32)) - 1.0) * spacing) - cells.origin) + spacing * 0.5
+    below1 = first_value + (np.ldexp(1.0, sub_shift.astype(np.int32)) - 1.0) * spacing
+    edge1 = (below1 - cells.origin) + spacing * 0.5
     last_lo = edge1 + (counts - 2) * step
     u = np.flatnonzero(uniform)
     steps = cells.prob_steps

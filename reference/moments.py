@@ -151,7 +151,8 @@ def _lattice_stats(cells: CellMeasure, klo: int, khi: int):
         c = float(ev[np.argmax(ep)])
     else:
         c = float(rv[i_row])
-    offset = (float(np.dot(rp0, rv - c)) + float(rs[:, 1].sum()) + float(np.dot(ep, ev - c))) / total
+    offset = (float(np.dot(rp0, rv - c)) + float(rs[:, 1].sum())
+              + float(np.dot(ep, ev - c))) / total
     mean = c + offset
     d_r = (rv - c) - offset  # offsets from c, not from the rounded mean (see `_stats_of_atoms`)
     dv = (ev - c) - offset
@@ -216,7 +217,8 @@ class LawMoments:
         if stats is None:
             # 32/64-bit with >2**22 atoms in the bulk: the lattice is then fine against the spread
             # (spacing <= 2**-23 |x|), and rounding changes the variance by h**2/12 relative to var,
-            # below 1e-10 in every case of the grid (`sheppard_bound`), far under any sampling error.
+            # below 1e-10 in every case of the grid (`sheppard_bound`), far under any sampling
+            # error.
             d = self.cells.dist
             cm = np.array([1.0, 0.0] + [float(d.central_moment(k)) for k in range(2, 9)])
             return float(d.mean), cm, (float(d.mean), 0.0)

@@ -42,11 +42,12 @@ class ResolutionMasses:
     # ------------------------------------------------------------------ collisions
     @functools.cached_property
     def collision_prob(self) -> float:
-        """sum_v P(Y = v)**2: exact from the atoms where they are enumerated (<=16-bit, and 32/64-bit
-        laws with few atoms in the bulk). Otherwise each histogram bin, whose cells share one width h,
-        contributes h * integral of f**2 over it (f the density of X): sum p_v**2 with p_v = h f(v),
-        relative error O((h / std)**2). The atoms whose cells are not a full h -- the two bound atoms,
-        the zeros and the powers of two (wider spacing above than below) -- are taken exactly."""
+        """sum_v P(Y = v)**2: exact from the atoms where they are enumerated (<=16-bit, and
+        32/64-bit laws with few atoms in the bulk). Otherwise each histogram bin, whose cells share
+        one width h, contributes h * integral of f**2 over it (f the density of X): sum p_v**2 with
+        p_v = h f(v), relative error O((h / std)**2). The atoms whose cells are not a full h -- the
+        two bound atoms, the zeros and the powers of two (wider spacing above than below) -- are
+        taken exactly."""
         stats = self.moments.atom_stats
         if stats is not None:
             return stats[2]
@@ -70,7 +71,8 @@ class ResolutionMasses:
     def density_power_integral(self, lo, hi, power: int = 2) -> np.ndarray:
         """integral of f**k over [lo, hi] (inside [a, b]), f the density of X, in log space:
         f**k is a normal density of std sigma / sqrt(k) times
-        (2 pi)**((1 - k) / 2) sigma**(1 - k) / (sqrt(k) Z**k) (k = 2: 1 / (2 sqrt(pi) sigma Z**2))."""
+        (2 pi)**((1 - k) / 2) sigma**(1 - k) / (sqrt(k) Z**k)
+        (k = 2: 1 / (2 sqrt(pi) sigma Z**2))."""
         d = self.cells.centred
         cls = type(d)
         k = float(power)
@@ -103,7 +105,8 @@ class ResolutionMasses:
             rlo = np.maximum(lo[first] - cells.origin, cells.a)
             rhi = np.minimum(hi[last] - cells.origin, cells.b)
             ok = rhi > rlo
-            total = float(np.sum(h[first[ok]] ** (k - 1) * self.density_power_integral(rlo[ok], rhi[ok], k)))
+            total = float(np.sum(h[first[ok]] ** (k - 1)
+                                 * self.density_power_integral(rlo[ok], rhi[ok], k)))
         # Exact terms for the atoms the bin rule gets wrong by a fraction of one atom.
         e = np.arange(1 - fmt.bias, fmt.bias + 1)
         pow2 = np.ldexp(1.0, e)
@@ -117,9 +120,11 @@ class ResolutionMasses:
         clo, chi = np.maximum(clo, cells.a), np.minimum(chi, cells.b)
         ok = chi > clo
         special, clo, chi = special[ok], clo[ok], chi[ok]
-        bin_h = h[(fmt.ordered_keys(special) >> np.uint64(fmt.bits - fmt.hist_bits)).astype(np.intp)]
+        bin_of = fmt.ordered_keys(special) >> np.uint64(fmt.bits - fmt.hist_bits)
+        bin_h = h[bin_of.astype(np.intp)]
         p = cells.mass(clo, chi)
-        total += float(np.sum(p ** k) - np.sum(bin_h ** (k - 1) * self.density_power_integral(clo, chi, k)))
+        total += float(np.sum(p ** k)
+                       - np.sum(bin_h ** (k - 1) * self.density_power_integral(clo, chi, k)))
         for _, olo, ohi in fmt.overflow_cells(cells.via_float32):
             total += cells.overflow_mass(olo, ohi) ** k
         return total
@@ -256,4 +261,5 @@ def _key_classes(fmt: FloatFormat, keys: np.ndarray, mask: int) -> np.ndarray:
     its pattern plus the sign bit, a negative one's the complement of its pattern."""
     keys = np.asarray(keys, dtype=np.uint64)
     positive = keys >= np.uint64(1 << (fmt.bits - 1))
-    return np.where(positive, keys, ~keys).astype(np.uint64).__and__(np.uint64(mask)).astype(np.intp)
+    patterns = np.where(positive, keys, ~keys).astype(np.uint64)
+    return patterns.__and__(np.uint64(mask)).astype(np.intp)

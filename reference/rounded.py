@@ -303,8 +303,9 @@ class RoundedLaw:
 
 _CACHE: "OrderedDict[tuple, RoundedLaw]" = OrderedDict()
 _CACHE_SIZE = 256
-#: ... and at most this many bytes of law tables (a float32 N(0, 1) law with its 2**20 bin masses and
-#: its mass bins holds ~22 MB: 256 of them would not fit in memory; the least recently used go first).
+#: ... and at most this many bytes of law tables (a float32 N(0, 1) law with its 2**20 bin masses
+#: and its mass bins holds ~22 MB: 256 of them would not fit in memory; the least recently used go
+#: first).
 _CACHE_BYTES = 1 << 30
 
 
@@ -315,7 +316,8 @@ def rounded_law(dist, dtype, rounding: str = "rn") -> RoundedLaw:
     rounding="torch": torch's cast of a float64 X (via float32 for narrower formats).
     """
     fmt = float_format(dtype)
-    key = (type(dist), float(dist.loc), float(dist.scale), float(dist.a), float(dist.b), fmt.name, rounding)
+    key = (type(dist), float(dist.loc), float(dist.scale), float(dist.a), float(dist.b), fmt.name,
+           rounding)
     law = _CACHE.get(key)
     if law is None:
         law = RoundedLaw(dist, fmt, rounding)

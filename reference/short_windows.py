@@ -24,8 +24,8 @@ _SHORT_TOL = 2.0**-60
 _SHORT_MAX_ORDER = 7
 _CELL_BLOCK = 1 << 15
 #: Windows wider than this (standardized) are never zeroed as "beyond the bulk" from their
-#: midpoint and width (`ShortWindowMasses._mid_mass`): the ends' rounding (~1e-16 of the midpoint) stays far
-#: below the bulk's edge, 40 std, for any narrower window.
+#: midpoint and width (`ShortWindowMasses._mid_mass`): the ends' rounding (~1e-16 of the
+#: midpoint) stays far below the bulk's edge, 40 std, for any narrower window.
 _FAR_TEST_MAX_W = 1e6
 
 
@@ -49,7 +49,7 @@ def _short_order(a_max, b_max):
 
 
 def _short_series(A, b, order):
-    """I(c, w) of the module note, from A = c^2 and b = w^2 / 2, to `order` (Horner in A, then b)."""
+    """I(c, w) of the note above, from A = c^2 and b = w^2 / 2, to `order` (Horner in A, then b)."""
     out = None
     for j in range(order, -1, -1):
         deg = order - j
