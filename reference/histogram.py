@@ -32,8 +32,9 @@ class FineBins:
 
     Fine bin ``i`` holds the ordered keys
     ``[key_lo + (i << shift), key_lo + ((i + 1) << shift) - 1]`` for ``i in 0..n_bins-1``,
-    starting at the key of ``support_lo`` and covering ``support_hi``; the engine counts everything below and above in two extra bins. Which laws get fine bins, and
-    how, depends on the law alone, so the engine and the checks agree without talking."""
+    starting at the key of ``support_lo`` and covering ``support_hi``; the engine counts everything
+    below and above in two extra bins. Which laws get fine bins, and how, depends on the law alone,
+    so the engine and the checks agree without talking."""
 
     key_lo: int
     shift: int

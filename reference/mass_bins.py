@@ -135,7 +135,8 @@ class MassBins:
         if self.fine is None:
             return c.astype(np.uint64) << np.uint64(self.low_bits)
         fb = self.fine
-        inner = np.uint64(fb.key_lo) + (np.maximum(c - 1, 0).astype(np.uint64) << np.uint64(fb.shift))
+        inner = np.uint64(fb.key_lo) + (np.maximum(c - 1, 0).astype(np.uint64)
+                                        << np.uint64(fb.shift))
         return np.where(c == 0, np.uint64(0), np.where(c > fb.n_bins, np.uint64(fb.key_end), inner))
 
     def coarse_last_key(self, c: np.ndarray) -> np.ndarray:
@@ -169,7 +170,8 @@ class MassBins:
         return (hi - lo).astype(np.float64) + 1.0
 
     def bin_of_keys(self, keys) -> np.ndarray:
-        """Mass bin of each ordered key (uint64 array): the reference the engine's fold must match."""
+        """Mass bin of each ordered key (uint64 array): the reference the engine's fold must
+        match."""
         keys = np.asarray(keys, dtype=np.uint64)
         if self.fine is None:
             c = (keys >> np.uint64(self.low_bits)).astype(np.int64)
@@ -218,8 +220,9 @@ def build_mass_bins(cells: CellMeasure, histogram: Histogram) -> "MassBins":
                    & (v_last != 0) & np.isfinite(v_first) & np.isfinite(v_last))
         fine_i = cs - 1
         h = fmt.spacing(np.where(uniform, v_first, 1.0))
-        _part_probs(cells, mb, cs, layout.split_parts, layout.split_shift, v_first[fine_i], h[fine_i],
-                    lo_e[fine_i], hi_e[fine_i], uniform[fine_i], probs, layout.split_start)
+        _part_probs(cells, mb, cs, layout.split_parts, layout.split_shift, v_first[fine_i],
+                    h[fine_i], lo_e[fine_i], hi_e[fine_i], uniform[fine_i], probs,
+                    layout.split_start)
     return _with_parts(fmt, low_bits, fb, layout, probs, m.size, 0)
 
 
@@ -260,7 +263,8 @@ def _expand(base: np.ndarray, counts: np.ndarray, step: int = 1) -> np.ndarray:
 
 
 def _runs(cs: np.ndarray, counts: np.ndarray):
-    """(coarse bin, offset) of every part: coarse bin cs[i] repeated counts[i] times, 0..counts[i]-1."""
+    """(coarse bin, offset) of every part: coarse bin cs[i] repeated counts[i] times,
+    0..counts[i]-1."""
     c_of = np.repeat(cs, counts)
     offset = np.arange(c_of.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
     return c_of, offset
@@ -270,11 +274,11 @@ def _part_probs(cells: CellMeasure, mb, cs, counts, sub_shift, first_value, spac
                 upper_edge, uniform, out, dest):
     """Masses of the parts of split coarse bins cs (counts[i] parts of 2**sub_shift[i] keys each)
     into out[dest[i] + j], j = 0..counts[i]-1. A bin inside one binade holds values v0 + i h: the
-    lower edge of its part j > 0 is below + (v - below) * 0.5 with below = v0 + (j 2**s - 1) h and v - below = h,
-    both exact -- the very operations of `FloatFormat.key_cell_edge`, so the same float64 --, and
-    parts 1 .. count-2 are a lattice of step 2**s h from part 1's edge (`prob_steps`); parts 0 and
-    count-1 run to the bin's own edges, and join the lattice where those edges lie on it. Other
-    bins: their parts' edges from `key_cell_edge`."""
+    lower edge of its part j > 0 is below + (v - below) * 0.5 with below = v0 + (j 2**s - 1) h
+    and v - below = h, both exact -- the very operations of `FloatFormat.key_cell_edge`, so the
+    same float64 --, and parts 1 .. count-2 are a lattice of step 2**s h from part 1's edge
+    (`prob_steps`); parts 0 and count-1 run to the bin's own edges, and join the lattice where
+    those edges lie on it. Other bins: their parts' edges from `key_cell_edge`."""
     fmt = cells.fmt
     first = dest  # position of each bin's part 0 in `out`
     step = np.ldexp(spacing, sub_shift.astype(np.int32))
@@ -375,8 +379,8 @@ def _main_mass_bins(cells: CellMeasure, histogram: Histogram) -> "MassBins":
     counts = layout.split_parts
     if cs.size:
         lower, upper = histogram.main_bin_edges(cs, lo_c, hi_c)
-        _part_probs(cells, keys_only, cs, counts, layout.split_shift, v_first[cs], spacing[cs], lower,
-                    upper, np.ones(cs.size, dtype=bool), probs, layout.split_start)
+        _part_probs(cells, keys_only, cs, counts, layout.split_shift, v_first[cs], spacing[cs],
+                    lower, upper, np.ones(cs.size, dtype=bool), probs, layout.split_start)
     return _with_parts(fmt, low_bits, None, layout, probs, n_main, s0)
 
 

@@ -80,7 +80,7 @@ class OrientedLaw:
         self.beta = (b - mu) / sigma
         self.width = (b - a) / sigma
         self.t0 = self.alpha if self.right else 0.0
-        if not self.right:  # masses of [a, mu] and [mu, b] relative to phi(0), for straddling windows
+        if not self.right:  # masses of [a, mu] and [mu, b] relative to phi(0), for straddling ones
             self._lg_a = float(log_g(np.array([0.0]), np.array([-self.alpha]))[0])
             self._lg_b = float(log_g(np.array([0.0]), np.array([self.beta]))[0])
         self.log_z = float(self.log_mass_below(np.array([self.beta]), np.array([self.width]))[0])
@@ -177,8 +177,8 @@ class OrientedLaw:
 
     def bulk(self, log_mass):
         """(lo, hi) in frame coordinates: [x, inf) for x >= hi (and (-inf, x] for x <= lo) holds
-        less than exp(log_mass) of the law. From mass([x, inf)) <= phi(x) R(0) / Z, R(0) = sqrt(pi/2)
-        the largest Mills ratio, so it is a bound, not an estimate."""
+        less than exp(log_mass) of the law. From mass([x, inf)) <= phi(x) R(0) / Z,
+        R(0) = sqrt(pi/2) the largest Mills ratio, so it is a bound, not an estimate."""
         d = max(0.0, LOG_SQRT_HALF_PI - self.log_z - log_mass)  # x^2 - t0^2 >= 2 d beyond the cut
         if self.right:
             u = 2.0 * d / (self.t0 + math.sqrt(self.t0 * self.t0 + 2.0 * d))
@@ -237,7 +237,8 @@ class OrientedLaw:
             big = np.exp(log_big)
             d_near = -np.log1p(-k * big) / k if k != 0.0 else big
 
-        # Elsewhere: invert the untruncated tail in log space (ndtri_exp), from Phi_c in a right tail.
+        # Elsewhere: invert the untruncated tail in log space (ndtri_exp), from Phi_c in a right
+        # tail.
         def far(lp):
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 if self.right:
@@ -258,7 +259,8 @@ class OrientedLaw:
         target = log_q + self.log_z
         k = self.beta
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            lphi_b = -0.5 * self.width * (2.0 * self.alpha + self.width) if self.right else -0.5 * k * k
+            lphi_b = (-0.5 * self.width * (2.0 * self.alpha + self.width) if self.right
+                      else -0.5 * k * k)
             log_big = target - lphi_b
             near = (log_big + math.log(max(abs(k), 1.0)) <= _LOG_HALF) & np.isfinite(k)
             big = np.exp(log_big)
@@ -278,7 +280,8 @@ class OrientedLaw:
         return self._to_abs(*self._halley(x, da, db, target, upper=True))
 
     def _into(self, da, db, x):
-        """Pull initial guesses strictly inside the interval, keeping the three offsets consistent."""
+        """Pull initial guesses strictly inside the interval, keeping the three offsets
+        consistent."""
         tiny = 1e-300
         lift = np.where(da <= 0.0, tiny - da, 0.0)
         drop = np.where(db <= 0.0, tiny - db, 0.0)
@@ -289,7 +292,8 @@ class OrientedLaw:
 
     @functools.cached_property
     def moments(self):
-        """(mean, standardized central moments mu_0..mu_8, kappa_4 = mu_4 - 3 mu_2^2) in sigma units."""
+        """(mean, standardized central moments mu_0..mu_8, kappa_4 = mu_4 - 3 mu_2^2) in sigma
+        units."""
         lam = ((self.a - self.mu) + (self.b - self.mu)) / (2.0 * self.sigma)
         h = 0.5 * self.width
         if h <= _CENTRED_MAX_HALF_WIDTH and abs(lam) * h <= _CENTRED_MAX_TILT:
@@ -310,14 +314,16 @@ class OrientedLaw:
         even = base * np.cosh(lam * t)
         odd = -base * np.sinh(lam * t)
         norm = even.sum()
-        raw = [1.0] + [float(((even if j % 2 == 0 else odd) * t**j).sum() / norm) for j in range(1, 9)]
+        raw = [1.0] + [float(((even if j % 2 == 0 else odd) * t**j).sum() / norm)
+                       for j in range(1, 9)]
         m = raw[1]
         mu = _binomial_central(raw, m)
         centre = self.a + 0.5 * (self.b - self.a)
         return centre + self.sigma * m, mu, mu[4] - 3.0 * mu[2] ** 2
 
     def _moments_direct(self):
-        """Quadrature in u = x - t0 on panels of equal log-density drop, central moments in 2 passes.
+        """Quadrature in u = x - t0 on panels of equal log-density drop, central moments in 2
+        passes.
 
         For laws whose mean sits far from the window's centre (one-sided tails, lopsided windows):
         no moment is small there, so direct sums (u - mean)^k lose nothing.

@@ -34,14 +34,16 @@ def _series_coef(i, j):
     return (-1.0) ** j / (math.factorial(2 * i) * math.factorial(j) * (2 * n + 1) * 4.0**n)
 
 
-_SHORT_COEF = [[_series_coef(i, j) for j in range(_SHORT_MAX_ORDER + 1)] for i in range(_SHORT_MAX_ORDER + 1)]
+_SHORT_COEF = [[_series_coef(i, j) for j in range(_SHORT_MAX_ORDER + 1)]
+               for i in range(_SHORT_MAX_ORDER + 1)]
 
 
 def _short_order(a_max, b_max):
     """Smallest order N of the series whose omitted terms (orders > N) are all below _SHORT_TOL."""
     n = 0
     while n < _SHORT_MAX_ORDER:
-        nxt = max(abs(_SHORT_COEF[i][n + 1 - i]) * a_max**i * b_max ** (n + 1 - i) for i in range(n + 2))
+        nxt = max(abs(_SHORT_COEF[i][n + 1 - i]) * a_max**i * b_max ** (n + 1 - i)
+                  for i in range(n + 2))
         if nxt < _SHORT_TOL:
             break
         n += 1
@@ -111,7 +113,8 @@ class ShortWindowMasses:
         for s in range(0, lo.size, _CELL_BLOCK):
             block = slice(s, s + _CELL_BLOCK)
             if mirrored:
-                self._cell_block(np.negative(hi[block]), np.negative(lo[block]), out[block], ordered)
+                self._cell_block(np.negative(hi[block]), np.negative(lo[block]), out[block],
+                                 ordered)
             else:
                 self._cell_block(lo[block], hi[block], out[block], ordered)
         return out
@@ -205,7 +208,8 @@ class ShortWindowMasses:
                 out *= _short_series_rows(A, b, order)
             else:
                 out *= _short_series(A, b, order)
-        if not self._below_one(u_min, u_max, w_max, c_bound) and float(np.max(out, initial=0.0)) > 1.0:
+        if (not self._below_one(u_min, u_max, w_max, c_bound)
+                and float(np.max(out, initial=0.0)) > 1.0):
             np.minimum(out, 1.0, out=out)
         if fast is not None:
             slow = ~fast
@@ -235,11 +239,11 @@ class ShortWindowMasses:
         return w_max == 0.0 or e_max - self.log_z + math.log(w_max) + 0.5 * c_bound < -1e-6
 
     def step_prob(self, lo0, step, n, sign=1.0, out=None):
-        """Masses of the windows with ends lo0 + sign j step and lo0 + sign (j + 1) step, j = 0..n-1,
-        for rows (1-D lo0, step) of windows inside [a, b] (frame coordinates): (rows, n), into
-        `out` if given (any float64 (rows, n) view). The midpoints' offsets are formed per row as
-        (lo0 - anchor) / sigma + sign (j + 1/2) step / sigma: exact lattices of windows (cells,
-        bins) give `cell_prob`'s masses to ~1e-16."""
+        """Masses of the windows with ends lo0 + sign j step and lo0 + sign (j + 1) step,
+        j = 0..n-1, for rows (1-D lo0, step) of windows inside [a, b] (frame coordinates):
+        (rows, n), into `out` if given (any float64 (rows, n) view). The midpoints' offsets are
+        formed per row as (lo0 - anchor) / sigma + sign (j + 1/2) step / sigma: exact lattices of
+        windows (cells, bins) give `cell_prob`'s masses to ~1e-16."""
         out = np.empty((lo0.size, n)) if out is None else out
         u0 = (lo0 - (self.a if self.right else self.mu)) / self.sigma
         w0 = step / self.sigma
