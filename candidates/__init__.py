@@ -9,9 +9,9 @@
 * `candidates.protocol` — `Candidate`, the ``@candidate(...)`` declaration decorator, the adapters
   `functional` and `sigma_bounds`; its docstring documents the conventions and declarations.
 * `candidates.loader` — `resolve` and `CandidateNotFound` (one-line messages).
-* `candidates.registry` — ``REGISTRY`` (name -> zero-argument factory), ``SELFTEST_REGISTRY``.
-* `candidates.builtin` — the built-in samplers, good and known-bad; `candidates.sharded` — the
-  DTensor ones (``exact-counter``, ``local-shard``).
+* `candidates.catalog` — ``REGISTRY`` (name -> zero-argument factory), ``SELFTEST_REGISTRY``.
+* `candidates.builtin` — the built-in samplers, good and known-bad;
+  `candidates.dtensor_samplers` — the DTensor ones (``exact-counter``, ``local-shard``).
 * `candidates.dtensor` — the DTensor plumbing of the sharding-invariant samplers (``fast-exact``,
   ``exact-counter``): the key broadcast from mesh coordinate 0, a rank's box of the whole tensor.
 * `candidates.kernels` — what the harness's own samplers share: the exact inverse CDF in float64,
@@ -22,7 +22,7 @@
   not listed in ``REGISTRY``).
 * `candidates.rounding` — correct float64 -> dtype casts (torch's own rounds twice for 16-bit).
 
-Layers (checked by the import contract in ``.importlinter``): loader -> registry -> builtin,
+Layers (checked by the import contract in ``.importlinter``): loader -> catalog -> builtin,
 sharded, selftest, libraries -> dtensor -> kernels -> protocol, rounding -> reference. Nothing
 here imports `harness`.
 
@@ -43,7 +43,7 @@ from candidates.protocol import (
     functional,
     sigma_bounds,
 )
-from candidates.registry import REGISTRY, SELFTEST_REGISTRY, registered_names
+from candidates.catalog import REGISTRY, SELFTEST_REGISTRY, registered_names
 
 __all__ = [
     "Candidate",

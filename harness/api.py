@@ -7,10 +7,11 @@
     law = harness.law("normal-2sigma", "bfloat16")   # what a perfect sampler writes
     law.rn_a, law.atom_a                             # the lower bound as written, and its mass
 
-`check` drives the very `HarnessSession` the pytest plugin drives (`harness.session.plan`): the
-same options, the same groups in the same order, the same seeds, the same rows. It runs every
-group in this process, one after the other (no xdist): a candidate that kills its process takes
-the caller with it, so run untrusted samplers through ``pytest suites -n 1`` instead.
+`check` drives the very `HarnessSession` the pytest plugin drives
+(`harness.session.harness_session`): the same options, the same groups in the same order, the
+same seeds, the same rows. It runs every group in this process, one after the other (no
+xdist): a candidate that kills its process takes the caller with it, so run untrusted samplers
+through ``pytest suites -n 1`` instead.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .cases import Case, case_by_id
 from .fleet.groups import conformance_nodeid
 from .group import Group
 from .session.options import RUN_DEFAULTS, OptionError, option_defaults, parse_options
-from .session.plan import HarnessSession
+from .session.harness_session import HarnessSession
 from .session.sink import REPORT_WRITE_FAILED
 
 __all__ = ["check", "law", "OptionError"]

@@ -1,10 +1,10 @@
 """The pytest plugin: hooks only. Registered by the root `conftest.py`.
 
 It stays plumbing: it registers the options (`harness.session.options`), drives the run's
-`harness.session.plan.HarnessSession` (shared with the Python API), turns a check's outcome into a
-pytest outcome, carries rows from xdist workers to the controller (as `user_properties` on the
-test reports, `harness.session.rows`), counts the workers candidates crash (`crashes`), and has the
-report written once, there, at the end (`harness.session.sink`).
+`harness.session.harness_session.HarnessSession` (shared with the Python API), turns a check's
+outcome into a pytest outcome, carries rows from xdist workers to the controller (as
+`user_properties` on the test reports, `harness.session.rows`), counts the workers candidates
+crash (`crashes`), and has the report written once, there, at the end (`harness.session.sink`).
 
 May import: pytest, `harness.session` and the floors below it, `reports`, `reference`.
 """
@@ -31,7 +31,7 @@ from . import crashes
 from ..session.options import OptionError, add_options, parse_options
 from ..session.rows import ROW_KEY, latest_rows, row_key, row_skeleton, throughput
 from ..group import ApiGroup, Group
-from ..session.plan import HarnessSession
+from ..session.harness_session import HarnessSession
 from ..session.sink import REPORT_WRITE_FAILED
 from ..session.xfails import stale_lines
 

@@ -3,8 +3,8 @@ lines. The pytest plugin (`harness.plugin`) and the Python API (`harness.api`) b
 
 * `harness.session.options` — the options and their validation (`parse_options -> Options`,
   `OptionError`: one line); `add_options` registers them on pytest's parser;
-* `harness.session.plan` — `HarnessSession`: the groups of the run, the checks each runs, their
-  runners, skip reasons, xfails, and `run_check` (a check on a group -> its row);
+* `harness.session.harness_session` — `HarnessSession`: the groups of the run, the checks each
+  runs, their runners, skip reasons, xfails, and `run_check` (a check on a group -> its row);
 * `harness.session.sink` — `ReportSink`: the report directory, from its lock at start-up to the
   final manifest; `REPORT_WRITE_FAILED`;
 * `harness.session.repro` — `ReproLines`: the command that reruns a row's check;

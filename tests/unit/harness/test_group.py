@@ -10,14 +10,14 @@ from __future__ import annotations
 import pytest
 
 from candidates import resolve
-from candidates.registry import REGISTRY, SELFTEST_REGISTRY, SHARDED_REGISTRY
+from candidates.catalog import REGISTRY, SELFTEST_REGISTRY, SHARDED_REGISTRY
 from harness.cases import GRID, PATHS, SHAPES, case_by_label, on_path, parse_case_spec, shaped
 from harness.explore import explored_cases
 from harness.fleet.groups import conformance_nodeid, group_of_nodeid, nodeid_parts
 from harness.fleet.scheduling import cuda_index_of_group
 from harness.group import ApiGroup, Group, id_clash
 from harness.session.options import OptionError
-from harness.session.plan import HarnessSession
+from harness.session.harness_session import HarnessSession
 from harness.sharded.layout import PLACEMENTS, RANK_SEEDS, Layout
 from reference.dtypes import DTYPES, dtype_name
 from reports.ids import API_CASE, CaseLabel, group_device, parse_case_label, parse_group_id

@@ -17,7 +17,7 @@ import torch
 
 from harness.cases import CaseSpecError, parse_case_spec
 from harness.session.options import OptionError
-from harness.session.plan import HarnessSession
+from harness.session.harness_session import HarnessSession
 from harness.recorded import RecordingError, cases_from
 from harness.runner.drawn import DrawnCandidate, as_drawn
 
