@@ -22,9 +22,10 @@ Systems people used (known bad, or bad in some regime):
 * ``rejection-loop`` — ``normal_`` and redraw out-of-bounds elements until none is left.
 * ``clamp`` — ``normal_`` then ``clamp_``.
 
-Sharded parameters (DTensors; `candidates.sharded`, imported on first use): ``exact-counter`` (good,
-sharding-invariant: u from a counter-based stream indexed by global position) and ``local-shard``
-(known bad: the seed's DTensor workaround, the local tensor initialized with the rank's own generator).
+Sharded parameters (DTensors; `candidates.dtensor_samplers`, imported on first use):
+``exact-counter`` (good, sharding-invariant: u from a counter-based stream indexed by global
+position) and ``local-shard`` (known bad: the seed's DTensor workaround, the local tensor
+initialized with the rank's own generator).
 
 Known-bad by construction, each the exact sampler with one defect, named for it:
 ``scale-2pct-wide``, ``shift-0.02sigma``, ``no-tail-beyond-3.5sigma``, ``antithetic-neighbours``,
@@ -562,7 +563,7 @@ def _scipy_version() -> str:
     return scipy.__version__
 
 
-#: name -> zero-argument factory of the built-in candidates (`candidates.registry` lists them).
+#: name -> zero-argument factory of the built-in candidates (`candidates.catalog` lists them).
 BUILTINS: dict[str, Callable[[], Candidate]] = {
     "torch": lambda: Candidate(_torch_fn(), name="torch", spec="torch", version=torch.__version__,
                                torch_init_semantics=True),

@@ -17,7 +17,7 @@ import torch
 
 from harness.cases import CaseSpecError, parse_case_spec
 from harness.session.options import OptionError
-from harness.session.plan import HarnessSession
+from harness.session.planner import plan_run, resolve_candidates
 from harness.recorded import RecordingError, cases_from
 from harness.runner.drawn import DrawnCandidate, as_drawn
 
@@ -147,7 +147,7 @@ def test_each_recorded_call_is_judged_by_its_sampler_unless_a_candidate_is_given
     helper = f"{models}:helper"
     opt = parse(cases_from=[f"{models}:helped"], record=[helper], cases="normal-2sigma",
                 shapes="none", paths="eager", report_dir="")
-    session = HarnessSession(opt)
+    session = plan_run(opt, resolve_candidates(opt))
     by_case = {c.id: [k.name for k in session.candidates_for(c)] for c in session.cases}
     assert by_case["normal-2sigma"] == ["torch"]
     assert by_case["models-helped-1"] == ["torch"]
@@ -155,8 +155,9 @@ def test_each_recorded_call_is_judged_by_its_sampler_unless_a_candidate_is_given
             for k in session.candidates_for(c)] == [helper]
     assert {(p.candidate.spec, p.case.id) for p in session.groups()} == {
         ("torch", "normal-2sigma"), ("torch", "models-helped-1"), (helper, "models-helped-0")}
-    given = HarnessSession(parse(cases_from=[f"{models}:helped"], record=[helper],
-                                 candidate=["exact"], report_dir=""))
+    opt = parse(cases_from=[f"{models}:helped"], record=[helper], candidate=["exact"],
+                report_dir="")
+    given = plan_run(opt, resolve_candidates(opt))
     assert {p.candidate.name for p in given.groups()} == {"exact"}
 
 
