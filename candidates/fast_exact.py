@@ -59,9 +59,9 @@ from candidates.rounding import rn_cast
 
 __all__ = ["fast_exact_trunc_normal_", "fast_exact_rounds_first_", "fast_exact_float32_normal_",
            "fast_exact_unrefined_", "fast_exact_normal_in_dtype_", "choose_proposal", "Proposal",
-           "propose", "normal64", "sample_chunk", "sample_chunk_float32", "beyond_float32_tail",
+           "propose", "normal64", "sample_chunk", "sample_chunk_float32", "float64_pieces_draw",
            "float32_resolves", "chunk_values", "inverse_cdf_fallback", "tail_mass", "optimal_rate",
-           "chunk_seed", "MAX_ROUNDS", "CHUNK", "NORMAL_REACH", "FLOAT32_TAIL",
+           "chunk_seed", "MAX_ROUNDS", "CHUNK", "NORMAL_REACH", "FLOAT32_TAIL", "FLOAT32_CORE",
            "FLOAT32_RESOLUTION_BITS", "FLOAT32_DRAW_DTYPES"]
 
 #: |z| no normal source used here reaches (Box-Muller on 53-bit uniforms ends at 8.57): a window
@@ -70,6 +70,10 @@ NORMAL_REACH = 9.0
 #: 16-bit outputs: beyond |z| = FLOAT32_TAIL a float32 draw is replaced by an exact float64 draw of
 #: the window's part beyond it (float32 Box-Muller ends at 5.77 and its rings are sparse out there).
 FLOAT32_TAIL = 4.0
+#: ... and below |z| = FLOAT32_CORE: there float32's Box-Muller is coarse against 16-bit cells, which
+#: shrink toward 0 like float32's own (its angle and radius grids give values r cos(theta_k), and
+#: an exact 0 with probability ~2^-24: u1 = 0 or u2 = 0).
+FLOAT32_CORE = 2.0**-7
 #: 16-bit outputs take the float32 draw only where float32 resolves std to this many bits at every
 #: value the draw reaches (a 16-bit cell then spans >= 2^13 float32 values; tiny std far from 0 does not).
 FLOAT32_RESOLUTION_BITS = 16
@@ -388,23 +392,43 @@ def _exact_draws(m: int, mean: float, std: float, a: float, b: float, like, gene
                         _bounds_test(a, b))
 
 
-def beyond_float32_tail(m: int, mean: float, std: float, a: float, b: float, like,
-                        generator) -> torch.Tensor:
-    """m float64 draws of the law on the part of [a, b] beyond |z| = FLOAT32_TAIL (one or two
-    one-sided windows, picked by their masses)."""
+def _float32_pieces(mean: float, std: float, a: float, b: float) -> list[tuple[float, float, float]]:
+    """(mass, lo, hi) of each part of [a, b] the float32 draw leaves to float64: beyond
+    |z| = FLOAT32_TAIL on either side, and |z| < FLOAT32_CORE (the window holds the mean)."""
     alpha, beta = (a - mean) / std, (b - mean) / std
-    low = (a, mean - FLOAT32_TAIL * std) if alpha < -FLOAT32_TAIL else None
-    high = (mean + FLOAT32_TAIL * std, b) if beta > FLOAT32_TAIL else None
-    if low is None or high is None:
-        return _exact_draws(m, mean, std, *(low or high), like, generator)
-    # both masses relative to phi(FLOAT32_TAIL)
-    m_low = tail_mass(FLOAT32_TAIL, -FLOAT32_TAIL - alpha)
-    m_high = tail_mass(FLOAT32_TAIL, beta - FLOAT32_TAIL)
-    go_low = _uniform(m, like, generator) < m_low / (m_low + m_high)
+    phi_tail = math.exp(-0.5 * FLOAT32_TAIL * FLOAT32_TAIL) / _SQRT_2PI
+    pieces = []
+    if alpha < -FLOAT32_TAIL:
+        pieces.append((phi_tail * tail_mass(FLOAT32_TAIL, -FLOAT32_TAIL - alpha), a,
+                       mean - FLOAT32_TAIL * std))
+    lo, hi = max(alpha, -FLOAT32_CORE), min(beta, FLOAT32_CORE)
+    if lo < hi:
+        pieces.append((0.5 * (math.erf(hi * _SQRT_HALF) - math.erf(lo * _SQRT_HALF)),
+                       max(a, mean - FLOAT32_CORE * std), min(b, mean + FLOAT32_CORE * std)))
+    if beta > FLOAT32_TAIL:
+        pieces.append((phi_tail * tail_mass(FLOAT32_TAIL, beta - FLOAT32_TAIL),
+                       mean + FLOAT32_TAIL * std, b))
+    return pieces
+
+
+def float64_pieces_draw(m: int, mean: float, std: float, a: float, b: float, like,
+                        generator) -> torch.Tensor:
+    """m float64 draws of the law on the parts of [a, b] the float32 draw leaves to float64
+    (`_float32_pieces`), each element's part picked by the parts' masses."""
+    pieces = _float32_pieces(mean, std, a, b)
     x = torch.empty(m, dtype=torch.float64, device=like.device)
-    n_low = int(go_low.sum())
-    x[go_low] = _exact_draws(n_low, mean, std, *low, like, generator)
-    x[~go_low] = _exact_draws(m - n_low, mean, std, *high, like, generator)
+    if len(pieces) == 1:
+        return _exact_draws(m, mean, std, pieces[0][1], pieces[0][2], like, generator)
+    total = sum(p[0] for p in pieces)
+    u = _uniform(m, like, generator)
+    which = torch.zeros(m, dtype=torch.int64, device=like.device)
+    cumulative = 0.0
+    for mass, _, _ in pieces[:-1]:
+        cumulative += mass / total
+        which += u >= cumulative
+    for i, (_, lo, hi) in enumerate(pieces):
+        sel = which == i
+        x[sel] = _exact_draws(int(sel.sum()), mean, std, lo, hi, like, generator)
     return x
 
 
@@ -417,21 +441,22 @@ def sample_chunk_float32(k: int, mean: float, std: float, a: float, b: float, li
     bounds tested exactly on x (against the float32s inside [a, b]); rejected elements are drawn
     again, at most `rounds` times, then by the float64 fallback. Where the window reaches beyond
     |z| = FLOAT32_TAIL, the accepted values out there are replaced by float64 draws of the law's
-    part beyond it, so the tails are the float64 sampler's. Float64 values are rounded once
+    part beyond it, so the tails are the float64 sampler's; so are those within |z| <
+    FLOAT32_CORE (`_float32_pieces`). Float64 values are rounded once
     (rn_cast), float32 ones by torch's float32 -> 16-bit cast (one IEEE round to nearest even).
 
     ``in_dtype`` (known bad): z drawn by ``normal_`` in `dtype` itself."""
     lo, hi = _float32_inward(a, b)
     alpha, beta = (a - mean) / std, (b - mean) / std
     bounded = alpha > -NORMAL_REACH or beta < NORMAL_REACH
-    tails = alpha < -FLOAT32_TAIL or beta > FLOAT32_TAIL
 
     def draw(m: int):
         if in_dtype:
             z = torch.empty(m, dtype=dtype, device=like.device).normal_(generator=generator).float()
         else:
             z = torch.empty(m, dtype=torch.float32, device=like.device).normal_(generator=generator)
-        far = z.abs() > FLOAT32_TAIL if tails else None
+        size = z.abs()
+        far = (size > FLOAT32_TAIL).logical_or_(size < FLOAT32_CORE)
         x = z.mul_(std) if mean == 0.0 else z.mul_(std).add_(mean)
         return x, ((x >= lo) & (x <= hi)) if bounded else None, far
 
@@ -444,17 +469,14 @@ def sample_chunk_float32(k: int, mean: float, std: float, a: float, b: float, li
                 break
             again, ok, again_far = draw(pending.numel())
             x.index_copy_(0, pending[ok], again[ok])
-            if far is not None:
-                far.index_copy_(0, pending[ok], again_far[ok])
+            far.index_copy_(0, pending[ok], again_far[ok])
             pending = pending[~ok]
         if pending.numel():
             exact.append((pending, inverse_cdf_fallback(pending.numel(), mean, std, a, b, like, generator)))
-            if far is not None:
-                far[pending] = False
-    if far is not None:
-        where = far.nonzero().flatten()
-        if where.numel():
-            exact.append((where, beyond_float32_tail(where.numel(), mean, std, a, b, like, generator)))
+            far[pending] = False
+    where = far.nonzero().flatten()
+    if where.numel():
+        exact.append((where, float64_pieces_draw(where.numel(), mean, std, a, b, like, generator)))
     for where, values in exact:
         x[where] = rn_cast(values, dtype).to(torch.float32)  # a 16-bit value: exact in float32
     return x

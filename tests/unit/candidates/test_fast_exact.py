@@ -19,10 +19,10 @@ import torch
 from scipy import stats
 
 from candidates import fast_exact, resolve
-from candidates.fast_exact import (FLOAT32_TAIL, MAX_ROUNDS, beyond_float32_tail, choose_proposal,
+from candidates.fast_exact import (FLOAT32_CORE, FLOAT32_TAIL, MAX_ROUNDS, choose_proposal,
                                    fast_exact_float32_normal_, fast_exact_rounds_first_,
                                    fast_exact_trunc_normal_, fast_exact_unrefined_, float32_resolves,
-                                   inverse_cdf_fallback)
+                                   float64_pieces_draw, inverse_cdf_fallback)
 from candidates.rounding import rn_cast
 from reference import TruncatedNormal, rounded_law
 
@@ -126,23 +126,34 @@ def test_float32_draw_where_float32_resolves_std():
     assert not float32_resolves(0.0, 1e-200, -1.0, 1.0)
 
 
-def test_16bit_tails_come_from_the_float64_sampler():
-    """Beyond |z| = FLOAT32_TAIL the float32 draw is replaced by the float64 sampler's draw of the
-    law's part out there. The replacement alone: KS against the reference's tail law (fails an
-    exact sampler with probability 1e-7). Its share: N(0, 1) untruncated in bfloat16 at n = 2^22,
-    P(|z| > 4) = 6.33e-5, 265.6 expected: a band of 6 sd (+-98) fails an exact sampler with
-    P < 2e-9."""
+def test_16bit_tails_and_core_come_from_the_float64_sampler():
+    """Beyond |z| = FLOAT32_TAIL and within |z| < FLOAT32_CORE the float32 draw is replaced by
+    the float64 sampler's draw of the law's parts there (float32's Box-Muller is coarse in both:
+    sparse rings out there, an angle grid and exact zeros in there). The replacement alone, on
+    N(0, 1): KS of each part against the reference's law of it (each fails an exact sampler with
+    probability 1e-7); the tails' share, 1.0058 % of 20000 (201 expected, a band of 6 sd: P <
+    2e-9). In the sampler: N(0, 1) in bfloat16 at n = 2^22, P(|z| > 4) = 6.33e-5, 265.6 expected
+    (6 sd: P < 2e-9); the trap in bfloat16 at n = 2^24: no exact zero (the law's mass at 0 is
+    ~1e-39; float32's Box-Muller writes one per ~2^24 values)."""
     like = torch.empty(0, dtype=torch.float64)
-    t = beyond_float32_tail(4000, 0.0, 1.0, -2.0, INF, like, gen(12))
-    assert t.min() >= FLOAT32_TAIL
-    assert stats.kstest(t.numpy(), TruncatedNormal(0.0, 1.0, FLOAT32_TAIL, INF).cdf).pvalue > 1e-7
-    both = beyond_float32_tail(4000, 0.0, 1.0, -INF, INF, like, gen(13))
-    assert both.abs().min() >= FLOAT32_TAIL and abs(float((both > 0).double().mean()) - 0.5) < 0.05
+    x = float64_pieces_draw(20000, 0.0, 1.0, -INF, INF, like, gen(12))
+    tail, core = x[x.abs() >= FLOAT32_TAIL], x[x.abs() <= FLOAT32_CORE]
+    assert tail.numel() + core.numel() == x.numel()
+    share = 2 * stats.norm.sf(FLOAT32_TAIL)
+    share /= share + math.erf(FLOAT32_CORE / math.sqrt(2.0))
+    expected = x.numel() * share
+    assert abs(tail.numel() - expected) < 6 * math.sqrt(expected)
+    assert stats.kstest(tail.abs().numpy(), TruncatedNormal(0.0, 1.0, FLOAT32_TAIL, INF).cdf).pvalue > 1e-7
+    core_law = TruncatedNormal(0.0, 1.0, -FLOAT32_CORE, FLOAT32_CORE)
+    assert stats.kstest(core.numpy(), core_law.cdf).pvalue > 1e-7
     n = 2**22
     y = fast_exact_trunc_normal_(torch.empty(n, dtype=torch.bfloat16), 0.0, 1.0, -INF, INF,
                                  generator=gen(14))
     expected = n * 2 * stats.norm.sf(FLOAT32_TAIL)
     assert abs(int((y.float().abs() > FLOAT32_TAIL).sum()) - expected) < 6 * math.sqrt(expected)
+    trap = fast_exact_trunc_normal_(torch.empty(2**24, dtype=torch.bfloat16), 0.0, 0.02,
+                                    generator=gen(16))
+    assert not (trap == 0).any()
 
 
 def test_float32_bounds_are_tested_exactly():
