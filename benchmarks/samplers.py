@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 
 from candidates import resolve  # noqa: E402
-from candidates.fast_exact import normal64  # noqa: E402
+from candidates.fast_exact import CHUNK, normal64  # noqa: E402
 
 #: name -> (mean, std, a, b, kind): kind is the target that applies (trap, bulk, tail, narrow)
 CASES = {
@@ -65,6 +65,8 @@ TARGETS = {("trap", "float32"): 2.0, ("trap", "bfloat16"): 1.25, ("bulk", "float
            ("bulk", "bfloat16"): 1.0, ("tail", "float32"): 0.1, ("tail", "bfloat16"): 0.1}
 #: rejection-loop draws ~1/P normals per element: not run below this window mass
 REJECTION_MIN_MASS = 0.05
+#: where the tensors live (``--device``): on CUDA every call is timed in wall time, synchronized
+DEVICE = {"name": "cpu"}
 
 
 def window_mass(mean: float, std: float, a: float, b: float) -> float:
@@ -74,14 +76,20 @@ def window_mass(mean: float, std: float, a: float, b: float) -> float:
 
 
 def clock():
-    """The process's CPU time with one thread, wall time with several (CPU time adds them up)."""
+    """The process's CPU time with one thread on the CPU, wall time with several (CPU time adds
+    them up) and on CUDA (synchronized before each reading)."""
+    if DEVICE["name"] != "cpu":
+        def synchronized() -> float:
+            torch.cuda.synchronize()
+            return time.perf_counter()
+        return synchronized
     return time.process_time if torch.get_num_threads() == 1 else time.perf_counter
 
 
 def time_call(cand, n: int, dtype, params, seed: int) -> float:
     """Seconds of one call on a fresh tensor of n elements."""
-    t = torch.empty(n, dtype=dtype)
-    g = torch.Generator().manual_seed(seed)
+    t = torch.empty(n, dtype=dtype, device=DEVICE["name"])
+    g = torch.Generator(device=DEVICE["name"]).manual_seed(seed)
     tick = clock()
     t0 = tick()
     cand(t, *params, generator=g)
@@ -201,13 +209,22 @@ def floor(n: int, reps: int) -> None:
     torch.set_num_threads(1)
     m, s, a, b, _ = CASES["abs-bounds-trap"]
     like = torch.empty(0, dtype=torch.float64)
+
+    def chunked(draw):
+        # in fast-exact's chunks, as it draws them (a pass over 2^20 values stays in cache)
+        def run(g):
+            for start in range(0, n, CHUNK):
+                draw(min(CHUNK, n - start), g)
+        return run
+
     sources = {
-        "float64 uniform_ (53-bit uniforms, one per value)":
-            lambda g: torch.empty(n, dtype=torch.float64).uniform_(generator=g),
-        "float64 Box-Muller in torch ops (normal64)": lambda g: normal64(n, like, g),
-        "torch's float64 normal_": lambda g: torch.empty(n, dtype=torch.float64).normal_(generator=g),
-        "float32 normal_ (16-bit outputs' source)":
-            lambda g: torch.empty(n, dtype=torch.float32).normal_(generator=g),
+        "float64 uniform_ (53-bit uniforms, one per value)": chunked(
+            lambda k, g: torch.empty(k, dtype=torch.float64).uniform_(generator=g)),
+        "float64 Box-Muller in torch ops (normal64)": chunked(lambda k, g: normal64(k, like, g)),
+        "torch's float64 normal_": chunked(
+            lambda k, g: torch.empty(k, dtype=torch.float64).normal_(generator=g)),
+        "float32 normal_ (16-bit outputs' source)": chunked(
+            lambda k, g: torch.empty(k, dtype=torch.float32).normal_(generator=g)),
     }
     calls = {f"torch trunc_normal_ {d}": (lambda g, dt=dt: torch.nn.init.trunc_normal_(
         torch.empty(n, dtype=dt), m, s, a, b, generator=g)) for d, dt in DTYPES.items()}
@@ -223,7 +240,8 @@ def floor(n: int, reps: int) -> None:
             times[k].append(time.process_time() - t0)
     med = {k: statistics.median(v) for k, v in times.items()}
     base = med["torch trunc_normal_ float32"]
-    print(f"\n### the floor: the trap, 2^{round(math.log2(n))} elements, 1 thread\n")
+    print(f"\n### the floor: the trap, 2^{round(math.log2(n))} elements, 1 thread (sources drawn in "
+          f"chunks of 2^{round(math.log2(CHUNK))})\n")
     print("| call | ns/el | / torch's float32 trap call |")
     print("|---|---|---|")
     for k, v in med.items():
@@ -239,7 +257,13 @@ def main(argv=None) -> int:
     p.add_argument("--cap", type=float, default=15.0, help="no larger size after a call this slow")
     p.add_argument("--quick", action="store_true", help="2^18 elements, 2 reps, sizes 2^16..2^20")
     p.add_argument("--skip", default="", help="comma-separated tables to skip: side,sizes,floor")
+    p.add_argument("--device", default="cpu", help="where the tensors live (cuda: the floor table "
+                   "is skipped, it times CPU sources)")
+    p.add_argument("--candidates", default=",".join(CANDIDATES),
+                   help="the side-by-side table's candidates (fast-exact and torch always)")
     args = p.parse_args(argv)
+    DEVICE["name"] = args.device
+    names = tuple(dict.fromkeys(("fast-exact", "torch", *args.candidates.split(","))))
     if args.quick:
         args.table_size, args.reps, args.sizes = 18, 2, "16,18,20"
     skip = set(filter(None, args.skip.split(",")))
@@ -251,13 +275,13 @@ def main(argv=None) -> int:
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     capped: set = set()
     t0 = time.time()
-    if "floor" not in skip:
+    if "floor" not in skip and args.device == "cpu":
         floor(n, max(args.reps, 5))
     if "side" not in skip:
-        rows1 = side_by_side(CANDIDATES, n, 1, args, capped)
-        print_table(rows1, CANDIDATES, f"side by side, 2^{args.table_size} elements, 1 thread")
+        rows1 = side_by_side(names, n, 1, args, capped)
+        print_table(rows1, names, f"side by side, 2^{args.table_size} elements, 1 thread")
     if "sizes" not in skip:
-        counts = (1, all_threads) if all_threads > 1 else (1,)
+        counts = (1, all_threads) if all_threads > 1 and args.device == "cpu" else (1,)
         rows2 = by_size(sizes, counts, args, capped)
         print_by_size(rows2, sizes)
         print("\n### targets\n")
