@@ -261,8 +261,11 @@ def main(argv=None) -> int:
                    "is skipped, it times CPU sources)")
     p.add_argument("--candidates", default=",".join(CANDIDATES),
                    help="the side-by-side table's candidates (fast-exact and torch always)")
+    p.add_argument("--cases", default="", help="comma-separated case names (default: all)")
     args = p.parse_args(argv)
     DEVICE["name"] = args.device
+    for name in set(CASES) - set(filter(None, args.cases.split(","))) if args.cases else ():
+        del CASES[name]
     names = tuple(dict.fromkeys(("fast-exact", "torch", *args.candidates.split(","))))
     if args.quick:
         args.table_size, args.reps, args.sizes = 18, 2, "16,18,20"
