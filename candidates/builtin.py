@@ -56,7 +56,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from candidates.fast_exact import fast_exact_rounds_first_, fast_exact_trunc_normal_
+from candidates.fast_exact import (fast_exact_float32_normal_, fast_exact_normal_in_dtype_,
+                                   fast_exact_rounds_first_, fast_exact_trunc_normal_,
+                                   fast_exact_unrefined_)
 from candidates.kernels import (CHUNK, counter_uniform, exact_based, harness_version, inverse_cdf,
                                 rn_scalar, truncated_normal, validate_args)
 from candidates.protocol import Candidate
@@ -638,5 +640,19 @@ BUILTINS: dict[str, Callable[[], Candidate]] = {
                                      defect="fast-exact truncating after rounding: the atom at a representable "
                                             "bound gets its whole cell (torch's 16-bit defect)",
                                      caught_by=("atoms",)),
+    "fast-exact-float32-normal": _make("fast-exact-float32-normal", fast_exact_float32_normal_,
+                                       known_bad=True,
+                                       defect="fast-exact's float32 output from torch's float32 normal_ "
+                                              "and a float32 affine step (the 16-bit outputs' draw)",
+                                       caught_by=("collisions",)),
+    "fast-exact-unrefined": _make("fast-exact-unrefined", fast_exact_unrefined_, known_bad=True,
+                                  defect="fast-exact's float64 output without the refinement of "
+                                         "its last bits (mean + std z in float64)",
+                                  caught_by=("low_bits",)),
+    "fast-exact-normal-in-dtype": _make("fast-exact-normal-in-dtype", fast_exact_normal_in_dtype_,
+                                        known_bad=True,
+                                        defect="fast-exact's 16-bit draw by normal_ in the 16-bit "
+                                               "dtype (8-bit uniforms in bfloat16)",
+                                        caught_by=("gof",)),
 }
 
