@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from reference.dtypes import DEFAULT_DTYPE_NAMES
+from reference.dtypes import DEFAULT_DTYPE_NAMES, dtype_name
 
-from ..cases import (GRID, PATHS, PROFILES, SHAPE_CLASSES, SHARDED_CASES, SHARDED_DTYPES,
+from ..cases import (GRID, PATHS, PROFILES, SHAPE_CLASSES, SHARDED_CASES, SHARDED_DTYPES, Case,
                      CaseSpecError, case_by_id, case_by_label, parse_case_spec)
 from ..checks import CHECKS
 from ..explore import explore_alpha_fail, explored_cases
@@ -197,6 +197,15 @@ def csv_list(value) -> list[str]:
     return [str(v).strip() for v in items if str(v).strip()]
 
 
+def typed_list(value) -> list:
+    """A list option's items like `csv_list`, but the objects of a list given typed (the API's
+    `Case`s and torch dtypes) kept as they are."""
+    if not isinstance(value, (list, tuple)):
+        return csv_list(value)
+    return [v.strip() if isinstance(v, str) else v for v in value
+            if not isinstance(v, str) or v.strip()]
+
+
 def _number(name: str, text, *, integer: bool = False) -> float | int:
     """Parse `text` as a number; integers may be written 4194304, 4_194_304, 2**22 or 4.2e6."""
     value = str(text).strip()
@@ -239,8 +248,8 @@ def _alpha(name: str, text) -> float:
 def parse_options(opt, known_dtypes, environ=None) -> Options:
     """Validate the raw options; OptionError (one line) on the first bad value. `opt`: pytest's
     option namespace (text, as typed), or a mapping of option name (no dashes) to value, typed
-    or text (`harness.check`: numbers, lists). `environ` (default os.environ) is where a CI's
-    partition variables are read from."""
+    or text (`harness.check`: numbers, lists, `Case`s, torch dtypes). `environ` (default
+    os.environ) is where a CI's partition variables are read from."""
     if isinstance(opt, Mapping):
         opt = SimpleNamespace(**opt)
     profile = str(opt.profile)
@@ -257,7 +266,8 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
     seed = _number("--seed", opt.seed, integer=True)
     _require("--seed", opt.seed, 0 <= seed < 2**63, "an integer in [0, 2^63)")
 
-    dtypes = tuple(csv_list(opt.dtypes)) if opt.dtypes is not None else DEFAULT_DTYPES
+    dtypes = (tuple(v if isinstance(v, str) else dtype_name(v) for v in typed_list(opt.dtypes))
+              if opt.dtypes is not None else DEFAULT_DTYPES)
     unknown = [d for d in dtypes if d not in known_dtypes]
     if unknown:
         raise OptionError(f"--dtypes: unknown {', '.join(unknown)}; known: {', '.join(known_dtypes)}")
@@ -319,12 +329,15 @@ def _cases(opt, seed: int, dtypes: tuple, known_dtypes) -> tuple:
     --cases-from models and --explore points, in that order; the grid when none is given."""
     cases: list = []
     if opt.cases is not None:
-        names = csv_list(opt.cases)
+        names = typed_list(opt.cases)
         if not names:
             raise OptionError("--cases: empty list")
         try:
             for name in names:
-                cases += list(GRID) if name == "grid" else [case_by_label(name)]
+                if isinstance(name, Case):  # the API's, taken as given
+                    cases.append(name)
+                    continue
+                cases += list(GRID) if name == "grid" else [case_by_label(str(name))]
         except KeyError as exc:
             raise OptionError(f"--cases: {exc.args[0]}") from None
     for spec in getattr(opt, "case", None) or ():

@@ -160,7 +160,7 @@ def _one_rank(tmp_path, body: str, name: str = "bad", others: str = "local") -> 
         import os, signal, time
         import torch
         from candidates.builtin import exact_trunc_normal_
-        from candidates.sharded import exact_counter_trunc_normal_
+        from candidates.dtensor_samplers import exact_counter_trunc_normal_
 
         def fn(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
             from torch.distributed.tensor import DTensor
@@ -357,7 +357,7 @@ def test_a_rank_that_writes_nothing_is_seen_by_written(tmp_path):
 def test_a_budget_stops_every_rank_at_the_same_call(tmp_path):
     (tmp_path / "slow.py").write_text(textwrap.dedent('''
         import time
-        from candidates.sharded import exact_counter_trunc_normal_
+        from candidates.dtensor_samplers import exact_counter_trunc_normal_
 
         def fn(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
             time.sleep(0.05)

@@ -18,7 +18,7 @@ import torch
 
 from harness.cases import CaseSpecError, parse_case_spec
 from harness.session.options import OptionError
-from harness.session.plan import HarnessSession
+from harness.session.planner import plan_run, resolve_candidates
 from harness.recorded import RecordingError, cases_from
 from harness.runner.drawn import DrawnCandidate, as_drawn
 
@@ -148,7 +148,7 @@ def test_each_recorded_call_is_judged_by_its_sampler_unless_a_candidate_is_given
     helper = f"{models}:helper"
     opt = parse(cases_from=[f"{models}:helped"], record=[helper], cases="normal-2sigma",
                 shapes="none", paths="eager", report_dir="")
-    session = HarnessSession(opt)
+    session = plan_run(opt, resolve_candidates(opt))
     by_case = {c.id: [k.name for k in session.candidates_for(c)] for c in session.cases}
     assert by_case["normal-2sigma"] == ["torch"]
     assert by_case["models-helped-1"] == ["torch"]
@@ -156,8 +156,9 @@ def test_each_recorded_call_is_judged_by_its_sampler_unless_a_candidate_is_given
             for k in session.candidates_for(c)] == [helper]
     assert {(p.candidate.spec, p.case.id) for p in session.groups()} == {
         ("torch", "normal-2sigma"), ("torch", "models-helped-1"), (helper, "models-helped-0")}
-    given = HarnessSession(parse(cases_from=[f"{models}:helped"], record=[helper],
-                                 candidate=["exact"], report_dir=""))
+    opt = parse(cases_from=[f"{models}:helped"], record=[helper], candidate=["exact"],
+                report_dir="")
+    given = plan_run(opt, resolve_candidates(opt))
     assert {p.candidate.name for p in given.groups()} == {"exact"}
 
 
@@ -259,13 +260,13 @@ def _plan_facts(spec: str, record: tuple, profile: str) -> dict:
     code = textwrap.dedent(f"""
         import json
         from tests.unit.harness.conftest import _parse
-        from harness.session.plan import HarnessSession
+        from harness.session.planner import plan_run, resolve_candidates
 
         out = {{}}
         for sizes in ("1", "1,2"):
-            session = HarnessSession(_parse(cases_from=[{spec!r}], record={list(record)!r},
-                                            profile={profile!r}, world_sizes=sizes,
-                                            report_dir=""))
+            opt = _parse(cases_from=[{spec!r}], record={list(record)!r}, profile={profile!r},
+                         world_sizes=sizes, report_dir="")
+            session = plan_run(opt, resolve_candidates(opt))
             groups = list(session.groups())
             sharded = [g for g in groups if g.layout is not None]
             out[sizes] = {{
@@ -317,8 +318,8 @@ def test_a_model_calling_one_library_only_is_planned_with_its_sampler(sampler, p
 
 
 def test_a_cast_call_is_left_out_of_the_sharded_draw_saying_why(parse, models):
-    session = HarnessSession(parse(cases_from=[f"{models}:casts"], world_sizes="1,2",
-                                   report_dir=""))
+    opt = parse(cases_from=[f"{models}:casts"], world_sizes="1,2", report_dir="")
+    session = plan_run(opt, resolve_candidates(opt))
     sharded = [g for g in session.groups() if g.layout is not None]
     assert sharded and {g.candidate.spec for g in sharded} == {"torch"}
     reasons = {session.skip_reason(g.candidate, g.dtype, g.device, g) for g in sharded}
