@@ -62,6 +62,15 @@ def recorded_call_facts(case) -> dict:
             "drawn_in": case.drawn_in}
 
 
+def _drawn_sharded_reason(case) -> str | None:
+    """Why a recorded call drawn in one dtype and cast into another is not drawn sharded: the
+    sharded draw fills the parameter in the dtype it holds (its unsharded group judges the cast)."""
+    if not case.drawn_in:
+        return None
+    return (f"{case.id} is drawn in {case.drawn_in} and cast into {case.dtypes[0]}: a sharded "
+            "draw fills the parameter in its own dtype (the unsharded group judges the cast)")
+
+
 class HarnessSession:
     """One run: the validated options, the resolved candidates, the grid and its runners."""
 
@@ -157,12 +166,16 @@ class HarnessSession:
                                  self.options.shapes)
 
     def sharded_groups(self):
-        """The sharded groups: candidates x the sharded selection x devices x layouts."""
+        """The sharded groups: candidates x the sharded selection x devices x layouts; a model's
+        recorded call in the dtype its parameter holds, drawn with the sampler that made it
+        (`candidates_for`)."""
+        if not self.layouts:
+            return
         for cand in self.candidates:
             for case in self.sharded_cases:
                 if cand not in self.candidates_for(case):
                     continue
-                for dtype in self.sharded_dtypes:
+                for dtype in self.dtypes_of(case) if case.dtypes else self.sharded_dtypes:
                     for device in self.devices:
                         for layout in self.layouts:
                             yield Group(cand, case, dtype, device, layout)
@@ -221,7 +234,8 @@ class HarnessSession:
         reason = (device_skip_reason(device)
                   or candidate.skip_reason(dtype, device, case))
         if reason is None and getattr(group, "layout", None) is not None:
-            reason = sharded_skip_reason(group.layout, device, tuple(group.case.shape))
+            reason = (candidate.sharded_reason() or _drawn_sharded_reason(case)
+                      or sharded_skip_reason(group.layout, device, tuple(group.case.shape)))
         if reason is None and getattr(group, "case", None) is not None:
             reason = self._memory_reason(tuple(group.case.shape), device)
         return reason

@@ -123,7 +123,8 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
     g.addoption("--world-sizes", default=None, metavar="LIST",
                 help="ranks per sharded parameter, e.g. 2,4; 1 is the unsharded grid (default: the "
                      "profile's, 1; nightly 1,2,4). W > 1 draws the sharded selection of cases "
-                     f"({','.join(SHARDED_CASES)}) unless --cases is given")
+                     f"({','.join(SHARDED_CASES)}; with --cases-from, the model's calls) unless "
+                     "--cases is given")
     g.addoption("--placements", default=",".join(PLACEMENTS), metavar="LIST",
                 help=f"DTensor placements of a sharded parameter (default {','.join(PLACEMENTS)})")
     g.addoption("--rank-seeds", default="same", metavar="LIST",
@@ -299,7 +300,13 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
     shapes = _shapes(getattr(opt, "shapes", None))
     paths = (_choices("--paths", opt.paths, PATHS) if getattr(opt, "paths", None) is not None
              else None)
-    sharded_cases = tuple(cases) if opt.cases else tuple(case_by_id(c) for c in SHARDED_CASES)
+    recorded = tuple(c for c in cases if c.origin is not None)
+    if opt.cases:
+        sharded_cases = tuple(cases)
+    elif recorded:  # a model's calls are what its sharded parameters are drawn with
+        sharded_cases = recorded
+    else:
+        sharded_cases = tuple(case_by_id(c) for c in SHARDED_CASES)
     sharded_dtypes = dtypes if opt.dtypes is not None else tuple(
         d for d in SHARDED_DTYPES if d in known_dtypes)
     return Options(candidates=tuple(opt.candidate or [DEFAULT_CANDIDATE]),

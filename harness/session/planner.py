@@ -37,13 +37,18 @@ def resolve_candidates(opt: Options) -> Judges:
     """Step 1: the candidates that judge the run's cases. The --candidate list judges every case;
     without it, a model's recorded call is judged with the candidate of the function that made it
     (its `Case.sampler`, a registered name or a --record spec), every other case with the default
-    candidate. OptionError (one line) for a spec that does not resolve."""
+    candidate, which a run whose every case names its sampler does not hold. OptionError (one line) for a spec that does not resolve."""
     if opt.candidates_given:
         specs = list(opt.candidates)
     else:
-        samplers = list(dict.fromkeys(c.sampler for c in opt.cases if c.sampler))
-        plain = any(not c.sampler for c in opt.cases) or any(w > 1 for w in opt.world_sizes)
-        specs = list(opt.candidates) if plain else []
+        # The cases of every group the run draws, unsharded and sharded: a run whose cases all
+        # come from a model's calls holds the samplers it recorded, and the default candidate
+        # only where a case names none.
+        drawn = list(opt.cases) if 1 in opt.world_sizes else []
+        if any(w > 1 for w in opt.world_sizes):
+            drawn += list(opt.sharded_cases)
+        samplers = list(dict.fromkeys(c.sampler for c in drawn if c.sampler))
+        specs = list(opt.candidates) if any(not c.sampler for c in drawn) else []
         specs += [s for s in samplers if s not in specs]
     candidates, by_sampler = [], {}
     for spec in specs:
