@@ -23,9 +23,10 @@ Systems people used (known bad, or bad in some regime):
 * ``rejection-loop`` — ``normal_`` and redraw out-of-bounds elements until none is left.
 * ``clamp`` — ``normal_`` then ``clamp_``.
 
-Sharded parameters (DTensors; `candidates.sharded`, imported on first use): ``exact-counter`` (good,
-sharding-invariant: u from a counter-based stream indexed by global position) and ``local-shard``
-(known bad: the seed's DTensor workaround, the local tensor initialized with the rank's own generator).
+Sharded parameters (DTensors; `candidates.dtensor_samplers`, imported on first use):
+``exact-counter`` (good, sharding-invariant: u from a counter-based stream indexed by global
+position) and ``local-shard`` (known bad: the seed's DTensor workaround, the local tensor
+initialized with the rank's own generator).
 
 Known-bad by construction, each the exact sampler with one defect, named for it:
 ``scale-2pct-wide``, ``shift-0.02sigma``, ``no-tail-beyond-3.5sigma``, ``antithetic-neighbours``,
@@ -56,7 +57,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from candidates.fast_exact import fast_exact_rounds_first_, fast_exact_trunc_normal_
+from candidates.fast_exact import (fast_exact_float32_normal_, fast_exact_normal_in_dtype_,
+                                   fast_exact_rounds_first_, fast_exact_trunc_normal_,
+                                   fast_exact_unrefined_)
 from candidates.kernels import (CHUNK, counter_uniform, exact_based, harness_version, inverse_cdf,
                                 rn_scalar, truncated_normal, validate_args)
 from candidates.protocol import Candidate
@@ -570,7 +573,7 @@ def _scipy_version() -> str:
     return scipy.__version__
 
 
-#: name -> zero-argument factory of the built-in candidates (`candidates.registry` lists them).
+#: name -> zero-argument factory of the built-in candidates (`candidates.catalog` lists them).
 BUILTINS: dict[str, Callable[[], Candidate]] = {
     "torch": lambda: Candidate(_torch_fn(), name="torch", spec="torch", version=torch.__version__,
                                torch_init_semantics=True),
@@ -645,5 +648,19 @@ BUILTINS: dict[str, Callable[[], Candidate]] = {
                                      defect="fast-exact truncating after rounding: the atom at a representable "
                                             "bound gets its whole cell (torch's 16-bit defect)",
                                      caught_by=("atoms",)),
+    "fast-exact-float32-normal": _make("fast-exact-float32-normal", fast_exact_float32_normal_,
+                                       known_bad=True,
+                                       defect="fast-exact's float32 output from torch's float32 normal_ "
+                                              "and a float32 affine step (the 16-bit outputs' draw)",
+                                       caught_by=("collisions",)),
+    "fast-exact-unrefined": _make("fast-exact-unrefined", fast_exact_unrefined_, known_bad=True,
+                                  defect="fast-exact's float64 output without the refinement of "
+                                         "its last bits (mean + std z in float64)",
+                                  caught_by=("low_bits",)),
+    "fast-exact-normal-in-dtype": _make("fast-exact-normal-in-dtype", fast_exact_normal_in_dtype_,
+                                        known_bad=True,
+                                        defect="fast-exact's 16-bit draw by normal_ in the 16-bit "
+                                               "dtype (8-bit uniforms in bfloat16)",
+                                        caught_by=("gof",)),
 }
 

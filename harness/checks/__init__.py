@@ -6,7 +6,7 @@
   pytest tests, the runner's dispatch, the API's check list, xfails, reproduce lines, MDEs);
 * `harness.checks.hard` — finite, written, bounds, hang, inplace: no statistics, any violation
   fails at once;
-* `harness.checks.api` — contract, generator, threads (tensors of their own, per case) and
+* `harness.checks.contract` — contract, generator, threads (tensors of their own, per case) and
   arguments (per candidate);
 * `harness.checks.statistical` — the statistical checks, ``(Summary, RoundedLaw) -> Outcome``
   through the two stages of `harness.runner`; the math in the ``stat_*`` modules, one per family;
@@ -17,7 +17,7 @@ May import: `harness.engine` and the floors below it (summary, bins, group, case
 `reference`, `reports.leases`.
 """
 
-from .api import check_arguments, check_contract, check_generator, check_threads
+from .contract import check_arguments, check_contract, check_generator, check_threads
 from .check import Check
 from .hard import check_bounds, check_finite, check_inplace, check_written
 from .registry import CHECKS, Registry

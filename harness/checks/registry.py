@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from . import api, hard, sharded, statistical
+from . import contract, hard, sharded, statistical
 from ..group import group_kind
 from .check import Check
 
@@ -91,8 +91,8 @@ def _number(value) -> float:
 
 CHECKS = Registry((
     hard.FINITE, hard.WRITTEN, hard.BOUNDS, hard.HANG, hard.INPLACE,
-    api.CONTRACT, api.GENERATOR, api.THREADS,
+    contract.CONTRACT, contract.GENERATOR, contract.THREADS,
     *statistical.DECLARED,
     *sharded.DECLARED,
-    api.ARGUMENTS,
+    contract.ARGUMENTS,
 ))

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from reference.dtypes import DEFAULT_DTYPE_NAMES
+from reference.dtypes import DEFAULT_DTYPE_NAMES, dtype_name
 
-from ..cases import (GRID, PATHS, PROFILES, SHAPE_CLASSES, SHARDED_CASES, SHARDED_DTYPES,
+from ..cases import (GRID, PATHS, PROFILES, SHAPE_CLASSES, SHARDED_CASES, SHARDED_DTYPES, Case,
                      CaseSpecError, case_by_id, case_by_label, parse_case_spec)
 from ..checks import CHECKS
 from ..explore import explore_alpha_fail, explored_cases
@@ -127,7 +127,8 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
     g.addoption("--world-sizes", default=None, metavar="LIST",
                 help="ranks per sharded parameter, e.g. 2,4; 1 is the unsharded grid (default: the "
                      "profile's, 1; nightly 1,2,4). W > 1 draws the sharded selection of cases "
-                     f"({','.join(SHARDED_CASES)}) unless --cases is given")
+                     f"({','.join(SHARDED_CASES)}; with --cases-from, the model's calls) unless "
+                     "--cases is given")
     g.addoption("--placements", default=",".join(PLACEMENTS), metavar="LIST",
                 help=f"DTensor placements of a sharded parameter (default {','.join(PLACEMENTS)})")
     g.addoption("--rank-seeds", default="same", metavar="LIST",
@@ -202,6 +203,15 @@ def csv_list(value) -> list[str]:
     return [str(v).strip() for v in items if str(v).strip()]
 
 
+def typed_list(value) -> list:
+    """A list option's items like `csv_list`, but the objects of a list given typed (the API's
+    `Case`s and torch dtypes) kept as they are."""
+    if not isinstance(value, (list, tuple)):
+        return csv_list(value)
+    return [v.strip() if isinstance(v, str) else v for v in value
+            if not isinstance(v, str) or v.strip()]
+
+
 def _number(name: str, text, *, integer: bool = False) -> float | int:
     """Parse `text` as a number; integers may be written 4194304, 4_194_304, 2**22 or 4.2e6."""
     value = str(text).strip()
@@ -244,8 +254,8 @@ def _alpha(name: str, text) -> float:
 def parse_options(opt, known_dtypes, environ=None) -> Options:
     """Validate the raw options; OptionError (one line) on the first bad value. `opt`: pytest's
     option namespace (text, as typed), or a mapping of option name (no dashes) to value, typed
-    or text (`harness.check`: numbers, lists). `environ` (default os.environ) is where a CI's
-    partition variables are read from."""
+    or text (`harness.check`: numbers, lists, `Case`s, torch dtypes). `environ` (default
+    os.environ) is where a CI's partition variables are read from."""
     if isinstance(opt, Mapping):
         opt = SimpleNamespace(**opt)
     profile = str(opt.profile)
@@ -262,7 +272,8 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
     seed = _number("--seed", opt.seed, integer=True)
     _require("--seed", opt.seed, 0 <= seed < 2**63, "an integer in [0, 2^63)")
 
-    dtypes = tuple(csv_list(opt.dtypes)) if opt.dtypes is not None else DEFAULT_DTYPES
+    dtypes = (tuple(v if isinstance(v, str) else dtype_name(v) for v in typed_list(opt.dtypes))
+              if opt.dtypes is not None else DEFAULT_DTYPES)
     unknown = [d for d in dtypes if d not in known_dtypes]
     if unknown:
         raise OptionError(f"--dtypes: unknown {', '.join(unknown)}; known: {', '.join(known_dtypes)}")
@@ -302,7 +313,13 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
     shapes = _shapes(getattr(opt, "shapes", None))
     paths = (_choices("--paths", opt.paths, PATHS) if getattr(opt, "paths", None) is not None
              else None)
-    sharded_cases = tuple(cases) if opt.cases else tuple(case_by_id(c) for c in SHARDED_CASES)
+    recorded = tuple(c for c in cases if c.origin is not None)
+    if opt.cases:
+        sharded_cases = tuple(cases)
+    elif recorded:  # a model's calls are what its sharded parameters are drawn with
+        sharded_cases = recorded
+    else:
+        sharded_cases = tuple(case_by_id(c) for c in SHARDED_CASES)
     sharded_dtypes = dtypes if opt.dtypes is not None else tuple(
         d for d in SHARDED_DTYPES if d in known_dtypes)
     return Options(candidates=tuple(opt.candidate or [DEFAULT_CANDIDATE]),
@@ -325,12 +342,15 @@ def _cases(opt, seed: int, dtypes: tuple, known_dtypes) -> tuple:
     --cases-from models and --explore points, in that order; the grid when none is given."""
     cases: list = []
     if opt.cases is not None:
-        names = csv_list(opt.cases)
+        names = typed_list(opt.cases)
         if not names:
             raise OptionError("--cases: empty list")
         try:
             for name in names:
-                cases += list(GRID) if name == "grid" else [case_by_label(name)]
+                if isinstance(name, Case):  # the API's, taken as given
+                    cases.append(name)
+                    continue
+                cases += list(GRID) if name == "grid" else [case_by_label(str(name))]
         except KeyError as exc:
             raise OptionError(f"--cases: {exc.args[0]}") from None
     for spec in getattr(opt, "case", None) or ():

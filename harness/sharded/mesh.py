@@ -107,6 +107,9 @@ def first_line(exc: BaseException) -> str:
 
 
 def rank_draw(task: DrawTask, rank: int, beat, tell) -> RankResult:
+    """Rank `rank`'s part of the draw `task`. ``beat(what)`` tells the worker the rank enters the
+    candidate call `what`, ``beat(None)`` that it left it; ``tell(msg)`` sends a message as is
+    (a candidate's failure, before the collectives)."""
     import torch.distributed as dist
 
     layout = task.layout
@@ -165,6 +168,7 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
 
     def call(tensor, generator, what: str):
         nonlocal t_cand
+        beat(what)  # the worker learns which call a rank that goes silent is in
         t0 = time.perf_counter()
         try:
             with candidate_call(request.call_timeout):
@@ -177,7 +181,7 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
             raise RankFailure("raised", f"{what} raised {raised_text(exc)}") from exc
         finally:
             t_cand += time.perf_counter() - t0
-            beat(force=True)  # the worker learns which rank came back last
+            beat(None)
 
     # -- the unsharded tensor from the run's seed (the `sharding` check), first calls of stage 1
     sl = box_slices(offsets, local_shape)
