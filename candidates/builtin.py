@@ -17,7 +17,8 @@ Good (expected to pass everything):
 
 Systems people used (known bad, or bad in some regime):
 
-* ``torch-legacy`` — the algorithm torch shipped up to 2.12, in the tensor's dtype.
+* ``torch-legacy`` — the algorithm torch shipped up to 2.11 (2.11.0's, verbatim), in the tensor's
+  dtype; 2.12.0 replaced it (`LEGACY_LAST_RELEASE`, `REWRITE_FIRST_RELEASE`).
 * ``fp32-upcast`` — torch-legacy in float32, cast back: the common workaround.
 * ``rejection-loop`` — ``normal_`` and redraw out-of-bounds elements until none is left.
 * ``clamp`` — ``normal_`` then ``clamp_``.
@@ -141,9 +142,16 @@ def scipy_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None
 
 # ------------------------------------------------------------------------------ systems people used
 
+#: torch's releases as read from their wheels' torch/nn/init.py: the last one whose
+#: ``_no_grad_trunc_normal_`` is the inverse-CDF algorithm ``torch-legacy`` reproduces, and the
+#: first one with the rejection rewrite. The docs' version statements are held to these.
+LEGACY_LAST_RELEASE = "2.11.0"
+REWRITE_FIRST_RELEASE = "2.12.0"
+
 
 def torch_legacy_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """torch.nn.init.trunc_normal_ as shipped up to torch 2.12, reproduced verbatim.
+    """torch.nn.init.trunc_normal_ as shipped up to torch 2.11, reproduced verbatim (2.11.0's
+    ``_no_grad_trunc_normal_``, the last release with it; 2.12.0 replaced it).
 
     Defect: everything happens in the tensor's dtype. With bounds far out (std 0.02, ±2 = ±100σ) the
     uniform range is [-1, 1); in bfloat16 a draw of exactly -1 is common (~0.2%), erfinv(-1) = -inf,
@@ -572,7 +580,7 @@ BUILTINS: dict[str, Callable[[], Candidate]] = {
     "exact": _make("exact", exact_trunc_normal_),
     "scipy": _make("scipy", scipy_trunc_normal_, version=_scipy_version),
     "torch-legacy": _make("torch-legacy", torch_legacy_trunc_normal_, known_bad=True,
-                          defect="uniform/erfinv/clamp in the tensor's dtype (torch <= 2.12)",
+                          defect="uniform/erfinv/clamp in the tensor's dtype (torch <= 2.11)",
                           caught_by=("atoms", "extremes", "tails", "gof")),
     "fp32-upcast": _make("fp32-upcast", fp32_upcast_trunc_normal_, known_bad=True,
                          defect="torch-legacy in float32: point mass at a at ~2**-24 per element",

@@ -112,12 +112,15 @@ def check(candidate=None, *, cases=None, dtypes=None, devices=None,
     progress: show a progress bar (tqdm: groups done and to go, samples drawn in the current
         group); in a notebook it is a widget where ipywidgets is installed.
     options: any other option of ``pytest suites`` without its dashes (`OPTIONS`), e.g.
-        ``samples=2**20``, ``bounds="strict"``, ``xfails_file="xfails/torch-2.13.txt"``.
+        ``samples=2**20``, ``bounds="strict"``, ``xfails_file="auto"`` (the shipped file
+        measured on the installed torch; none: a warning, and every failure counts).
 
     Raises OptionError (one line naming the option) for a bad value, as the command line exits 4.
     """
     opt = parse_options(_values(candidate, cases, dtypes, devices, profile, seed, report_dir,
                                 options), tuple(DTYPES), environ={})
+    if opt.xfails_choice and opt.xfails_file is None:
+        warnings.warn(opt.xfails_choice, stacklevel=2)
     session = plan_run(opt, resolve_candidates(opt))
     taken_over = open_sink(session, f"harness.check(report_dir={report_dir!r})")
     if taken_over:

@@ -2,7 +2,7 @@
 and `--cases-from examples/models/timm_vit.py:timm_only`.
 
 timm's VisionTransformer draws its weights with ``timm.layers.trunc_normal_`` (timm's copy of
-torch ≤ 2.12's algorithm, all in the tensor's dtype) and its positional embedding with
+torch ≤ 2.11's algorithm, all in the tensor's dtype) and its positional embedding with
 ``trunc_normal_(std=.02)``.
 
 * `build` mixes the two samplers the way a model that borrows from both does: ``pos_embed`` and

@@ -6,7 +6,8 @@ usage error: exit status 4), before a worker starts or a candidate is called. ar
 errors would print a usage block instead.
 
 `parse_options(option_namespace) -> Options` is pure apart from reading the files and directories
-the options name, so it is tested without running pytest.
+the options name (and, for ``--xfails-file auto``, the installed torch's version and the shipped
+xfails/), so it is tested without running pytest.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..recorded import RecordingError, cases_from
 from ..fleet.partition import PartitionError, PartitionSpec, load_durations, resolve_partition
 from ..runner import RunConfig
 from ..sharded.layout import PLACEMENTS, RANK_SEEDS
+from .xfails import AUTO, XfailsChoiceError, choose_xfails
 
 #: The run's defaults are `RunConfig`'s field defaults, written there only: the options below,
 #: the reproduce lines and `harness.check` read them from here.
@@ -106,7 +108,9 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
     g.addoption("--report-dir", default=DEFAULT_REPORT_DIR, metavar="DIR",
                 help=f"where results go (default ./{DEFAULT_REPORT_DIR}); '' to write nothing")
     g.addoption("--xfails-file", default=None, metavar="FILE",
-                help="known failures, one pattern per line with '# cause'")
+                help="known failures, one pattern per line with '# cause'; 'auto': the file of "
+                     "xfails/ measured on the installed torch's release (none: every failure "
+                     "counts, and a line says so)")
     # Grid partitions (harness.fleet.partition): this process runs partition K of N of the grid.
     # --shard-id and --num-shards are their former names, kept as aliases.
     g.addoption("--partition-id", "--shard-id", dest="partition_id", default=None, metavar="K",
@@ -189,6 +193,8 @@ class Options:
     # --candidate was given: it judges every case. Otherwise a model's recorded call is judged
     # with the candidate of the function that made it (`Case.sampler`), the other cases with torch.
     candidates_given: bool = True
+    # --xfails-file auto: the line saying which file it chose for the installed torch, or none.
+    xfails_choice: str | None = None
 
 
 def csv_list(value) -> list[str]:
@@ -289,7 +295,14 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
     report_dir = str(opt.report_dir)
     if report_dir and os.path.exists(report_dir) and not os.path.isdir(report_dir):
         raise OptionError(f"--report-dir: {report_dir!r} exists and is not a directory")
-    xfails_file = opt.xfails_file
+    xfails_file, xfails_choice = opt.xfails_file, None
+    if xfails_file == AUTO:
+        try:
+            xfails_file, xfails_choice = choose_xfails()
+        except XfailsChoiceError as exc:
+            raise OptionError(str(exc)) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise OptionError(f"--xfails-file auto: a file of xfails/: {exc}") from None
     if xfails_file is not None:
         if not os.path.isfile(xfails_file):
             raise OptionError(f"--xfails-file: {xfails_file!r} is not a file")
@@ -316,7 +329,7 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
                    budget_seconds=budget_seconds,
                    alpha_suspect=_alpha("--alpha-suspect", opt.alpha_suspect),
                    alpha_fail=_alpha("--alpha-fail", opt.alpha_fail), report_dir=report_dir,
-                   xfails_file=xfails_file, partition=partition,
+                   xfails_file=xfails_file, xfails_choice=xfails_choice, partition=partition,
                    durations_from=durations_from,
                    durations=durations, world_sizes=world_sizes, placements=placements,
                    rank_seeds=rank_seeds, sharded_cases=sharded_cases,

@@ -122,7 +122,7 @@ def test_a_model_that_makes_no_call_is_one_line_and_exit_4(suite, tmp_path):
 def test_a_model_mixing_torch_and_timm_is_judged_with_each_sampler(suite, repo_root):
     """examples/models/timm_vit.py draws its embeddings with torch's trunc_normal_ and its
     weights with timm's (bfloat16, +-100 sigma): each call is judged with the function that made
-    it, and timm's fail on the atom at the lower bound (timm keeps torch <= 2.12's algorithm:
+    it, and timm's fail on the atom at the lower bound (timm keeps torch <= 2.11's algorithm:
     ~0.2% of bf16 draws land on -2; at the smoke n of the 576x192 call that is ~440 values
     where the law has mass 0, a decisive failure, so it cannot pass by chance)."""
     result, df = suite(*SMOKE, "-k", "test_atoms", "--cases-from",

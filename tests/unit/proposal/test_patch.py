@@ -139,7 +139,7 @@ def test_trunc_normal_defaults_and_many_unique_values(patched):
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float64, torch.float16, torch.bfloat16),
                          ids=lambda d: str(d).removeprefix("torch."))
 def test_trunc_normal_no_value_on_the_bounds_far_out(patched, dtype):
-    """std 0.1 on +-2 (20 sigma): no value on a bound (the <= 2.12 algorithm's erfinv(-1) -> clamp
+    """std 0.1 on +-2 (20 sigma): no value on a bound (the <= 2.11 algorithm's erfinv(-1) -> clamp
     put ~0.2 % of bf16 values there)."""
     tensor = patched.trunc_normal_(torch.empty(100_000, dtype=dtype), std=0.1,
                                    generator=torch.Generator().manual_seed(4))
