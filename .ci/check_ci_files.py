@@ -8,6 +8,8 @@ shards:
   the report;
 * nightly.yml runs a matrix of grid partitions (--partition-id/--num-partitions from the matrix,
   fail-fast off, one artifact per partition) and a merge job that runs always and publishes summary and HTML;
+  and a job running the newest torch against its xfails file (`tox -e newest-torch`), which tox.ini
+  defines with `--xfails-file auto` and .ci/run does not run (CI keeps the lock's CPU wheel);
 * conformance.yml is a reusable workflow (workflow_call) taking the candidate, the caller's install
   command, the profile, an xfails file and a pinned harness ref, checking the harness out at that
   ref, running the suites on the caller's candidate, and publishing the summary and the report;
@@ -101,6 +103,20 @@ def check_nightly(path: str) -> None:
         mtext = steps_text(merge)
         need("GITHUB_STEP_SUMMARY" in mtext, path, "the merge job does not publish the summary")
         need("upload-artifact" in mtext and "merged" in mtext, path, "the merged HTML is not published")
+    newest = next((j for j in jobs.values() if "tox -e newest-torch" in steps_text(j)), None)
+    need(newest is not None, path, "no job runs the newest torch (tox -e newest-torch)")
+    if newest is not None:
+        ntext = steps_text(newest)
+        need("GITHUB_STEP_SUMMARY" in ntext and "upload-artifact" in ntext, path,
+             "the newest-torch job does not publish its summary and report")
+    with open(os.path.join(ROOT, "tox.ini"), encoding="utf-8") as fh:
+        tox = fh.read()
+    env = re.search(r"^\[testenv:newest-torch\]\n(.*?)(?=^\[|\Z)", tox, re.M | re.S)
+    need(env is not None and "--xfails-file auto" in env.group(1), "tox.ini",
+         "[testenv:newest-torch] does not judge with --xfails-file auto")
+    with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as fh:
+        need("newest-torch" not in fh.read(), ".ci/run",
+             "runs the newest torch: CI keeps the lock's CPU wheel (the nightly runs it)")
 
 
 def check_reusable(path: str) -> None:

@@ -9,22 +9,24 @@
 * `candidates.protocol` — `Candidate`, the ``@candidate(...)`` declaration decorator, the adapters
   `functional` and `sigma_bounds`; its docstring documents the conventions and declarations.
 * `candidates.loader` — `resolve` and `CandidateNotFound` (one-line messages).
-* `candidates.registry` — ``REGISTRY`` (name -> zero-argument factory), ``SELFTEST_REGISTRY``.
-* `candidates.builtin` — the built-in samplers, good and known-bad; `candidates.sharded` — the
-  DTensor ones (``exact-counter``, ``local-shard``).
+* `candidates.catalog` — ``REGISTRY`` (name -> zero-argument factory), ``SELFTEST_REGISTRY``.
+* `candidates.builtin` — the built-in samplers, good and known-bad;
+  `candidates.dtensor_samplers` — the DTensor ones (``exact-counter``, ``local-shard``);
+  `candidates.fast_exact` — ``fast-exact``, the proposal (and its known-bad rounds-first twin).
 * `candidates.dtensor` — the DTensor plumbing of the sharding-invariant samplers (``fast-exact``,
   ``exact-counter``): the key broadcast from mesh coordinate 0, a rank's box of the whole tensor.
 * `candidates.kernels` — what the harness's own samplers share: the exact inverse CDF in float64,
   argument validation, a counter-based uniform stream (computed from `reference` alone).
 * `candidates.libraries` — adapters for other libraries' samplers (jax, keras-*, tensorflow*, timm*,
-  paddle): ``LIBRARIES`` lists them without importing anything; each module is imported when named.
+  paddle, mlx, numpyro): ``LIBRARIES`` lists them without importing anything; each module is
+  imported when named.
 * `candidates.selftest` — ``selftest-*`` candidates for the harness's own tests (resolvable by name,
   not listed in ``REGISTRY``).
 * `candidates.rounding` — correct float64 -> dtype casts (torch's own rounds twice for 16-bit).
 
-Layers (checked by the import contract in ``.importlinter``): loader -> registry -> builtin,
-sharded, selftest, libraries -> dtensor -> kernels -> protocol, rounding -> reference. Nothing
-here imports `harness`.
+Layers (checked by the import contract in ``.importlinter``): loader -> catalog -> selftest ->
+builtin, dtensor_samplers, libraries -> dtensor -> kernels -> protocol, rounding -> reference
+(`fast_exact` sits between builtin and dtensor). Nothing here imports `harness`.
 
 Importing this package imports `reference.dtypes` (the one table of dtype names) but no law; the
 exact-based samplers build their laws on first use.
@@ -43,7 +45,7 @@ from candidates.protocol import (
     functional,
     sigma_bounds,
 )
-from candidates.registry import REGISTRY, SELFTEST_REGISTRY, registered_names
+from candidates.catalog import REGISTRY, SELFTEST_REGISTRY, registered_names
 
 __all__ = [
     "Candidate",

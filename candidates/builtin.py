@@ -17,14 +17,16 @@ Good (expected to pass everything):
 
 Systems people used (known bad, or bad in some regime):
 
-* ``torch-legacy`` — the algorithm torch shipped up to 2.12, in the tensor's dtype.
+* ``torch-legacy`` — the algorithm torch shipped up to 2.11 (2.11.0's, verbatim), in the tensor's
+  dtype; 2.12.0 replaced it (`LEGACY_LAST_RELEASE`, `REWRITE_FIRST_RELEASE`).
 * ``fp32-upcast`` — torch-legacy in float32, cast back: the common workaround.
 * ``rejection-loop`` — ``normal_`` and redraw out-of-bounds elements until none is left.
 * ``clamp`` — ``normal_`` then ``clamp_``.
 
-Sharded parameters (DTensors; `candidates.sharded`, imported on first use): ``exact-counter`` (good,
-sharding-invariant: u from a counter-based stream indexed by global position) and ``local-shard``
-(known bad: the seed's DTensor workaround, the local tensor initialized with the rank's own generator).
+Sharded parameters (DTensors; `candidates.dtensor_samplers`, imported on first use):
+``exact-counter`` (good, sharding-invariant: u from a counter-based stream indexed by global
+position) and ``local-shard`` (known bad: the seed's DTensor workaround, the local tensor
+initialized with the rank's own generator).
 
 Known-bad by construction, each the exact sampler with one defect, named for it:
 ``scale-2pct-wide``, ``shift-0.02sigma``, ``no-tail-beyond-3.5sigma``, ``antithetic-neighbours``,
@@ -55,7 +57,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from candidates.fast_exact import fast_exact_rounds_first_, fast_exact_trunc_normal_
+from candidates.fast_exact import (fast_exact_float32_normal_, fast_exact_normal_in_dtype_,
+                                   fast_exact_rounds_first_, fast_exact_trunc_normal_,
+                                   fast_exact_unrefined_)
 from candidates.kernels import (CHUNK, counter_uniform, exact_based, harness_version, inverse_cdf,
                                 rn_scalar, truncated_normal, validate_args)
 from candidates.protocol import Candidate
@@ -138,9 +142,16 @@ def scipy_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None
 
 # ------------------------------------------------------------------------------ systems people used
 
+#: torch's releases as read from their wheels' torch/nn/init.py: the last one whose
+#: ``_no_grad_trunc_normal_`` is the inverse-CDF algorithm ``torch-legacy`` reproduces, and the
+#: first one with the rejection rewrite. The docs' version statements are held to these.
+LEGACY_LAST_RELEASE = "2.11.0"
+REWRITE_FIRST_RELEASE = "2.12.0"
+
 
 def torch_legacy_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """torch.nn.init.trunc_normal_ as shipped up to torch 2.12, reproduced verbatim.
+    """torch.nn.init.trunc_normal_ as shipped up to torch 2.11, reproduced verbatim (2.11.0's
+    ``_no_grad_trunc_normal_``, the last release with it; 2.12.0 replaced it).
 
     Defect: everything happens in the tensor's dtype. With bounds far out (std 0.02, ±2 = ±100σ) the
     uniform range is [-1, 1); in bfloat16 a draw of exactly -1 is common (~0.2%), erfinv(-1) = -inf,
@@ -562,14 +573,14 @@ def _scipy_version() -> str:
     return scipy.__version__
 
 
-#: name -> zero-argument factory of the built-in candidates (`candidates.registry` lists them).
+#: name -> zero-argument factory of the built-in candidates (`candidates.catalog` lists them).
 BUILTINS: dict[str, Callable[[], Candidate]] = {
     "torch": lambda: Candidate(_torch_fn(), name="torch", spec="torch", version=torch.__version__,
                                torch_init_semantics=True),
     "exact": _make("exact", exact_trunc_normal_),
     "scipy": _make("scipy", scipy_trunc_normal_, version=_scipy_version),
     "torch-legacy": _make("torch-legacy", torch_legacy_trunc_normal_, known_bad=True,
-                          defect="uniform/erfinv/clamp in the tensor's dtype (torch <= 2.12)",
+                          defect="uniform/erfinv/clamp in the tensor's dtype (torch <= 2.11)",
                           caught_by=("atoms", "extremes", "tails", "gof")),
     "fp32-upcast": _make("fp32-upcast", fp32_upcast_trunc_normal_, known_bad=True,
                          defect="torch-legacy in float32: point mass at a at ~2**-24 per element",
@@ -637,5 +648,19 @@ BUILTINS: dict[str, Callable[[], Candidate]] = {
                                      defect="fast-exact truncating after rounding: the atom at a representable "
                                             "bound gets its whole cell (torch's 16-bit defect)",
                                      caught_by=("atoms",)),
+    "fast-exact-float32-normal": _make("fast-exact-float32-normal", fast_exact_float32_normal_,
+                                       known_bad=True,
+                                       defect="fast-exact's float32 output from torch's float32 normal_ "
+                                              "and a float32 affine step (the 16-bit outputs' draw)",
+                                       caught_by=("collisions",)),
+    "fast-exact-unrefined": _make("fast-exact-unrefined", fast_exact_unrefined_, known_bad=True,
+                                  defect="fast-exact's float64 output without the refinement of "
+                                         "its last bits (mean + std z in float64)",
+                                  caught_by=("low_bits",)),
+    "fast-exact-normal-in-dtype": _make("fast-exact-normal-in-dtype", fast_exact_normal_in_dtype_,
+                                        known_bad=True,
+                                        defect="fast-exact's 16-bit draw by normal_ in the 16-bit "
+                                               "dtype (8-bit uniforms in bfloat16)",
+                                        caught_by=("gof",)),
 }
 

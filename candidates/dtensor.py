@@ -1,4 +1,5 @@
-"""The DTensor plumbing `candidates.fast_exact` and `candidates.sharded` share to fill a rank's part.
+"""The DTensor plumbing `candidates.fast_exact` and `candidates.dtensor_samplers` share to fill a
+rank's part.
 
 * `is_dtensor` — whether a tensor is a DTensor (False where torch has no ``torch.distributed``);
 * `mesh_rank` — a rank's coordinate along the first dimension of the DTensor's mesh;

@@ -35,7 +35,7 @@ The known-bad twin `fast_exact_rounds_first_` is the same code truncating *after
 tested on RN(x) against RN(a), RN(b), torch's 16-bit defect): the atom at a representable bound
 gets its whole rounding cell instead of the half inside [a, b].
 
-Sharding-invariant: each chunk of 2^22 elements of the *whole* tensor draws from its own generator,
+Sharding-invariant: each chunk of 2^20 elements of the *whole* tensor draws from its own generator,
 seeded from (key, chunk number) with the key drawn from the caller's generator (on a DTensor, the
 key of mesh coordinate 0, broadcast). A rank fills its part from the chunks that part meets, so a
 DTensor holds the same values as a plain tensor filled with the same seed, for every placement and
@@ -48,22 +48,40 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from collections import namedtuple
 from dataclasses import dataclass
 
 import torch
 
 from candidates.dtensor import broadcast_from_origin, is_dtensor, local_box
-from candidates.kernels import global_flat_index, validate_args
+from candidates.kernels import global_flat_index, refine_float64, validate_args
 from candidates.rounding import rn_cast
 
-__all__ = ["fast_exact_trunc_normal_", "fast_exact_rounds_first_", "choose_proposal", "Proposal",
-           "propose", "sample_chunk", "inverse_cdf_fallback", "tail_mass", "optimal_rate", "chunk_seed",
-           "MAX_ROUNDS", "CHUNK"]
+__all__ = ["fast_exact_trunc_normal_", "fast_exact_rounds_first_", "fast_exact_float32_normal_",
+           "fast_exact_unrefined_", "fast_exact_normal_in_dtype_", "choose_proposal", "Proposal",
+           "propose", "normal64", "sample_chunk", "sample_chunk_float32", "float64_pieces_draw",
+           "float32_resolves", "chunk_values", "inverse_cdf_fallback", "tail_mass", "optimal_rate",
+           "chunk_seed", "MAX_ROUNDS", "CHUNK", "NORMAL_REACH", "FLOAT32_TAIL", "FLOAT32_CORE",
+           "FLOAT32_RESOLUTION_BITS", "FLOAT32_DRAW_DTYPES"]
 
+#: |z| no normal source used here reaches (Box-Muller on 53-bit uniforms ends at 8.57): a window
+#: holding [mean - NORMAL_REACH std, mean + NORMAL_REACH std] needs no bounds test on normal proposals.
+NORMAL_REACH = 9.0
+#: 16-bit outputs: beyond |z| = FLOAT32_TAIL a float32 draw is replaced by an exact float64 draw of
+#: the window's part beyond it (float32 Box-Muller ends at 5.77 and its rings are sparse out there).
+FLOAT32_TAIL = 4.0
+#: ... and below |z| = FLOAT32_CORE: there float32's Box-Muller is coarse against 16-bit cells, which
+#: shrink toward 0 like float32's own (its angle and radius grids give values r cos(theta_k), and
+#: an exact 0 with probability ~2^-24: u1 = 0 or u2 = 0).
+FLOAT32_CORE = 2.0**-7
+#: 16-bit outputs take the float32 draw only where float32 resolves std to this many bits at every
+#: value the draw reaches (a 16-bit cell then spans >= 2^13 float32 values; tiny std far from 0 does not).
+FLOAT32_RESOLUTION_BITS = 16
 #: Rounds of proposals after the first, each over the still-rejected elements only.
 MAX_ROUNDS = 16
-#: Elements per chunk: bounds the float64 scratch memory (a few arrays of this size).
-CHUNK = 2**22
+#: Elements per chunk: bounds the float64 scratch memory (a few arrays of this size) and keeps each
+#: pass over a chunk in cache (2^22 is ~1.4x slower per element on the trap than 2^20 on this CPU).
+CHUNK = 2**20
 #: Bisection steps of the fallback: enough to walk the bit pattern of any positive float64 to one ulp.
 BISECTION_STEPS = 64
 #: The fallback treats a one-sided tail as ending where its remaining mass is below e^-TAIL_DECAY
@@ -177,21 +195,46 @@ def _uniform(m: int, like: torch.Tensor, generator) -> torch.Tensor:
     return torch.rand(m, dtype=torch.float64, device=like.device, generator=generator)
 
 
+def normal64(m: int, like: torch.Tensor, generator, scale: float = 1.0) -> torch.Tensor:
+    """m float64 draws of scale * N(0, 1): Box-Muller on 53-bit uniforms in vectorized float64 ops.
+
+    The construction of torch's float64 ``normal_`` (radius sqrt(-2 log(1 - u1)), angle 2 pi u2,
+    u1, u2 multiples of 2^-53 in [0, 1): the same law, |z| <= 8.57), at about half its cost on CPU,
+    where float64 ``normal_`` is a scalar loop. The pair (r cos, r sin) of uniforms i and h + i
+    lands at elements i and h + i, h = ceil(m / 2): independent normals, half a call apart."""
+    h = (m + 1) // 2
+    u = torch.empty(2 * h, dtype=torch.float64, device=like.device).uniform_(generator=generator)
+    radius, angle = u[:h], u[h:]
+    radius.neg_().log1p_().mul_(-2.0).sqrt_()  # 1 - u1 in (0, 1]: log never meets 0
+    if scale != 1.0:
+        radius.mul_(scale)  # on the radii: half the passes of scaling the normals
+    angle.mul_(2.0 * math.pi)
+    cos = torch.cos(angle)
+    angle.sin_().mul_(radius)
+    radius.mul_(cos)
+    return u[:m]
+
+
 def _exp1(m: int, like: torch.Tensor, generator) -> torch.Tensor:
     """E ~ Exp(1) as -log(1 - u): u a multiple of 2^-53 in [0, 1), so 1 - u is exact and never 0."""
     return torch.log1p(-_uniform(m, like, generator)).neg_()
 
 
 def propose(p: Proposal, m: int, mean: float, std: float, a: float, b: float, like: torch.Tensor,
-            generator, in_bounds: Callable[[torch.Tensor], torch.Tensor],
-            ) -> tuple[torch.Tensor, torch.Tensor]:
-    """m float64 proposals x and whether each is accepted (accept-reject test and x in [a, b])."""
+            generator, in_bounds: Callable[[torch.Tensor], torch.Tensor] | None,
+            ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """m float64 proposals x and whether each is accepted (accept-reject test and x in [a, b]);
+    None for "all of them" (normal proposals on a window beyond their reach: ``in_bounds`` None)."""
     if p.kind in ("normal", "half-normal"):
-        z = torch.empty(m, dtype=torch.float64, device=like.device).normal_(generator=generator)
-        if p.kind == "half-normal":
-            z.abs_()
-        x = z.mul_(p.sign * std).add_(mean)
-        return x, in_bounds(x)
+        if p.kind == "normal":
+            x = normal64(m, like, generator, std)
+        else:
+            x = normal64(m, like, generator, std).abs_()
+            if p.sign < 0:
+                x.neg_()
+        if mean != 0.0:
+            x.add_(mean)
+        return x, None if in_bounds is None else in_bounds(x)
     u = _uniform(m, like, generator)
     if p.kind == "uniform":
         # Around the mean: t = offset from a in std units, z = alpha + t, accept with exp(-z^2 / 2).
@@ -297,18 +340,12 @@ def _rounded_bounds_test(a: float, b: float, dtype: torch.dtype) -> Callable[[to
     return in_bounds
 
 
-def _write(out: torch.Tensor, x: torch.Tensor) -> None:
-    """out (a slice of the output) = RN(x) in out's dtype: one rounding."""
-    if out.dtype in (torch.float16, torch.bfloat16):
-        out.copy_(rn_cast(x, out.dtype))
-    else:
-        out.copy_(x)  # float64 -> float32 in torch is one IEEE round-to-nearest-even
-
-
 def sample_chunk(k: int, proposal: Proposal, mean: float, std: float, a: float, b: float,
                  like: torch.Tensor, generator, in_bounds, rounds: int = MAX_ROUNDS) -> torch.Tensor:
     """k float64 draws of TN: round 0 over all, `rounds` rounds over the rejected, then the fallback."""
     x, ok = propose(proposal, k, mean, std, a, b, like, generator, in_bounds)
+    if ok is None:
+        return x
     pending = (~ok).nonzero().flatten()
     for _ in range(rounds):
         if pending.numel() == 0:
@@ -319,6 +356,161 @@ def sample_chunk(k: int, proposal: Proposal, mean: float, std: float, a: float, 
     if pending.numel():
         x.index_copy_(0, pending, inverse_cdf_fallback(pending.numel(), mean, std, a, b, like, generator))
     return x
+
+
+# ------------------------------------------------------------- 16-bit outputs: a float32 draw
+
+
+def float32_resolves(mean: float, std: float, a: float, b: float) -> bool:
+    """Whether float32 resolves std to FLOAT32_RESOLUTION_BITS bits at every value a normal draw
+    reaches in [a, b] (then mean + std z in float32 is continuous at a 16-bit cell's scale)."""
+    if not 2.0**-100 <= std <= 2.0**100:
+        return False
+    lo, hi = max(a, mean - NORMAL_REACH * std), min(b, mean + NORMAL_REACH * std)
+    top = max(abs(lo), abs(hi))
+    if top >= 2.0**100:
+        return False
+    _, exponent = math.frexp(top)  # top = f 2^e, f in [0.5, 1): float32 spacing 2^(e - 24) there
+    return exponent - 24 <= math.log2(std) - FLOAT32_RESOLUTION_BITS
+
+
+def _float32_inward(a: float, b: float) -> tuple[float, float]:
+    """The smallest float32 >= a and the largest <= b: for a float32 x, x >= lo exactly when x >= a."""
+    lo, hi = torch.tensor([a, b], dtype=torch.float64).to(torch.float32).unbind()
+    if float(lo) < a:
+        lo = torch.nextafter(lo, torch.tensor(math.inf, dtype=torch.float32))
+    if float(hi) > b:
+        hi = torch.nextafter(hi, torch.tensor(-math.inf, dtype=torch.float32))
+    return float(lo), float(hi)
+
+
+def _exact_draws(m: int, mean: float, std: float, a: float, b: float, like, generator) -> torch.Tensor:
+    """m float64 draws of TN(mean, std, a, b) by the float64 sampler (its own proposal)."""
+    if m == 0:
+        return torch.empty(0, dtype=torch.float64, device=like.device)
+    return sample_chunk(m, choose_proposal(mean, std, a, b), mean, std, a, b, like, generator,
+                        _bounds_test(a, b))
+
+
+def _float32_pieces(mean: float, std: float, a: float, b: float) -> list[tuple[float, float, float]]:
+    """(mass, lo, hi) of each part of [a, b] the float32 draw leaves to float64: beyond
+    |z| = FLOAT32_TAIL on either side, and |z| < FLOAT32_CORE (the window holds the mean)."""
+    alpha, beta = (a - mean) / std, (b - mean) / std
+    phi_tail = math.exp(-0.5 * FLOAT32_TAIL * FLOAT32_TAIL) / _SQRT_2PI
+    pieces = []
+    if alpha < -FLOAT32_TAIL:
+        pieces.append((phi_tail * tail_mass(FLOAT32_TAIL, -FLOAT32_TAIL - alpha), a,
+                       mean - FLOAT32_TAIL * std))
+    lo, hi = max(alpha, -FLOAT32_CORE), min(beta, FLOAT32_CORE)
+    if lo < hi:
+        pieces.append((0.5 * (math.erf(hi * _SQRT_HALF) - math.erf(lo * _SQRT_HALF)),
+                       max(a, mean - FLOAT32_CORE * std), min(b, mean + FLOAT32_CORE * std)))
+    if beta > FLOAT32_TAIL:
+        pieces.append((phi_tail * tail_mass(FLOAT32_TAIL, beta - FLOAT32_TAIL),
+                       mean + FLOAT32_TAIL * std, b))
+    return pieces
+
+
+def float64_pieces_draw(m: int, mean: float, std: float, a: float, b: float, like,
+                        generator) -> torch.Tensor:
+    """m float64 draws of the law on the parts of [a, b] the float32 draw leaves to float64
+    (`_float32_pieces`), each element's part picked by the parts' masses."""
+    pieces = _float32_pieces(mean, std, a, b)
+    x = torch.empty(m, dtype=torch.float64, device=like.device)
+    if len(pieces) == 1:
+        return _exact_draws(m, mean, std, pieces[0][1], pieces[0][2], like, generator)
+    total = sum(p[0] for p in pieces)
+    u = _uniform(m, like, generator)
+    which = torch.zeros(m, dtype=torch.int64, device=like.device)
+    cumulative = 0.0
+    for mass, _, _ in pieces[:-1]:
+        cumulative += mass / total
+        which += u >= cumulative
+    for i, (_, lo, hi) in enumerate(pieces):
+        sel = which == i
+        x[sel] = _exact_draws(int(sel.sum()), mean, std, lo, hi, like, generator)
+    return x
+
+
+def sample_chunk_float32(k: int, mean: float, std: float, a: float, b: float, like, generator,
+                         dtype: torch.dtype, rounds: int = MAX_ROUNDS, *,
+                         in_dtype: bool = False) -> torch.Tensor:
+    """k draws for an output of `dtype` from one float32 draw each, rounded once into `dtype`.
+
+    z from torch's float32 ``normal_``, x = mean + std z in float32 (float32_resolves holds), the
+    bounds tested exactly on x (against the float32s inside [a, b]); rejected elements are drawn
+    again, at most `rounds` times, then by the float64 fallback. Where the window reaches beyond
+    |z| = FLOAT32_TAIL, the accepted values out there are replaced by float64 draws of the law's
+    part beyond it, so the tails are the float64 sampler's; so are those within |z| <
+    FLOAT32_CORE (`_float32_pieces`). Float64 values are rounded once
+    (rn_cast), float32 ones by torch's float32 -> 16-bit cast (one IEEE round to nearest even).
+
+    ``in_dtype`` (known bad): z drawn by ``normal_`` in `dtype` itself."""
+    lo, hi = _float32_inward(a, b)
+    alpha, beta = (a - mean) / std, (b - mean) / std
+    bounded = alpha > -NORMAL_REACH or beta < NORMAL_REACH
+
+    def draw(m: int):
+        if in_dtype:
+            z = torch.empty(m, dtype=dtype, device=like.device).normal_(generator=generator).float()
+        else:
+            z = torch.empty(m, dtype=torch.float32, device=like.device).normal_(generator=generator)
+        size = z.abs()
+        far = (size > FLOAT32_TAIL).logical_or_(size < FLOAT32_CORE)
+        x = z.mul_(std) if mean == 0.0 else z.mul_(std).add_(mean)
+        return x, ((x >= lo) & (x <= hi)) if bounded else None, far
+
+    x, ok, far = draw(k)
+    exact: list[tuple[torch.Tensor, torch.Tensor]] = []
+    if ok is not None:
+        pending = (~ok).nonzero().flatten()
+        for _ in range(rounds):
+            if pending.numel() == 0:
+                break
+            again, ok, again_far = draw(pending.numel())
+            x.index_copy_(0, pending[ok], again[ok])
+            far.index_copy_(0, pending[ok], again_far[ok])
+            pending = pending[~ok]
+        if pending.numel():
+            exact.append((pending, inverse_cdf_fallback(pending.numel(), mean, std, a, b, like, generator)))
+            far[pending] = False
+    where = far.nonzero().flatten()
+    if where.numel():
+        exact.append((where, float64_pieces_draw(where.numel(), mean, std, a, b, like, generator)))
+    for where, values in exact:
+        x[where] = rn_cast(values, dtype).to(torch.float32)  # a 16-bit value: exact in float32
+    return x
+
+
+# ------------------------------------------------------------------------------------ per dtype
+
+#: The law's parameters in the form `candidates.kernels.refine_float64` reads them.
+_Law = namedtuple("_Law", "loc scale a b")
+
+
+def chunk_values(k: int, proposal: Proposal, mean: float, std: float, a: float, b: float, like,
+                 generator, in_bounds, dtype: torch.dtype, rounds: int = MAX_ROUNDS, *,
+                 float32_draw: bool = False, refine: bool = True, in_dtype: bool = False,
+                 ) -> torch.Tensor:
+    """k values whose copy into `dtype` is one draw of the law rounded once: from a float32 draw
+    (`sample_chunk_float32`, where ``float32_draw``), else from the float64 sampler, refined in
+    its last bits for a float64 output (`refine_float64`: u picks a block of float64 values, two
+    more uniforms the value inside it)."""
+    if float32_draw:
+        return sample_chunk_float32(k, mean, std, a, b, like, generator, dtype, rounds,
+                                    in_dtype=in_dtype)
+    x = sample_chunk(k, proposal, mean, std, a, b, like, generator, in_bounds, rounds)
+    if dtype == torch.float64:
+        if refine:
+            x = refine_float64(x, _Law(mean, std, a, b),
+                               lambda where, draw: _uniform(where.numel(), like, generator))
+    if dtype in (torch.float64, torch.float32):
+        return x  # copy_ from float64 into float32 is one IEEE round to nearest even
+    return rn_cast(x, dtype)
+
+
+#: The output dtypes that take the float32 draw (where float32_resolves holds) in fast-exact.
+FLOAT32_DRAW_DTYPES = (torch.float16, torch.bfloat16)
 
 
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -340,7 +532,9 @@ def _local_flat_index(tensor) -> torch.Tensor:
     return torch.from_numpy(global_flat_index(tuple(tensor.shape), *local_box(tensor)))
 
 
-def _fill(tensor, mean, std, a, b, generator, *, round_first: bool = False, rounds: int = MAX_ROUNDS):
+def _fill(tensor, mean, std, a, b, generator, *, round_first: bool = False, rounds: int = MAX_ROUNDS,
+          float32_draw_dtypes: tuple = FLOAT32_DRAW_DTYPES, refine: bool = True,
+          in_dtype: bool = False):
     mean, std, a, b = validate_args(mean, std, a, b)
     if tensor.is_meta:
         return tensor
@@ -366,7 +560,13 @@ def _fill(tensor, mean, std, a, b, generator, *, round_first: bool = False, roun
             local.copy_(rn_cast(torch.tensor(near, dtype=torch.float64), local.dtype).expand(local.shape))
             return tensor
         proposal = choose_proposal(mean, std, a, b)
-        in_bounds = _rounded_bounds_test(a, b, local.dtype) if round_first else _bounds_test(a, b)
+        beyond_reach = proposal.kind == "normal" and -alpha >= NORMAL_REACH and beta >= NORMAL_REACH
+        if round_first:
+            in_bounds = _rounded_bounds_test(a, b, local.dtype)
+        else:
+            in_bounds = None if beyond_reach else _bounds_test(a, b)
+        float32_draw = (not round_first and local.dtype in float32_draw_dtypes
+                        and proposal.kind == "normal" and float32_resolves(mean, std, a, b))
         out = local.view(-1) if local.is_contiguous() else torch.empty(n, dtype=local.dtype, device=device)
         # Chunk c of the whole tensor (flat elements [c * CHUNK, (c + 1) * CHUNK)) is drawn from its
         # own generator seeded by (key, c): a rank computes only the chunks its part meets, and
@@ -379,12 +579,13 @@ def _fill(tensor, mean, std, a, b, generator, *, round_first: bool = False, roun
             start, k = c * CHUNK, min(CHUNK, total - c * CHUNK)
             chunk_gen = torch.Generator(device=device)
             chunk_gen.manual_seed(chunk_seed(key, c))
-            x = sample_chunk(k, proposal, mean, std, a, b, out, chunk_gen, in_bounds, rounds)
+            y = chunk_values(k, proposal, mean, std, a, b, out, chunk_gen, in_bounds, local.dtype,
+                             rounds, float32_draw=float32_draw, refine=refine, in_dtype=in_dtype)
             if index is None:
-                _write(out[start:start + k], x)
+                out[start:start + k].copy_(y)
             else:
                 lo, hi = (int(v) for v in torch.searchsorted(index, torch.tensor([start, start + k])))
-                _write(out[lo:hi], x[(index[lo:hi] - start).to(device)])
+                out[lo:hi].copy_(y[(index[lo:hi] - start).to(device)])
         if not local.is_contiguous():
             local.copy_(out.view(local.shape))
         return tensor
@@ -408,3 +609,34 @@ def fast_exact_rounds_first_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator
     with a representable bound. N(0, 1) on +-2 in bfloat16: the atom at -2 has mass 2.2e-4 under the
     law (the half cell [-2, -1.996]) and gets 6.6e-4 (its whole cell, 3x). Caught by: atoms."""
     return _fill(tensor, mean, std, a, b, generator, round_first=True)
+
+
+def fast_exact_float32_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """fast-exact with one defect: a float32 output takes the 16-bit outputs' float32 draw (torch's
+    float32 ``normal_``, mean + std z in float32), the cheapest construction for float32. Known
+    bad; never fix it.
+
+    Where it shows: the trap (std 0.02 on +-2): float32's Box-Muller and the float32 product
+    std z land on some float32 values more often than others, 1.20x the law's equal pairs.
+    Caught by: collisions."""
+    return _fill(tensor, mean, std, a, b, generator,
+                 float32_draw_dtypes=(torch.float32, *FLOAT32_DRAW_DTYPES))
+
+
+def fast_exact_unrefined_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """fast-exact with one defect: a float64 output is mean + std z computed in float64, without the
+    refinement of its last bits. Known bad; never fix it.
+
+    Where it shows: std 0.02 = 1.28 x 2^-6: a float64 z times std leaves ~22% of the output's
+    float64 values without a preimage, and one class of the last 4 bits gets x0.64 of its mass.
+    Caught by: low_bits."""
+    return _fill(tensor, mean, std, a, b, generator, refine=False)
+
+
+def fast_exact_normal_in_dtype_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """fast-exact with one defect: a 16-bit output's draw is torch's ``normal_`` in the 16-bit
+    dtype itself (no float32 scratch), then mean + std z in float32. Known bad; never fix it.
+
+    Where it shows: torch's CPU ``normal_`` in bfloat16 draws its uniforms in bfloat16 (8 bits):
+    ~3600 distinct values in 2^20 draws, none beyond 4.75. Caught by: gof."""
+    return _fill(tensor, mean, std, a, b, generator, in_dtype=True)

@@ -5,7 +5,7 @@ Spec forms:
 * a registered name: ``torch``, ``exact``, ... (`candidates.REGISTRY`), a library adapter ``jax``,
   ``keras-torch``, ``timm``, ... (`candidates.libraries.LIBRARIES`: its adapter module is imported
   only now, its library only when it draws), or a self-test name ``selftest-...``
-  (`candidates.registry.SELFTEST_REGISTRY`);
+  (`candidates.catalog.SELFTEST_REGISTRY`);
 * ``pkg.mod:fn`` — imported with importlib; the part after the colon may be a dotted attribute path
   (``pkg.mod:Sampler.fill``);
 * ``path/to/file.py:fn`` — the file is imported by path under a module name derived from its absolute
@@ -38,7 +38,7 @@ from typing import Any
 from candidates.libraries import LIBRARIES
 from candidates.libraries import make as make_library_candidate
 from candidates.protocol import Candidate
-from candidates.registry import REGISTRY, SELFTEST_REGISTRY, registered_names
+from candidates.catalog import REGISTRY, SELFTEST_REGISTRY, registered_names
 
 __all__ = ["CandidateNotFound", "resolve", "restore", "registered_names", "load_attribute"]
 

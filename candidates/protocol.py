@@ -386,6 +386,15 @@ class Candidate:
             return f"candidate {self.name} does not support device {dev} (supports {', '.join(self.devices)})"
         return None
 
+    def sharded_reason(self) -> str | None:
+        """None when the sampler fills a sharded (DTensor) parameter in place, else the one-line
+        reason it cannot: a functional sampler (a library's) returns a whole array of its own,
+        which its adapter copies into a plain tensor only."""
+        if self.convention.startswith("functional"):
+            return (f"candidate {self.name} returns a whole array of its own ({self.convention} "
+                    "convention): it cannot fill a sharded (DTensor) parameter")
+        return None
+
     def describe(self) -> str:
         """One line for terminal headers: ``name version``."""
         return f"{self.name} {self.version}"

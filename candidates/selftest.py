@@ -20,7 +20,7 @@ default run) but `candidates.resolve` finds them by name: ``SELFTEST_REGISTRY`` 
                                (correct output: it must pass, with fewer samples)
 ``selftest-shifted-shards``,   on DTensors, each breaking one thing only sharding can break ->
 ``selftest-mirrored-shards``,  shards (repeated rows), shards (correlation), replicas, sharding;
-``selftest-replica-drift``,    see candidates/sharded.py
+``selftest-replica-drift``,    see candidates/dtensor_samplers.py
 ``selftest-layout-dependent``
 =============================  ===================================================================
 """
@@ -118,7 +118,7 @@ def _make(name: str, fn: Callable, known_bad: bool = True) -> Callable[[], Candi
     return factory
 
 
-#: name -> factory of the self-test saboteurs (`candidates.registry` adds the sharded ones).
+#: name -> factory of the self-test saboteurs (`candidates.catalog` adds the sharded ones).
 SELFTESTS: dict[str, Callable[[], Candidate]] = {
     "selftest-skip-last": _make("selftest-skip-last", skip_last_),
     "selftest-nan-on-bad-args": _make("selftest-nan-on-bad-args", nan_on_bad_args_),

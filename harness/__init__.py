@@ -2,15 +2,20 @@
 
 Floors, from the ground up (each imports only the floors below it; `.importlinter` checks it):
 
-* ground floor, plain data: `cases` (the grid, profiles), `seeds`, `result` (Outcome, Result),
-  `summary` (the Summary a draw folds into), `bins` (ordered-key bin arithmetic);
+* ground floor, plain data: `cases`, `seeds`, `result` (Outcome, Result); `group` (Group,
+  ApiGroup: what a row was drawn from); `explore` (the explorer's cases) and `recorded` (a
+  model's recorded init calls as cases); `bins` (ordered-key bin arithmetic); `summary` (the
+  Summary a draw folds into);
 * `engine`: the streaming draw and fold (`run_engine`, `summarize_samples`);
-* `checks`: Summary + law -> Result (hard, API, statistical, sharded, power);
-* `runner`: the two-stage `CaseRunner` of one case;
+* `checks`: Summary + law -> Result (hard, contract, statistical, sharded, power);
+* `runner`: the two-stage `CaseRunner` of one case, `CandidateRunner`, shrinking;
 * `sharded` (DTensors across ranks) and `fleet` (groups, xdist scheduling, grid partitions);
-* `plugin`: the pytest plugin (hooks, options, the run's session);
-* `api`: `harness.check(...)` -> a DataFrame of the rows `pytest suites` gives, and
-  `harness.law(case, dtype)`, the exact law of what a perfect sampler writes.
+* `session`: one run without pytest, built in steps (`session.planner`: resolve the candidates,
+  plan the run, open the report sink): options, `HarnessSession`, the report sink, reproduce
+  lines, xfails, devices;
+* `plugin`: the pytest plugin (hooks only), which builds and drives a session;
+* `api`: `harness.check(...)` -> a DataFrame of the rows `pytest suites` gives, built on the same
+  session steps, and `harness.law(case, dtype)`, the exact law of what a perfect sampler writes.
 
 ``harness.check`` and ``harness.law`` are imported on first use, so ``import harness.cases`` stays
 cheap.

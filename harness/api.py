@@ -7,10 +7,12 @@
     law = harness.law("normal-2sigma", "bfloat16")   # what a perfect sampler writes
     law.rn_a, law.atom_a                             # the lower bound as written, and its mass
 
-`check` drives the very `HarnessSession` the pytest plugin drives (`harness.session.plan`): the
-same options, the same groups in the same order, the same seeds, the same rows. It runs every
-group in this process, one after the other (no xdist): a candidate that kills its process takes
-the caller with it, so run untrusted samplers through ``pytest suites -n 1`` instead.
+`check` builds its session in the steps the pytest plugin takes (`harness.session.planner`:
+resolve the candidates, plan the run, open the sink) and drives the very `HarnessSession` the
+plugin drives: the same options, the same groups in the same order, the same seeds, the same
+rows. It runs every group in this process, one after the other (no xdist): a candidate that
+kills its process takes the caller with it, so run untrusted samplers through
+``pytest suites -n 1`` instead.
 """
 
 from __future__ import annotations
@@ -22,14 +24,15 @@ import pandas as pd
 import torch
 
 from reference import TruncatedNormal, rounded_law
-from reference.dtypes import DTYPES, dtype_name, torch_dtype
+from reference.dtypes import DTYPES, torch_dtype
 from reports.store import results_frame
 
 from .cases import Case, case_by_id
 from .fleet.groups import conformance_nodeid
 from .group import Group
+from .session.harness_session import HarnessSession
 from .session.options import RUN_DEFAULTS, OptionError, option_defaults, parse_options
-from .session.plan import HarnessSession
+from .session.planner import open_sink, plan_run, resolve_candidates
 from .session.sink import REPORT_WRITE_FAILED
 
 __all__ = ["check", "law", "OptionError"]
@@ -44,13 +47,12 @@ OPTIONS = {name: tuple(default) if isinstance(default, list) else default
 OPTION_ALIASES = {"shard_id": "partition_id", "num_shards": "num_partitions"}
 
 
-def _names(value) -> list | None:
-    """A list option's items as the options name them: a case by its id, a dtype by its name."""
+def _items(value) -> list | None:
+    """A list option's items, as given: names, `Case`s, torch dtypes (`parse_options` takes
+    each typed, as it takes the command line's text)."""
     if value is None:
         return None
-    items = [value] if isinstance(value, (str, Case, torch.dtype)) else list(value)
-    return [v.id if isinstance(v, Case) else dtype_name(v) if isinstance(v, torch.dtype) else v
-            for v in items]
+    return [value] if isinstance(value, (str, Case, torch.dtype)) else list(value)
 
 
 def _candidates(candidate) -> list:
@@ -75,7 +77,8 @@ def _candidates(candidate) -> list:
 
 
 def _values(candidate, cases, dtypes, devices, profile, seed, report_dir, options) -> dict:
-    """The options of a `check` call, typed, as `parse_options` takes them."""
+    """The options of a `check` call, typed, as `parse_options` takes them: the command
+    line's defaults (`OPTIONS`) where the call gives none."""
     options = {OPTION_ALIASES.get(k, k): v for k, v in options.items()}
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
@@ -85,7 +88,7 @@ def _values(candidate, cases, dtypes, devices, profile, seed, report_dir, option
     for name in ("case", "cases_from", "record"):  # repeatable: one spec or several
         values[name] = [values[name]] if isinstance(values[name], str) else list(values[name])
     return dict(values, candidate=_candidates(candidate), profile=profile, seed=seed,
-                dtypes=_names(dtypes), devices=_names(devices), cases=_names(cases),
+                dtypes=_items(dtypes), devices=_items(devices), cases=_items(cases),
                 report_dir=report_dir or "")
 
 
@@ -109,13 +112,17 @@ def check(candidate=None, *, cases=None, dtypes=None, devices=None,
     progress: show a progress bar (tqdm: groups done and to go, samples drawn in the current
         group); in a notebook it is a widget where ipywidgets is installed.
     options: any other option of ``pytest suites`` without its dashes (`OPTIONS`), e.g.
-        ``samples=2**20``, ``bounds="strict"``, ``xfails_file="xfails/torch-2.13.txt"``.
+        ``samples=2**20``, ``bounds="strict"``, ``xfails_file="auto"`` (the shipped file
+        measured on the installed torch; none: a warning, and every failure counts).
 
     Raises OptionError (one line naming the option) for a bad value, as the command line exits 4.
     """
-    values = _values(candidate, cases, dtypes, devices, profile, seed, report_dir, options)
-    session = HarnessSession(parse_options(values, tuple(DTYPES), environ={}))
-    taken_over = session.report.open(f"harness.check(report_dir={report_dir!r})")
+    opt = parse_options(_values(candidate, cases, dtypes, devices, profile, seed, report_dir,
+                                options), tuple(DTYPES), environ={})
+    if opt.xfails_choice and opt.xfails_file is None:
+        warnings.warn(opt.xfails_choice, stacklevel=2)
+    session = plan_run(opt, resolve_candidates(opt))
+    taken_over = open_sink(session, f"harness.check(report_dir={report_dir!r})")
     if taken_over:
         warnings.warn(taken_over, stacklevel=2)
     try:

@@ -445,4 +445,3 @@ def shape_classes_for(case_id: str, profile: Profile, on_cuda: bool, dtype: str 
 
 
 STAGE2_FACTOR = 4
-MAX_CHUNK_ELEMENTS = 1 << 24

@@ -10,8 +10,11 @@ the plumbing needs:
   ``statistical`` (a p-value through the two stages of `harness.runner.CaseRunner`, stated
   false-alarm rate and MDE) or ``api`` (the candidate called on tensors of the check's own);
 * ``scope``: the kinds of group it runs on (`harness.group.GROUP_KINDS`);
-* ``run``: one signature, ``run(context) -> Result``, the context being the runner of the group
-  (`CheckContext`);
+* its body, one of three, which the runner of the group runs (`harness.runner.CaseRunner`): an
+  ``outcome`` (statistical: the two stages), a ``judge`` of the stage-1 draw, or a ``call`` of
+  the candidate on tensors of the check's own (an API check, under the group's crash guard).
+  A body is told its group as plain values (`GroupFacts`), never given the runner, so a check
+  cannot call back into the runner that runs it;
 * ``doc`` (one line: the test's docstring), ``method`` (the long text: null, false-alarm rate,
   effect, MDE), ``unit`` (of its effect and MDE) and ``mde`` (the minimum detectable effect as a
   function of the law and n, no sampling);
@@ -24,8 +27,12 @@ A statistical check is declared with `statistical`, from its pure function
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from functools import cached_property
+from typing import Any, Callable
+
+from reference import TruncatedNormal, rounded_law
 
 from .group import GROUP_KINDS
 
@@ -40,16 +47,24 @@ CANDIDATE = frozenset({"candidate"})
 KINDS = ("hard", "statistical", "api")
 
 
-class CheckContext(Protocol):
-    """What a check's ``run`` is given: the runner of one group (`harness.runner.CaseRunner`, its
-    sharded subclass, or `harness.runner.CandidateRunner` for candidate-scope checks)."""
+@dataclass(frozen=True)
+class GroupFacts:
+    """What a check's body is told of its group: the candidate, the case (None for a check of
+    the candidate alone), the dtype, the device and the run's `harness.runner.RunConfig`."""
 
     candidate: Any
+    case: Any
     dtype: Any
     device: str
     config: Any
 
-    def seed(self, what) -> int: ...
+    @cached_property
+    def law(self):
+        """The case's rounded law (`reference.rounded_law`, cached there), built on first use."""
+        if self.case is None:
+            return None
+        c = self.case
+        return rounded_law(TruncatedNormal(c.mean, c.std, c.a, c.b), self.dtype)
 
 
 @dataclass(frozen=True)
@@ -60,12 +75,15 @@ class Check:
     kind: str
     scope: frozenset
     doc: str
-    run: Callable[[Any], Any]
+    judge: Callable | None = None  # (GroupFacts, stage-1 Summary) -> Result
     method: str = ""
     unit: str | dict = ""
     outcome: Callable | None = None  # statistical: (Summary, law, *, alpha) -> Outcome
     mde: Callable | None = None  # (law, n, shape, alpha) -> float, or {component: float}
-    families: tuple = ()  # the statistic families (harness.engine.Family) whose state it reads
+    call: Callable | None = None  # API: (GroupFacts, seed, timeout) -> Result
+    timeout_cap: float = math.inf  # API: the seconds one call may take at most
+    judges_failures: bool = False  # judge: also given a draw that failed (a CandidateFailure)
+    families: tuple = ()  # the statistic families (harness.families) whose state it reads
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
@@ -76,6 +94,10 @@ class Check:
         if not self.scope or unknown:
             raise ValueError(f"check {self.name}: scope {sorted(self.scope)} must be a non-empty "
                              f"subset of {GROUP_KINDS}")
+        bodies = sum(b is not None for b in (self.judge, self.outcome, self.call))
+        if bodies != 1:
+            raise ValueError(f"check {self.name}: needs one body (a judge, an outcome or a call), "
+                             f"has {bodies}")
 
     def applies_to(self, kind: str) -> bool:
         """Whether the check runs on a group of this kind."""
@@ -92,33 +114,23 @@ def statistical(name: str, outcome: Callable, *, doc: str, method: str, unit: st
     """A check from its pure function ``(Summary, law, *, alpha) -> Outcome``: its run is the
     runner's two-stage rule (``kind="hard"`` for one whose every failure is decisive: a
     difference the law cannot give)."""
-
-    def run(context):
-        return context.two_stage(name, outcome)
-
-    return Check(name, kind, scope, doc, run, method=method, unit=unit, outcome=outcome, mde=mde,
+    return Check(name, kind, scope, doc, method=method, unit=unit, outcome=outcome, mde=mde,
                  families=tuple(families))
 
 
 def on_draw(name: str, judge: Callable, *, kind: str = "hard", scope: frozenset = DRAWN,
-            doc: str, method: str = "", unit: str = "", families: tuple = ()) -> Check:
-    """A check of the group's stage-1 Summary: ``judge(context, summary) -> Result``; a draw
-    that failed (raised, hung, crashed) is the check's result, as for every check of the draw."""
-
-    def run(context):
-        return context.on_draw(name, lambda summary: judge(context, summary))
-
-    return Check(name, kind, scope, doc, run, method=method, unit=unit, families=tuple(families))
+            doc: str, method: str = "", unit: str = "", failures: bool = False,
+            families: tuple = ()) -> Check:
+    """A check of the group's stage-1 Summary: ``judge(facts, summary) -> Result``; a draw
+    that failed (raised, hung, crashed) is the check's result, as for every check of the draw,
+    unless `failures`: the judge is then given the `harness.engine.CandidateFailure` too."""
+    return Check(name, kind, scope, doc, judge, method=method, unit=unit,
+                 judges_failures=failures, families=tuple(families))
 
 
 def calling(name: str, call: Callable, *, scope: frozenset = PLAIN, timeout_cap: float,
             doc: str, method: str = "") -> Check:
-    """An API check: ``call(context, seed, timeout) -> Result`` calls the candidate on tensors of
+    """An API check: ``call(facts, seed, timeout) -> Result`` calls the candidate on tensors of
     its own, under the crash guard of the group; a call is allowed up to ``--case-timeout``,
     capped at `timeout_cap` seconds."""
-
-    def run(context):
-        timeout = min(context.config.case_timeout, timeout_cap)
-        return context.guarded(name, lambda: call(context, context.seed(name), timeout))
-
-    return Check(name, "api", scope, doc, run, method=method)
+    return Check(name, "api", scope, doc, method=method, call=call, timeout_cap=timeout_cap)

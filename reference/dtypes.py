@@ -232,11 +232,6 @@ class FloatFormat:
             x = _F32.round(x)
         return self.round(x)
 
-    def is_representable(self, v) -> np.ndarray:
-        v = np.asarray(v, dtype=np.float64)
-        r = self.round(v)
-        return (r == v) & ~np.isnan(v)
-
     # ---------------------------------------------------------------- lattice neighbours
     def step_key(self, keys: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
         """Key one step up/down (step=+-1), skipping the fnuz NaN in the middle; and whether it exists."""
@@ -296,8 +291,9 @@ class FloatFormat:
             e = np.where(e == 0, e, np.where(v_odd, e - _half_ulp32(e), e + _half_ulp32(e)))
         return e
 
-    def _thr(self, via_float32: bool) -> float:
-        """|x| above which RN(x) leaves the finite range (overflow neighbour = pattern max + 1)."""
+    def overflow_edge(self, via_float32: bool = False) -> float:
+        """|x| above which RN(x) leaves the finite range (overflow neighbour = pattern max + 1):
+        `overflow_threshold`, moved half a float32 ulp where torch's cast goes via float32."""
         thr = self.overflow_threshold
         if via_float32 and self.bits < 32 and np.isfinite(thr):
             odd_max = self._max_mag & 1
@@ -317,7 +313,7 @@ class FloatFormat:
         klo, khi = (_U64(x) for x in self.finite_key_range)
         kn = np.clip(self.step_key(k, side)[0], klo, khi)
         e = self._edge(kn, k, via_float32, origin) if side < 0 else self._edge(k, kn, via_float32, origin)
-        outer = np.inf if self.overflow == "saturate" else self._thr(via_float32)
+        outer = np.inf if self.overflow == "saturate" else self.overflow_edge(via_float32)
         return np.where(k == (klo if side < 0 else khi), side * outer - origin, e)
 
     def cell_edges(self, values, via_float32: bool = False, origin: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
@@ -336,7 +332,7 @@ class FloatFormat:
         k = self.keys_from_bits(u)
         klo = _U64(self.finite_key_range[0])
         lo, hi = self.key_cell_edges(np.where(fin, k, klo), via_float32, origin)
-        thr = self._thr(via_float32)
+        thr = self.overflow_edge(via_float32)
         lo = np.where(fin, lo, np.where(ok & (v > 0), thr - origin, np.where(ok, -np.inf, np.nan)))
         hi = np.where(fin, hi, np.where(ok & (v > 0), np.inf, np.where(ok, -thr - origin, np.nan)))
         return lo, hi
@@ -345,7 +341,7 @@ class FloatFormat:
         """(key, lo, hi) of the non-finite patterns that receive mass: +-inf, or the fnuz NaN (both tails)."""
         if self.overflow == "saturate" or self.bits == 64:
             return []
-        thr = self._thr(via_float32)
+        thr = self.overflow_edge(via_float32)
         if self.overflow == "inf":
             k = self.ordered_keys(np.array([-np.inf, np.inf]))
             return [(int(k[0]), -np.inf, -thr), (int(k[1]), thr, np.inf)]

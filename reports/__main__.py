@@ -30,7 +30,7 @@ def _show(args) -> int:
             text = fh.read()
     else:
         from .map import read_boundaries
-        from .summary import summary_markdown
+        from .overview import summary_markdown
 
         text = summary_markdown(read_results(args.dir), read_environment(args.dir),
                                 read_boundaries(args.dir))

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from .store import normalize
-from .summary import RANK, effect_text, fmt_num, short_message, worst
+from .overview import RANK, effect_text, fmt_num, short_message, worst
 
 KEY = ["case", "dtype", "check", "device_type"]
 #: Verdicts that are a judgement of the candidate (what coverage means).

@@ -12,7 +12,7 @@ import os
 
 import pandas as pd
 
-from . import summary as S
+from . import overview as S
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5em 2em; color: #222; }

@@ -5,7 +5,7 @@ holds several), as one PNG (`render_map`, `python -m reports map DIR`).
 What a point says:
 
 * colour: the case's verdict in that dtype, the worst over its checks and devices
-  (`reports.summary.worst`: error, fail, xfail, pass, skip);
+  (`reports.overview.worst`: error, fail, xfail, pass, skip);
 * size, for a case with failing rows: −log10 of the smallest p-value over them (p = 0, or a failing
   row without a p-value, a zero-probability event, counts as p = 10^−`P_CAP`);
 * marker: explored cases (labels ``explore-<seed>-<i>``) are dots, grid cases diamonds labelled with
@@ -36,7 +36,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from . import summary as S
+from . import overview as S
 from .store import ReportError, read_environment, read_results
 
 #: Case labels of the explorer's cases start with this.
@@ -163,7 +163,7 @@ def case_points(df: pd.DataFrame) -> pd.DataFrame:
                          "dtype": sub["dtype"].to_numpy(), "alpha": alpha, "beta": beta,
                          "rank": rank.to_numpy(), "nlp": nlp})
     keys = ["candidate", "case", "dtype"]
-    # Vectorised worst (the rank order of reports.summary.worst): a groupby max over the ranks.
+    # Vectorised worst (the rank order of reports.overview.worst): a groupby max over the ranks.
     g = work.groupby(keys, sort=False)
     out = g.agg(alpha=("alpha", "first"), beta=("beta", "first"), rank=("rank", "max"),
                 nlp=("nlp", "max")).reset_index()

@@ -15,7 +15,7 @@ from .html import write_index
 from .map import MAP_NAME, has_explored, read_boundaries, render_map
 from .store import DiskFault, device_name, environment, results_frame, write_tables, writing
 from .model import MODEL_REPORT, model_markdown
-from .summary import summary_markdown
+from .overview import summary_markdown
 
 
 def write_views(df, env: dict, report_dir: str, figures: bool = True) -> None:

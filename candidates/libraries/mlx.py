@@ -10,7 +10,7 @@ What MLX computes (``mlx/random.cpp``, 0.32; the harness judges the result): the
 to the output dtype, ``erf(bound / sqrt 2)`` gives the uniform's range [l, u), a uniform is drawn
 *in the output dtype* (32 random bits divided by 2^32 - 1, capped just below 1, cast to the dtype,
 then ``l + (u - l) * v`` in the dtype), and the result is ``sqrt 2 * erfinv(v)``, clipped to the
-bounds. That is torch ≤ 2.12's algorithm: in bfloat16 with bounds at ±100σ, ``l + (u - l) * v``
+bounds. That is torch ≤ 2.11's algorithm: in bfloat16 with bounds at ±100σ, ``l + (u - l) * v``
 rounds to exactly -1 for about 1 draw in 1 000, ``erfinv(-1) = -inf`` and the clip writes the
 lower bound; it rounds to exactly 0 for about 3 in 1 000 (an atom at the mean); and the top
 uniform value below 1 caps the upper tail at ~2.7σ.

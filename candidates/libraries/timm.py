@@ -1,9 +1,9 @@
 """Adapters for timm's initializers: ``timm`` and ``timm-tf``.
 
 * ``timm`` — ``timm.layers.trunc_normal_(tensor, mean, std, a, b)``: torch.nn.init's convention,
-  absolute bounds. Its body is the algorithm torch shipped up to 2.12 (uniform on
+  absolute bounds. Its body is the algorithm torch shipped up to 2.11 (uniform on
   [2Φ(α)−1, 2Φ(β)−1), ``erfinv_``, scale, shift, ``clamp_``), all in the tensor's dtype — timm keeps
-  it as its own copy, so torch 2.13's rewrite does not reach timm users.
+  it as its own copy, so torch 2.12's rewrite does not reach timm users.
 * ``timm-tf`` — ``timm.layers.trunc_normal_tf_(tensor, mean, std, a, b)``: bounds in σ units; the
   same algorithm on TN(0, 1, a, b), then ``tensor.mul_(std).add_(mean)`` in the dtype (outside
   ``torch.no_grad``, which the contract check's ``nn.Parameter`` probe sees).

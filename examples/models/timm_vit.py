@@ -1,13 +1,22 @@
-"""A ViT initialized with timm's own sampler, for `--cases-from examples/models/timm_vit.py:build`.
+"""A ViT initialized with timm's own sampler, for `--cases-from examples/models/timm_vit.py:build`
+and `--cases-from examples/models/timm_vit.py:timm_only`.
 
 timm's VisionTransformer draws its weights with ``timm.layers.trunc_normal_`` (timm's copy of
-torch ≤ 2.12's algorithm, all in the tensor's dtype) and its positional embedding with
-``trunc_normal_(std=.02)``; this model mixes the two samplers the way a model that borrows from
-both does: ``pos_embed`` and ``cls_token`` through ``torch.nn.init.trunc_normal_``, every
-``nn.Linear`` weight through timm's ``trunc_normal_``, and the patch embedding through timm's
-``trunc_normal_tf_`` (bounds in σ units: ±2σ). Built in bfloat16 on the CPU at a small width (no
-download, no network): the harness records each call with the function that made it and judges
-it with that function's candidate (``torch``, ``timm``, ``timm-tf``).
+torch ≤ 2.11's algorithm, all in the tensor's dtype) and its positional embedding with
+``trunc_normal_(std=.02)``.
+
+* `build` mixes the two samplers the way a model that borrows from both does: ``pos_embed`` and
+  ``cls_token`` through ``torch.nn.init.trunc_normal_``, every ``nn.Linear`` weight through
+  timm's ``trunc_normal_``, and the patch embedding through timm's ``trunc_normal_tf_`` (bounds
+  in σ units: ±2σ);
+* `timm_only` initializes as timm's VisionTransformer does by default (its ``'timm'`` scheme):
+  ``pos_embed`` and every ``nn.Linear`` weight through timm's ``trunc_normal_(std=.02)``,
+  ``cls_token`` with ``normal_(std=1e-6)`` (not a truncated normal), the patch embedding left at
+  torch's default: every truncated-normal call is timm's.
+
+Built in bfloat16 on the CPU at a small width (no download, no network): the harness records
+each call with the function that made it and judges it with that function's candidate
+(``torch``, ``timm``, ``timm-tf``).
 
 timm is imported as ``timm.layers`` where that works. timm installed without its dependencies
 (as this project installs it: PyPI's torchvision does not load beside the CPU torch wheel) fails
@@ -68,8 +77,28 @@ class VisionTransformer(nn.Module):
                 nn.init.zeros_(module.bias)
 
 
+    def init_weights_timm(self) -> None:
+        """timm's own scheme (``init_weights_vit_timm``): timm's sampler for every truncated
+        normal, std .02 with its default bounds -2, 2 (±100σ)."""
+        timm_init = timm_weight_init()
+        timm_init.trunc_normal_(self.pos_embed, std=0.02)
+        nn.init.normal_(self.cls_token, std=1e-6)
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                timm_init.trunc_normal_(module.weight, std=0.02)
+                nn.init.zeros_(module.bias)
+
+
 def build(depth: int = 2, dim: int = 192, dtype=torch.bfloat16) -> VisionTransformer:
-    """The model on the CPU, in `dtype`, initialized."""
+    """The model on the CPU, in `dtype`, initialized with torch's and timm's samplers."""
     model = VisionTransformer(dim=dim, depth=depth).to(dtype)
     model.init_weights()
+    return model
+
+
+def timm_only(depth: int = 2, dim: int = 192, dtype=torch.bfloat16) -> VisionTransformer:
+    """The model on the CPU, in `dtype`, initialized as timm initializes its ViT: every
+    truncated-normal call is timm's ``trunc_normal_``."""
+    model = VisionTransformer(dim=dim, depth=depth).to(dtype)
+    model.init_weights_timm()
     return model

@@ -8,7 +8,7 @@ once in `CHECKS`. The statistical checks are declared in their statistic family'
   memory;
 * `harness.checks.hard` — finite, written, bounds, hang, inplace: no statistics, any violation
   fails at once;
-* `harness.checks.api` — contract, generator, threads (tensors of their own, per case) and
+* `harness.checks.contract` — contract, generator, threads (tensors of their own, per case) and
   arguments (per candidate);
 * `harness.checks.sharded` — the checks only sharded parameters can fail;
 * `harness.checks.power` — minimum detectable effects as functions of the law and n.
@@ -17,8 +17,8 @@ May import: `harness.families`, `harness.engine`, `harness.declaration` and the 
 (summary, bins, group, cases, seeds, result), `reference`, `reports.leases`.
 """
 
-from .api import check_arguments, check_contract, check_generator, check_threads
 from ..declaration import Check
+from .contract import check_arguments, check_contract, check_generator, check_threads
 from .hard import check_bounds, check_finite, check_inplace, check_written
 from .registry import CHECKS, Registry, summarize_samples
 

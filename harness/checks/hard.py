@@ -8,10 +8,12 @@ import math
 
 import numpy as np
 
+from reference.dtypes import dtype_name
+
 from ..engine import CandidateFailure
 from ..result import Result
 from ..summary import Summary
-from ..declaration import DRAWN, SHAPE_AXIS, Check, on_draw
+from ..declaration import SHAPE_AXIS, on_draw
 from ..families import support
 
 
@@ -86,29 +88,40 @@ def check_inplace(summary: Summary) -> Result:
                   f"and nothing else", statistic=0, p_value=1.0, n=summary.n)
 
 
-def judge_hang(context) -> Result:
+def failed_draw(check: str, failure: CandidateFailure, stage: int, case, dtype, device) -> Result:
+    """The Result of `check` when the stage's draw of `case` did not complete."""
+    n = failure.summary.n if failure.summary is not None else 0
+    if failure.kind == "split":  # the harness's scheduling, not the candidate
+        return Result(check, "error", str(failure), n=n, n_stage1=n)
+    verdict = "error" if failure.kind == "crashed" else "fail"
+    return Result(check, verdict, f"candidate {failure.kind} on {case.id} "
+                  f"({dtype_name(dtype)}, {device}), stage {stage}: {failure}",
+                  n=n, n_stage1=n)
+
+
+def judge_hang(facts, s1) -> Result:
     """Every call returned within its timeout. A draw that raised returned, so it passes here
     (the other checks of the group fail on it); one that hung, crashed or was split is this
     check's verdict."""
-    s1 = context.summary(1)
     if isinstance(s1, CandidateFailure) and s1.kind in ("hang", "crashed", "split"):
-        return context.failed("hang", s1, 1)
+        return failed_draw("hang", s1, 1, facts.case, facts.dtype, facts.device)
     if isinstance(s1, CandidateFailure):
         return Result("hang", "pass", "returned (with an error; see the other checks)")
     return Result("hang", "pass", f"{s1.n_calls} calls, slowest within "
-                  f"{context.config.call_timeout(context.case):g} s", n=s1.n, n_stage1=s1.n)
+                  f"{facts.config.call_timeout(facts.case):g} s", n=s1.n, n_stage1=s1.n)
 
 
-FINITE = on_draw("finite", lambda context, s: check_finite(s, context.law),
+FINITE = on_draw("finite", lambda facts, s: check_finite(s, facts.law),
                  families=(support.FAMILY,), doc="No NaN or infinity, ever.")
-WRITTEN = on_draw("written", lambda context, s: check_written(s), families=(support.FAMILY,),
+WRITTEN = on_draw("written", lambda facts, s: check_written(s), families=(support.FAMILY,),
                   doc="Every element of the tensor is written on every call (the tensor is "
                       "poisoned before).")
-BOUNDS = on_draw("bounds", lambda context, s: check_bounds(
-    s, context.case.mean, context.case.std, strict=context.config.bounds == "strict"),
+BOUNDS = on_draw("bounds", lambda facts, s: check_bounds(
+    s, facts.case.mean, facts.case.std, strict=facts.config.bounds == "strict"),
                  families=(support.FAMILY,),
                  doc="Every value lies in [RN(a), RN(b)] (or [a, b] with --bounds strict).")
-HANG = Check("hang", "hard", DRAWN, "Every call returns within --case-timeout seconds.", judge_hang)
-INPLACE = on_draw("inplace", lambda context, s: check_inplace(s), scope=SHAPE_AXIS,
+HANG = on_draw("hang", judge_hang, failures=True,
+               doc="Every call returns within --case-timeout seconds.")
+INPLACE = on_draw("inplace", lambda facts, s: check_inplace(s), scope=SHAPE_AXIS,
                   doc="The shape axis: the tensor given is written in place, and nothing outside "
                       "a view.")

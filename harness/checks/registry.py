@@ -21,7 +21,7 @@ from ..engine import summarize_samples as fold_samples
 from ..families import (atoms, binned, extremes, independence, localized, moments, position,
                         repetition, resolution, tails)
 from ..group import group_kind
-from . import api, hard, sharded
+from . import contract, hard, sharded
 
 
 class Registry:
@@ -102,12 +102,12 @@ def _number(value) -> float:
 
 CHECKS = Registry((
     hard.FINITE, hard.WRITTEN, hard.BOUNDS, hard.HANG, hard.INPLACE,
-    api.CONTRACT, api.GENERATOR, api.THREADS,
+    contract.CONTRACT, contract.GENERATOR, contract.THREADS,
     binned.GOF, binned.KS, atoms.ATOMS, tails.TAILS, moments.MOMENTS, extremes.EXTREMES,
     independence.INDEPENDENCE, localized.SPIKES, localized.SCAN, position.POSITION,
     repetition.REPETITION, resolution.COLLISIONS, resolution.LATTICES, resolution.LOW_BITS,
     *sharded.DECLARED,
-    api.ARGUMENTS,
+    contract.ARGUMENTS,
 ))
 
 

@@ -278,7 +278,7 @@ class LocalBins:
 
     @classmethod
     def of(cls, law) -> "LocalBins":
-        return cached_on_law(law, "_stat_local_bins", cls)
+        return cached_on_law(law, "_localized_bins", cls)
 
     def counts(self, summary) -> np.ndarray | None:
         """The Summary's counts over these bins; None when it was built without mass bins (a

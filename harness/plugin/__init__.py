@@ -1,10 +1,11 @@
 """The pytest plugin: hooks only. Registered by the root `conftest.py`.
 
-It stays plumbing: it registers the options (`harness.session.options`), drives the run's
-`harness.session.plan.HarnessSession` (shared with the Python API), turns a check's outcome into a
-pytest outcome, carries rows from xdist workers to the controller (as `user_properties` on the
-test reports, `harness.session.rows`), counts the workers candidates crash (`crashes`), and has the
-report written once, there, at the end (`harness.session.sink`).
+It stays plumbing: it registers the options (`harness.session.options`), builds the run's
+`harness.session.harness_session.HarnessSession` in the steps the Python API takes too
+(`harness.session.planner`: resolve, plan, open the sink) and drives it, turns a check's
+outcome into a pytest outcome, carries rows from xdist workers to the controller (as
+`user_properties` on the test reports, `harness.session.rows`), counts the workers candidates
+crash (`crashes`), and has the report written once, there, at the end (`harness.session.sink`).
 
 May import: pytest, `harness.session` and the floors below it, `reports`, `reference`.
 """
@@ -31,7 +32,8 @@ from . import crashes
 from ..session.options import OptionError, add_options, parse_options
 from ..session.rows import ROW_KEY, latest_rows, row_key, row_skeleton, throughput
 from ..group import ApiGroup, Group
-from ..session.plan import HarnessSession
+from ..session.harness_session import HarnessSession
+from ..session.planner import open_sink, plan_run, resolve_candidates
 from ..session.sink import REPORT_WRITE_FAILED
 from ..session.xfails import stale_lines
 
@@ -65,7 +67,8 @@ def _crashes(config) -> crashes.CrashLedger:
 
 def _new_session(config) -> HarnessSession:
     try:
-        return HarnessSession(parse_options(config.option, tuple(DTYPES)))
+        opt = parse_options(config.option, tuple(DTYPES))
+        return plan_run(opt, resolve_candidates(opt))
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -86,9 +89,13 @@ def pytest_configure(config):
                 f"-n N with the default --dist load (or loadgroup)")
         s = _session(config)
         crashes.allow_restarts(config, len(s.candidates))
+        if s.options.xfails_choice and s.options.xfails_file is None:
+            # No shipped file fits this torch: said at the end too, where -q shows it.
+            config.issue_config_time_warning(pytest.PytestConfigWarning(s.options.xfails_choice),
+                                             stacklevel=2)
         if not (config.option.collectonly or config.option.help or config.option.version):
             try:  # what could fail at the end fails now, before a worker starts
-                taken_over = s.report.open(command_line(_invocation(config)))
+                taken_over = open_sink(s, command_line(_invocation(config)))
             except OptionError as exc:
                 raise pytest.UsageError(str(exc)) from None
             if taken_over:
@@ -152,6 +159,8 @@ def pytest_report_header(config):
              f"alpha {cfg.alpha_suspect:g}/{cfg.alpha_fail:g}{sharded}"]
     if s.partition is not None:
         lines.append(f"harness: {s.partition.describe()}")
+    if s.options.xfails_choice:
+        lines.append(f"harness: {s.options.xfails_choice}")
     return lines
 
 

@@ -21,15 +21,16 @@ from dataclasses import dataclass
 
 import torch
 
-from reference import TruncatedNormal, rounded_law
 from reference.dtypes import dtype_name
 from reports.leases import LeaseHeld, lease
 
 from ..cases import PROFILES, STAGE2_FACTOR
 from ..checks import CHECKS, Check
-from ..families.localized import spike_watch
+from ..checks.hard import failed_draw
+from ..declaration import GroupFacts
 from ..engine import (CandidateFailure, chunk_elements_for, fold_order, normal_throughput,
                       run_engine)
+from ..families.localized import spike_watch
 from ..result import Result
 from ..seeds import DEFAULT_RUN_SEED, derive_seed
 
@@ -88,7 +89,7 @@ class CaseRunner:
         self.dtype = dtype
         self.device = str(device)
         self.config = config
-        self._law = None
+        self.facts = GroupFacts(candidate, case, dtype, self.device, config)
         self._summaries: dict = {}
         self._uncharged: dict = {}  # stage -> (candidate_s, engine_s) not yet put on a Result
         self._read: set = set()  # the stages the running check read
@@ -102,10 +103,7 @@ class CaseRunner:
 
     @property
     def law(self):
-        if self._law is None:
-            c = self.case
-            self._law = rounded_law(TruncatedNormal(c.mean, c.std, c.a, c.b), self.dtype)
-        return self._law
+        return self.facts.law
 
     def n_requested(self, stage: int) -> int:
         """Stage 1 asks for the configured n; stage 2 for STAGE2_FACTOR times what stage 1 drew
@@ -261,7 +259,7 @@ class CaseRunner:
         self._read = set()
         try:
             with on_device(self.device):
-                result = check.run(self)
+                result = self.run_body(check)
         except Exception as exc:  # a harness defect or a law the reference cannot price
             result = Result(check.name, "error", f"{type(exc).__name__}: {exc}"[:400])
         result.seed = result.seed if result.seed is not None else self.seed(1)
@@ -269,24 +267,35 @@ class CaseRunner:
             result.details.setdefault("warnings", "; ".join(self.warnings)[:300])
         return self._charge(result, sorted(self._read), t0)
 
+    def run_body(self, check: Check) -> Result:
+        """The check's body (`harness.declaration.Check`), run here: the checks are told the
+        group's facts and never call back into the runner."""
+        if check.outcome is not None:
+            return self.two_stage(check.name, check.outcome)
+        if check.call is not None:
+            return self.called(check)
+        return self.on_draw(check.name, check.judge, check.judges_failures)
+
     def failed(self, check: str, failure: CandidateFailure, stage: int) -> Result:
         """The Result of `check` when the stage's draw did not complete."""
-        n = failure.summary.n if failure.summary is not None else 0
-        if failure.kind == "split":  # the harness's scheduling, not the candidate
-            return Result(check, "error", str(failure), n=n, n_stage1=n)
-        verdict = "error" if failure.kind == "crashed" else "fail"
-        return Result(check, verdict, f"candidate {failure.kind} on {self.case.id} "
-                      f"({dtype_name(self.dtype)}, {self.device}), stage {stage}: {failure}",
-                      n=n, n_stage1=n)
+        return failed_draw(check, failure, stage, self.case, self.dtype, self.device)
 
-    def on_draw(self, check: str, judge) -> Result:
-        """`judge(summary) -> Result` on the stage-1 Summary; a failed draw is the Result."""
+    def on_draw(self, check: str, judge, failures: bool = False) -> Result:
+        """`judge(facts, summary) -> Result` on the stage-1 Summary; a failed draw is the
+        Result (`failures`: the judge is given the failure instead)."""
         s1 = self.summary(1)
         if isinstance(s1, CandidateFailure):
-            return self.failed(check, s1, 1)
-        result = judge(s1)
+            return judge(self.facts, s1) if failures else self.failed(check, s1, 1)
+        result = judge(self.facts, s1)
         result.n_stage1 = result.n
         return result
+
+    def called(self, check: Check) -> Result:
+        """An API check's call of the candidate, within ``--case-timeout`` (capped), under the
+        group's crash guard (`guarded`)."""
+        timeout = min(self.config.case_timeout, check.timeout_cap)
+        seed = self.seed(check.name)
+        return self.guarded(check.name, lambda: check.call(self.facts, seed, timeout))
 
     def guarded(self, check: str, call) -> Result:
         """An API check's `call() -> Result`, holding the group's lease (a call that kills the
@@ -426,6 +435,7 @@ class CandidateRunner:
         self.dtype = dtype
         self.device = str(device)
         self.config = config
+        self.facts = GroupFacts(candidate, None, dtype, self.device, config)
 
     def seed(self, what) -> int:
         return derive_seed(self.config.run_seed, self.candidate.spec, "api",
@@ -438,6 +448,12 @@ class CandidateRunner:
         marker = inflight_marker(self.config, self.candidate, "api", self.dtype, self.device, check)
         return crash_guarded(marker, check, call)
 
+    def called(self, check: Check) -> Result:
+        """The check's call of the candidate (`CaseRunner.called`), under the crash guard."""
+        timeout = min(self.config.case_timeout, check.timeout_cap)
+        seed = self.seed(check.name)
+        return self.guarded(check.name, lambda: check.call(self.facts, seed, timeout))
+
     def run(self, check: str | Check) -> Result:
         check = CHECKS[check] if isinstance(check, str) else check
         if not check.applies_to("candidate"):
@@ -445,7 +461,7 @@ class CandidateRunner:
         t0 = time.perf_counter()
         try:
             with on_device(self.device):
-                result = check.run(self)
+                result = self.called(check)
         except Exception as exc:
             result = Result(check.name, "error", f"{type(exc).__name__}: {exc}"[:400])
         result.seed = self.seed(check.name)

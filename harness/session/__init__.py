@@ -1,10 +1,13 @@
 """One run of the harness, without pytest: its options, its plan, its report and its reproduce
-lines. The pytest plugin (`harness.plugin`) and the Python API (`harness.api`) both drive it.
+lines. The pytest plugin (`harness.plugin`) and the Python API (`harness.api`) both build it in
+the same steps (`planner`) and drive it.
 
 * `harness.session.options` — the options and their validation (`parse_options -> Options`,
   `OptionError`: one line); `add_options` registers them on pytest's parser;
-* `harness.session.plan` — `HarnessSession`: the groups of the run, the checks each runs, their
-  runners, skip reasons, xfails, and `run_check` (a check on a group -> its row);
+* `harness.session.planner` — the steps that build a run: `resolve_candidates`, `plan_run`
+  (devices, xfails, groups, the partition -> a `HarnessSession`), `open_sink`;
+* `harness.session.harness_session` — `HarnessSession`: the groups of the run, the checks each
+  runs, their runners, skip reasons, xfails, and `run_check` (a check on a group -> its row);
 * `harness.session.sink` — `ReportSink`: the report directory, from its lock at start-up to the
   final manifest; `REPORT_WRITE_FAILED`;
 * `harness.session.repro` — `ReproLines`: the command that reruns a row's check;

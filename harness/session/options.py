@@ -6,7 +6,8 @@ usage error: exit status 4), before a worker starts or a candidate is called. ar
 errors would print a usage block instead.
 
 `parse_options(option_namespace) -> Options` is pure apart from reading the files and directories
-the options name, so it is tested without running pytest.
+the options name (and, for ``--xfails-file auto``, the installed torch's version and the shipped
+xfails/), so it is tested without running pytest.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from reference.dtypes import DEFAULT_DTYPE_NAMES
+from reference.dtypes import DEFAULT_DTYPE_NAMES, dtype_name
 
-from ..cases import (GRID, PATHS, PROFILES, SHAPE_CLASSES, SHARDED_CASES, SHARDED_DTYPES,
+from ..cases import (GRID, PATHS, PROFILES, SHAPE_CLASSES, SHARDED_CASES, SHARDED_DTYPES, Case,
                      CaseSpecError, case_by_id, case_by_label, parse_case_spec)
 from ..checks import CHECKS
 from ..explore import explore_alpha_fail, explored_cases
@@ -27,6 +28,7 @@ from ..recorded import RecordingError, cases_from
 from ..fleet.partition import PartitionError, PartitionSpec, load_durations, resolve_partition
 from ..runner import RunConfig
 from ..sharded.layout import PLACEMENTS, RANK_SEEDS
+from .xfails import AUTO, XfailsChoiceError, choose_xfails
 
 #: The run's defaults are `RunConfig`'s field defaults, written there only: the options below,
 #: the reproduce lines and `harness.check` read them from here.
@@ -106,7 +108,9 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
     g.addoption("--report-dir", default=DEFAULT_REPORT_DIR, metavar="DIR",
                 help=f"where results go (default ./{DEFAULT_REPORT_DIR}); '' to write nothing")
     g.addoption("--xfails-file", default=None, metavar="FILE",
-                help="known failures, one pattern per line with '# cause'")
+                help="known failures, one pattern per line with '# cause'; 'auto': the file of "
+                     "xfails/ measured on the installed torch's release (none: every failure "
+                     "counts, and a line says so)")
     # Grid partitions (harness.fleet.partition): this process runs partition K of N of the grid.
     # --shard-id and --num-shards are their former names, kept as aliases.
     g.addoption("--partition-id", "--shard-id", dest="partition_id", default=None, metavar="K",
@@ -123,7 +127,8 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
     g.addoption("--world-sizes", default=None, metavar="LIST",
                 help="ranks per sharded parameter, e.g. 2,4; 1 is the unsharded grid (default: the "
                      "profile's, 1; nightly 1,2,4). W > 1 draws the sharded selection of cases "
-                     f"({','.join(SHARDED_CASES)}) unless --cases is given")
+                     f"({','.join(SHARDED_CASES)}; with --cases-from, the model's calls) unless "
+                     "--cases is given")
     g.addoption("--placements", default=",".join(PLACEMENTS), metavar="LIST",
                 help=f"DTensor placements of a sharded parameter (default {','.join(PLACEMENTS)})")
     g.addoption("--rank-seeds", default="same", metavar="LIST",
@@ -188,12 +193,23 @@ class Options:
     # --candidate was given: it judges every case. Otherwise a model's recorded call is judged
     # with the candidate of the function that made it (`Case.sampler`), the other cases with torch.
     candidates_given: bool = True
+    # --xfails-file auto: the line saying which file it chose for the installed torch, or none.
+    xfails_choice: str | None = None
 
 
 def csv_list(value) -> list[str]:
     """A list option's items: the command line's comma-separated text, or a list (the API's)."""
     items = value if isinstance(value, (list, tuple)) else str(value).split(",")
     return [str(v).strip() for v in items if str(v).strip()]
+
+
+def typed_list(value) -> list:
+    """A list option's items like `csv_list`, but the objects of a list given typed (the API's
+    `Case`s and torch dtypes) kept as they are."""
+    if not isinstance(value, (list, tuple)):
+        return csv_list(value)
+    return [v.strip() if isinstance(v, str) else v for v in value
+            if not isinstance(v, str) or v.strip()]
 
 
 def _number(name: str, text, *, integer: bool = False) -> float | int:
@@ -238,8 +254,8 @@ def _alpha(name: str, text) -> float:
 def parse_options(opt, known_dtypes, environ=None) -> Options:
     """Validate the raw options; OptionError (one line) on the first bad value. `opt`: pytest's
     option namespace (text, as typed), or a mapping of option name (no dashes) to value, typed
-    or text (`harness.check`: numbers, lists). `environ` (default os.environ) is where a CI's
-    partition variables are read from."""
+    or text (`harness.check`: numbers, lists, `Case`s, torch dtypes). `environ` (default
+    os.environ) is where a CI's partition variables are read from."""
     if isinstance(opt, Mapping):
         opt = SimpleNamespace(**opt)
     profile = str(opt.profile)
@@ -256,7 +272,8 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
     seed = _number("--seed", opt.seed, integer=True)
     _require("--seed", opt.seed, 0 <= seed < 2**63, "an integer in [0, 2^63)")
 
-    dtypes = tuple(csv_list(opt.dtypes)) if opt.dtypes is not None else DEFAULT_DTYPES
+    dtypes = (tuple(v if isinstance(v, str) else dtype_name(v) for v in typed_list(opt.dtypes))
+              if opt.dtypes is not None else DEFAULT_DTYPES)
     unknown = [d for d in dtypes if d not in known_dtypes]
     if unknown:
         raise OptionError(f"--dtypes: unknown {', '.join(unknown)}; known: {', '.join(known_dtypes)}")
@@ -278,7 +295,14 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
     report_dir = str(opt.report_dir)
     if report_dir and os.path.exists(report_dir) and not os.path.isdir(report_dir):
         raise OptionError(f"--report-dir: {report_dir!r} exists and is not a directory")
-    xfails_file = opt.xfails_file
+    xfails_file, xfails_choice = opt.xfails_file, None
+    if xfails_file == AUTO:
+        try:
+            xfails_file, xfails_choice = choose_xfails()
+        except XfailsChoiceError as exc:
+            raise OptionError(str(exc)) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise OptionError(f"--xfails-file auto: a file of xfails/: {exc}") from None
     if xfails_file is not None:
         if not os.path.isfile(xfails_file):
             raise OptionError(f"--xfails-file: {xfails_file!r} is not a file")
@@ -289,7 +313,13 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
     shapes = _shapes(getattr(opt, "shapes", None))
     paths = (_choices("--paths", opt.paths, PATHS) if getattr(opt, "paths", None) is not None
              else None)
-    sharded_cases = tuple(cases) if opt.cases else tuple(case_by_id(c) for c in SHARDED_CASES)
+    recorded = tuple(c for c in cases if c.origin is not None)
+    if opt.cases:
+        sharded_cases = tuple(cases)
+    elif recorded:  # a model's calls are what its sharded parameters are drawn with
+        sharded_cases = recorded
+    else:
+        sharded_cases = tuple(case_by_id(c) for c in SHARDED_CASES)
     sharded_dtypes = dtypes if opt.dtypes is not None else tuple(
         d for d in SHARDED_DTYPES if d in known_dtypes)
     return Options(candidates=tuple(opt.candidate or [DEFAULT_CANDIDATE]),
@@ -299,7 +329,7 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
                    budget_seconds=budget_seconds,
                    alpha_suspect=_alpha("--alpha-suspect", opt.alpha_suspect),
                    alpha_fail=_alpha("--alpha-fail", opt.alpha_fail), report_dir=report_dir,
-                   xfails_file=xfails_file, partition=partition,
+                   xfails_file=xfails_file, xfails_choice=xfails_choice, partition=partition,
                    durations_from=durations_from,
                    durations=durations, world_sizes=world_sizes, placements=placements,
                    rank_seeds=rank_seeds, sharded_cases=sharded_cases,
@@ -312,12 +342,15 @@ def _cases(opt, seed: int, dtypes: tuple, known_dtypes) -> tuple:
     --cases-from models and --explore points, in that order; the grid when none is given."""
     cases: list = []
     if opt.cases is not None:
-        names = csv_list(opt.cases)
+        names = typed_list(opt.cases)
         if not names:
             raise OptionError("--cases: empty list")
         try:
             for name in names:
-                cases += list(GRID) if name == "grid" else [case_by_label(name)]
+                if isinstance(name, Case):  # the API's, taken as given
+                    cases.append(name)
+                    continue
+                cases += list(GRID) if name == "grid" else [case_by_label(str(name))]
         except KeyError as exc:
             raise OptionError(f"--cases: {exc.args[0]}") from None
     for spec in getattr(opt, "case", None) or ():

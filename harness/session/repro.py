@@ -18,14 +18,14 @@ from .options import RUN_DEFAULTS
 
 
 class ReproLines:
-    """Builds the reproduce lines of one run: `config()` gives its `RunConfig` as it stands (a
-    --budget-seconds run sets each case's budget after collection), `world_sizes` its world
-    sizes, and `case_of` maps a case id to the run's Case (or None)."""
+    """Builds the reproduce lines of one run: `config` is its `RunConfig` as it stands (a
+    --budget-seconds run sets each case's budget after collection, and this with it),
+    `world_sizes` its world sizes, and `cases` its cases by id."""
 
-    def __init__(self, config, world_sizes: tuple, case_of):
+    def __init__(self, config, world_sizes: tuple, cases: dict):
         self.config = config
         self.world_sizes = tuple(world_sizes)
-        self.case_of = case_of
+        self.cases = dict(cases)
 
     def line(self, candidate, case_id, dtype, device, check: str | None,
              samples: int | None = None, layout=None, spec: str | None = None,
@@ -34,9 +34,9 @@ class ReproLines:
         `samples`: the n stage 1 drew, where a budget was in force (a budget stops at a time that
         depends on the machine; an explicit --samples is drawn in full, so the rerun draws the
         same n). `spec`: a case given as data (a shrunk boundary), instead of `case_id`."""
-        cfg = self.config()
+        cfg = self.config
         parts = ["pytest", "suites", "--candidate", candidate.spec]
-        case = self.case_of(case_id) if case_id not in (API_CASE, None) else None
+        case = self.cases.get(case_id) if case_id not in (API_CASE, None) else None
         if spec is not None:
             parts += ["--case", spec]
         elif case is not None and case.spec:

@@ -39,11 +39,11 @@ REPORT_WRITE_FAILED = 6
 
 class ReportSink:
     """Where one run's rows go (see the module docstring). `report_dir` None: nowhere (rows
-    are kept in memory only). `plan_facts()` gives the plan's part of the manifest."""
+    are kept in memory only)."""
 
-    def __init__(self, report_dir: str | None, plan_facts):
+    def __init__(self, report_dir: str | None):
         self.report_dir = report_dir
-        self.plan_facts = plan_facts
+        self.plan_facts: dict = {}  # the plan's part of the manifest, given to `open`
         self.rows: list[dict] = []
         self.collected: dict = {}  # group -> tests collected (for the manifest)
         self.nodeids: list = []  # the tests collected, by node id
@@ -53,13 +53,15 @@ class ReportSink:
         self.tables_written = False  # after a fault: the results tables were written all the same
         self.locked = False  # this process holds the report dir's run lock
 
-    def open(self, command: str = "") -> str | None:
+    def open(self, command: str = "", plan_facts: dict | None = None) -> str | None:
         """Make the report directory ready before anything is drawn: take its run lock (one run
         per directory), clear what an earlier run left there, write the manifest ("running") and
         open the row log. Whatever could fail at the end fails here instead: OptionError (one
         line) when the directory cannot be written or another run holds it. Returns a line when
-        the lock of a run that died was taken over, else None."""
+        the lock of a run that died was taken over, else None. `plan_facts`: the plan's part
+        of the manifest (`HarnessSession.manifest_facts`)."""
         self.row_log = None
+        self.plan_facts = dict(plan_facts or {})
         if not self.report_dir:
             return None
         try:
@@ -167,11 +169,11 @@ class ReportSink:
 
     def manifest(self, exitstatus: int | None, command: str, status: str = "complete",
                  files: dict | None = None, reason: str | None = None) -> dict:
-        """manifest.json: the run's plan (`RunPlan.manifest_facts`: the partition, the grid's
+        """manifest.json: the run's plan (`plan_facts`: the partition, the grid's
         assignment, the options every partition shares), the groups run and the tests collected
         per group, the machine (`reports.manifest`): what `reports merge` checks a partitioned
         run's coverage with."""
-        return build_manifest(**self.plan_facts(),
+        return build_manifest(**self.plan_facts,
                               groups={r["group"] for r in self.rows if r.get("group")},
                               tests=self.collected,
                               finished=None if status == "running" else time.time(),

@@ -1,9 +1,18 @@
-"""The xfails file: known failures as globs over test names, each with its cause, and the warning
-about lines that match no test of the configured candidates (array-api-tests style)."""
+"""The xfails file: known failures as globs over test names, each with its cause, the warning
+about lines that match no test of the configured candidates (array-api-tests style), and the
+choice of a shipped file by the installed torch (``--xfails-file auto``).
+
+A shipped file (``xfails/*.txt``) names the torch releases it was measured on in its header, one
+line ``# measured on torch: 2.13.0, 2.14.1``; ``auto`` picks the file whose list holds the
+installed torch's release (its local build tag dropped: 2.14.1+cu130 is 2.14.1). A release no file
+was measured on gets no file: every failure then counts as new, and one line says so."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
+
+import torch
 
 from reference.dtypes import DTYPES
 
@@ -23,6 +32,58 @@ class XfailPattern:
 
     def matches(self, test_name: str) -> bool:
         return self.regex.match(test_name) is not None
+
+
+#: ``--xfails-file auto``: the shipped file measured on the installed torch's release.
+AUTO = "auto"
+#: Where the shipped files are: the repository's xfails/.
+SHIPPED_DIR = Path(__file__).resolve().parents[2] / "xfails"
+MEASURED_ON = re.compile(r"^#\s*measured on torch:\s*(.*?)\s*$", re.IGNORECASE)
+
+
+class XfailsChoiceError(ValueError):
+    """Two shipped files say they were measured on the same release (one line)."""
+
+
+def release_of(version: str) -> str:
+    """A torch version's public release: '2.14.1+cu130' -> '2.14.1'."""
+    return str(version).split("+", 1)[0].strip()
+
+
+def measured_releases(path) -> tuple[str, ...]:
+    """The releases an xfails file's header says it was measured on (none: not a shipped one)."""
+    with open(path, encoding="utf-8") as fh:
+        for raw in fh:
+            if raw.strip() and not raw.lstrip().startswith("#"):
+                break  # the header is the comment lines before the first pattern
+            m = MEASURED_ON.match(raw.strip())
+            if m:
+                return tuple(r.strip() for r in m.group(1).split(",") if r.strip())
+    return ()
+
+
+def choose_xfails(version: str | None = None, directory=SHIPPED_DIR) -> tuple[str | None, str]:
+    """(the shipped file measured on the release of torch `version` (default: the installed),
+    or None; the one line that says which, or that none was and what then happens)."""
+    version = torch.__version__ if version is None else version
+    release = release_of(version)
+    directory = Path(directory)
+    files = {p: measured_releases(p) for p in sorted(directory.glob("*.txt"))}
+    shown = {p: (p.relative_to(SHIPPED_DIR.parent) if p.is_relative_to(SHIPPED_DIR.parent)
+                 else p) for p in files}
+    matching = [p for p, releases in files.items() if release in releases]
+    if len(matching) > 1:
+        raise XfailsChoiceError(
+            f"--xfails-file auto: {', '.join(str(shown[p]) for p in matching)} all say they were "
+            f"measured on torch {release}; keep it in one")
+    if matching:
+        path = matching[0]
+        return str(path), (f"--xfails-file auto: {shown[path]} (measured on torch "
+                           f"{', '.join(files[path])}) for the installed torch {version}")
+    measured = "; ".join(f"{shown[p]}: {', '.join(r)}" for p, r in files.items() if r) or "none"
+    return None, (f"--xfails-file auto: no xfails file was measured on the installed torch "
+                  f"{version} (measured: {measured}); running without one, so every failure "
+                  f"counts as new")
 
 
 def load_xfails(path: str) -> list[XfailPattern]:

@@ -51,6 +51,10 @@ class DrawTask:
     declared_invariant: bool = False
 
 
+#: The (family, field) of the histograms a part's Summary sends as its non-empty bins only.
+SPARSE_HISTOGRAMS = (("binned", "hist"), ("localized", "mass_hist"))
+
+
 @dataclass
 class RankResult:
     rank: int
@@ -63,26 +67,31 @@ class RankResult:
     def pack(self) -> "RankResult":
         """Histograms travel as (bins, counts) of their non-empty bins: a 32-bit part's 2^20
         bins are 8 MB (its mass bins ~4.6 MB), mostly zeros at small n."""
-        s = self.summary
-        if s is not None:
-            for name in ("hist", "mass_hist"):
-                h = getattr(s, name)
-                if isinstance(h, np.ndarray):
-                    nz = np.flatnonzero(h)
-                    setattr(s, name, ("sparse", h.size, nz.astype(np.int64), h[nz]))
+        for state, name in self._histograms():
+            h = getattr(state, name)
+            if isinstance(h, np.ndarray):
+                nz = np.flatnonzero(h)
+                setattr(state, name, ("sparse", h.size, nz.astype(np.int64), h[nz]))
         return self
 
     def unpack(self) -> "RankResult":
-        s = self.summary
-        if s is not None:
-            for name in ("hist", "mass_hist"):
-                h = getattr(s, name)
-                if isinstance(h, tuple):
-                    _, size, nz, counts = h
-                    dense = np.zeros(size, dtype=np.int64)
-                    dense[nz] = counts
-                    setattr(s, name, dense)
+        for state, name in self._histograms():
+            h = getattr(state, name)
+            if isinstance(h, tuple):
+                _, size, nz, counts = h
+                dense = np.zeros(size, dtype=np.int64)
+                dense[nz] = counts
+                setattr(state, name, dense)
         return self
+
+    def _histograms(self) -> list:
+        """(state, field) of each large histogram the part's Summary holds: the binned family's
+        main histogram and the localized family's mass bins."""
+        s = self.summary
+        if s is None:
+            return []
+        return [(s.states[family], name) for family, name in SPARSE_HISTOGRAMS
+                if family in s.states]
 
 
 def _rank_law(task: DrawTask):
@@ -107,6 +116,9 @@ def first_line(exc: BaseException) -> str:
 
 
 def rank_draw(task: DrawTask, rank: int, beat, tell) -> RankResult:
+    """Rank `rank`'s part of the draw `task`. ``beat(what)`` tells the worker the rank enters the
+    candidate call `what`, ``beat(None)`` that it left it; ``tell(msg)`` sends a message as is
+    (a candidate's failure, before the collectives)."""
     import torch.distributed as dist
 
     layout = task.layout
@@ -165,6 +177,7 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
 
     def call(tensor, generator, what: str):
         nonlocal t_cand
+        beat(what)  # the worker learns which call a rank that goes silent is in
         t0 = time.perf_counter()
         try:
             with candidate_call(request.call_timeout):
@@ -177,7 +190,7 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
             raise RankFailure("raised", f"{what} raised {raised_text(exc)}") from exc
         finally:
             t_cand += time.perf_counter() - t0
-            beat(force=True)  # the worker learns which rank came back last
+            beat(None)
 
     # -- the unsharded tensor from the run's seed (the `sharding` check), first calls of stage 1
     sl = box_slices(offsets, local_shape)

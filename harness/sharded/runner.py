@@ -23,10 +23,13 @@ Processes cannot hang the run:
   call timeout is a plain run's, `--case-timeout` scaled by the parameter's size
   (`harness.runner.case_runner.RunConfig.call_timeout`);
 * the worker waits with deadlines: a rank that dies (its sentinel), sends nothing for the
-  call timeout + `STALL_MARGIN_S` (a call that cannot be interrupted, a stuck collective), or
+  call timeout + `STALL_MARGIN_S` inside a candidate call (a call that cannot be interrupted) or
+  for `HARNESS_STALL_S` (at least) outside the calls (a stuck step or collective), or
   does not report within `FAILURE_GRACE_S` of another rank's failure gets the whole pool killed
   (SIGKILL) and replaced at the next draw. The draw becomes a `CandidateFailure` ("raised" and
-  "hang": fail rows; "crashed": error rows), the run goes on and the report is written.
+  "hang": fail rows; "crashed": error rows, also for a rank that never started its draw), the
+  run goes on and the report is written. A stall is blamed on the rank that stopped, from what
+  the ranks said (`harness.sharded.ranks.blame_stall`), whatever order they were read in.
 """
 
 from __future__ import annotations
@@ -53,6 +56,14 @@ from .ranks import PoolError, get_pool
 
 #: Seconds beyond the call timeout a rank may stay silent before the worker calls it hung.
 STALL_MARGIN_S = 30.0
+
+
+#: Seconds a rank may stay silent outside the candidate's calls (receiving the task, building the
+#: mesh, folding, the harness's collectives) before the worker calls it stuck, at least: a busy
+#: machine (two cores under a CI's load) makes these steps take tens of seconds where they take
+#: a fraction of one on a quiet one, and such a rank is slow, not stuck. Twice the stall limit
+#: where that is longer.
+HARNESS_STALL_S = 120.0
 
 
 #: Calls of stage 1 compared with the unsharded tensor from the same seed (the `sharding` check).
@@ -102,8 +113,10 @@ def _store_path(store_dir: str | None, task_key: str) -> str:
 
 
 #: Which rank's failure names the draw's: a death, then the candidate's own failures, then a
-#: rank that went silent, then the harness's errors, then ranks stopped by the others.
-_PRIORITY = {"crashed": 0, "hang": 1, "raised": 2, "stall": 3, "error": 4, "peer": 5}
+#: rank that went silent, then one that never started its draw (its peers' collectives time out
+#: waiting for it: the harness's errors come after), then ranks stopped by the others.
+_PRIORITY = {"crashed": 0, "hang": 1, "raised": 2, "stall": 3, "unstarted": 4, "error": 5,
+             "peer": 6}
 
 
 def _failure(failures: dict, world: int) -> CandidateFailure:
@@ -121,6 +134,8 @@ def _failure(failures: dict, world: int) -> CandidateFailure:
         kind, message = "crashed", f"sharded draw failed in the harness: {message}"
     elif kind == "stall":
         kind = "hang"
+    elif kind == "unstarted":  # no call was made: no verdict on the candidate
+        kind, message = "crashed", f"sharded draw could not start: {message}"
     elif kind == "peer":
         kind = "crashed"
     return CandidateFailure(kind, message)
@@ -128,7 +143,8 @@ def _failure(failures: dict, world: int) -> CandidateFailure:
 
 def draw_sharded(candidate, case, dtype, device: str, layout: Layout, law, request: DrawRequest, *,
                  reference_calls: int, store_dir: str | None,
-                 stall_margin_s: float = STALL_MARGIN_S) -> Summary:
+                 stall_margin_s: float = STALL_MARGIN_S,
+                 harness_stall_s: float = HARNESS_STALL_S) -> Summary:
     """One stage's draw of a sharded group, asked for by `request` as a plain group's is: the
     merged Summary with `.sharding` set.
     Raises CandidateFailure when a rank's candidate raised or hung, or a rank died."""
@@ -138,13 +154,19 @@ def draw_sharded(candidate, case, dtype, device: str, layout: Layout, law, reque
     except PoolError as exc:
         raise CandidateFailure("crashed", f"sharded draw could not start its ranks: {exc}") from None
     key = f"{candidate.spec}|{case.id}|{dtype_name(dtype)}|{device}|{layout.label}|{request.seed}"
+    # A rank's silence is held to the stall limit inside a candidate call, to the harness's limit
+    # outside (`harness.sharded.ranks.stalled`); the harness's collectives wait a stall limit
+    # longer than that, so a rank stuck anywhere is named by the worker's deadline, not by a
+    # peer's collective timing out first.
+    stall_s = request.call_timeout + stall_margin_s
+    harness_s = max(2.0 * stall_s, harness_stall_s)
     path = _store_path(store_dir, key)
     task = DrawTask(candidate=candidate, case=case, dtype=dtype, device=str(device), layout=layout,
                     facts=summary_facts(law), request=request, reference_calls=reference_calls,
-                    store_path=path, pg_timeout_s=request.call_timeout + stall_margin_s,
+                    store_path=path, pg_timeout_s=harness_s + stall_s,
                     declared_invariant=bool(getattr(candidate, "sharding_invariant", False)))
     try:
-        results, failures = pool.run(task, stall_s=request.call_timeout + stall_margin_s)
+        results, failures = pool.run(task, stall_s=stall_s, harness_s=harness_s)
     finally:
         try:
             os.remove(path)
@@ -174,11 +196,13 @@ class ShardedCaseRunner(CaseRunner):
     sharded = True
 
     def __init__(self, candidate, case, dtype, device, config: RunConfig, layout: Layout,
-                 store_dir: str | None = None, stall_margin_s: float = STALL_MARGIN_S):
+                 store_dir: str | None = None, stall_margin_s: float = STALL_MARGIN_S,
+                 harness_stall_s: float = HARNESS_STALL_S):
         super().__init__(candidate, case, dtype, device, config)
         self.layout = layout
         self.store_dir = store_dir
         self.stall_margin_s = stall_margin_s
+        self.harness_stall_s = harness_stall_s
 
     def lease_case_name(self) -> str:
         """The group's case label, ``case@layout``: each layout of a case holds its own leases."""
@@ -190,7 +214,8 @@ class ShardedCaseRunner(CaseRunner):
         first = request.stage == 1
         s = draw_sharded(self.candidate, self.case, self.dtype, self.device, self.layout,
                          self.law, request, reference_calls=REFERENCE_CALLS if first else 0,
-                         store_dir=self.store_dir, stall_margin_s=self.stall_margin_s)
+                         store_dir=self.store_dir, stall_margin_s=self.stall_margin_s,
+                         harness_stall_s=self.harness_stall_s)
         for note in s.sharding.notes:
             text = note.split(": ", 1)[-1]
             if text not in self.warnings:

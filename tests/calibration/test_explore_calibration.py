@@ -13,7 +13,7 @@ the engine's int64 key offsets, an IndexError).
 * CI: one exploration of 24 points at `smoke` in the four dtypes, explore seed 20260101, whose
   points 0005 and 0022 (float64 windows of 179 and 3476 values, 33 and 19 std out) were false
   alarms before the float64 law measured its cells from an origin near its window
-  (`reference.rounded._origin`): every odd-mantissa value had mass 0, and the moments of a
+  (`reference.cells.law_origin`): every odd-mantissa value had mass 0, and the moments of a
   window a few ulps wide were taken about a mean rounded by half an ulp. 40-60 s on one core.
 * nightly (``-m slow``): `--explore 256` at `smoke` x 10 explore seeds (~17 min per seed in one
   process here; 226-335 s through ``pytest suites -n 2`` on 2 cores, the README's figure).

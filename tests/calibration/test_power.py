@@ -87,6 +87,13 @@ POWER_PLAN = {
     # The proposal's known-bad twin: the same code truncating after rounding.
     "fast-exact-rounds-first": ("normal-2sigma", torch.bfloat16, "atoms",
                                 "the bf16 atom at -2 gets its whole cell: 3x its half cell's 2.2e-4"),
+    # The proposal's cheaper constructions, each rejected for the check that catches it.
+    "fast-exact-float32-normal": ("abs-bounds-trap", torch.float32, "collisions",
+                                  "float32 Box-Muller and std z in float32: 1.20x the law's equal pairs"),
+    "fast-exact-unrefined": ("abs-bounds-trap", torch.float64, "low_bits",
+                             "std z in float64 at std 0.02: one last-4-bit class gets x0.64 its mass"),
+    "fast-exact-normal-in-dtype": ("normal-2sigma", torch.bfloat16, "gof",
+                                   "normal_ in bfloat16 draws 8-bit uniforms: ~3600 distinct values"),
     # Resolution coarser than the dtype: right in every bin, seen at the scale of single values.
     "uniform-24-bits": ("normal-2sigma", torch.float32, "collisions",
                         "2^24 values at most where the law has 2^26.0 equally likely ones: ~4x the pairs"),

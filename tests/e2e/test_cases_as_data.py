@@ -26,6 +26,7 @@ SMOKE = ("--profile", "smoke")
     (("--cases-from", "no_such_model_module:build"), "no_such_model_module"),
     (("--explore", "0"), "--explore: must be an integer in [1,"),
     (("--explore-seed", "3"), "--explore-seed: no --explore N given"),
+    (("--cases-from", "torch.nn:Identity"), "it made no truncated-normal call"),
 ])
 def test_a_bad_case_source_is_a_one_line_usage_error(suite, args, says):
     result, df = suite("--candidate", "exact", *args)
@@ -75,11 +76,53 @@ def build():
 """
 
 
+RECORDED_ONLY_MODEL = """
+import torch
+from torch import nn
+
+
+def init_helper(tensor, mean, std, a, b):
+    return nn.init.trunc_normal_(tensor, mean, std, a, b)
+
+
+def build():
+    model = nn.Sequential(nn.Linear(64, 256), nn.Linear(256, 64)).to(torch.bfloat16)
+    for layer in model:
+        init_helper(layer.weight, 0.0, 0.02, -0.04, 0.04)
+    return model
+"""
+
+
+def test_a_model_whose_calls_all_go_to_a_record_function_is_judged_with_it(suite, tmp_path):
+    """Every call the model makes goes through its --record helper: the run holds the helper
+    alone (not the default candidate the model never called), unsharded and on 2 ranks, with no
+    error row. The helper is torch's trunc_normal_, whose bfloat16 draws put ~3x the law's mass
+    on the bounds (the README's finding): at the smoke n every atoms row fails (p ~ 1e-43)."""
+    (tmp_path / "helper_model.py").write_text(RECORDED_ONLY_MODEL)
+    helper = f"{tmp_path / 'helper_model.py'}:init_helper"
+    result, df = suite(*SMOKE, "-n", "2", "-k", "test_atoms", "--world-sizes", "1,2",
+                       "--cases-from", f"{tmp_path / 'helper_model.py'}:build", "--record", helper)
+    assert result.ret == 1, result.stdout.str()[-2000:]
+    assert set(df.candidate_spec) == {helper} and not (df.verdict == "error").any()
+    assert len(df[df.case.str.contains("@w2-")]) and len(df[~df.case.str.contains("@")])
+    assert (df.verdict == "fail").all() and df.message.str.contains("worst RN(", regex=False).all()
+
+
+def test_a_model_that_makes_no_call_is_one_line_and_exit_4(suite, tmp_path):
+    (tmp_path / "silent_model.py").write_text("from torch import nn\n\n\ndef build():\n"
+                                              "    return nn.Linear(4, 4)\n")
+    result, df = suite("--cases-from", f"{tmp_path / 'silent_model.py'}:build")
+    lines = [line for line in result.stderr.str().splitlines() if line.strip()]
+    assert result.ret == 4 and len(lines) == 1, result.stderr.str()
+    assert "it made no truncated-normal call" in lines[0]
+    assert "Traceback" not in result.stdout.str() and df is None
+
+
 @pytest.mark.skipif(not TIMM, reason="timm is not installed (requirements-timm.txt)")
 def test_a_model_mixing_torch_and_timm_is_judged_with_each_sampler(suite, repo_root):
     """examples/models/timm_vit.py draws its embeddings with torch's trunc_normal_ and its
     weights with timm's (bfloat16, +-100 sigma): each call is judged with the function that made
-    it, and timm's fail on the atom at the lower bound (timm keeps torch <= 2.12's algorithm:
+    it, and timm's fail on the atom at the lower bound (timm keeps torch <= 2.11's algorithm:
     ~0.2% of bf16 draws land on -2; at the smoke n of the 576x192 call that is ~440 values
     where the law has mass 0, a decisive failure, so it cannot pass by chance)."""
     result, df = suite(*SMOKE, "-k", "test_atoms", "--cases-from",
@@ -97,6 +140,30 @@ def test_a_model_mixing_torch_and_timm_is_judged_with_each_sampler(suite, repo_r
     assert "timm.layers.trunc_normal_(mean=0, std=0.02, a=-2, b=2)" in line and "| timm |" in line
     assert "fail" in line and "**atoms**" in line and "--candidate timm" in line
     assert "(model.md)" in (suite.path / "report" / "summary.md").read_text()
+
+
+@pytest.mark.skipif(not TIMM, reason="timm is not installed (requirements-timm.txt)")
+@pytest.mark.parametrize("profile", ["smoke", "pr"])
+def test_a_model_initialized_by_timm_alone_is_judged_with_timm(suite, repo_root, profile):
+    """examples/models/timm_vit.py:timm_only initializes as timm's ViT does: every truncated-normal
+    call is timm's, so the run holds timm alone (no torch, no default candidate) at every profile
+    and on 2 ranks; it completes with no error row, its sharded groups are its own calls drawn
+    with timm, and timm fails the atom at the lower bound in bfloat16 (timm keeps torch's former
+    inverse-CDF algorithm: ~0.2% of bf16 draws land on -2, where the law has mass 0; at the smoke n of the
+    1x17x192 call that is ~130 values, a decisive failure that cannot pass by chance)."""
+    model = str(repo_root / "examples/models/timm_vit.py") + ":timm_only"
+    sizes = "1,2" if profile == "smoke" else "1"  # pr: the default profile as a user runs it
+    result, df = suite("--profile", profile, "-n", "2", "-k", "test_atoms or test_finite",
+                       "--world-sizes", sizes, "--cases-from", model)
+    assert result.ret == 1, result.stdout.str()[-2000:]
+    assert set(df.candidate) == {"timm"} and not (df.verdict == "error").any()
+    atoms = df[(df.check == "atoms") & ~df.case.str.contains("@")]
+    assert set(atoms.dtype) == {"bfloat16"} and (atoms.verdict == "fail").all()
+    assert atoms.message.str.contains("RN(a) = -2", regex=False).all()
+    if profile == "smoke":
+        sharded = df[df.case.str.contains("@w2-")]
+        assert len(sharded) and set(sharded.verdict) <= {"pass", "fail"}
+        assert (sharded[sharded.check == "atoms"].verdict == "fail").all()
 
 
 @pytest.mark.skipif(not TIMM, reason="timm is not installed (requirements-timm.txt)")

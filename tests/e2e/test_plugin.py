@@ -142,6 +142,29 @@ def test_xfails_file_marks_known_failures_and_warns_on_stale_lines(suite, pytest
     assert "matches no test" in result.stdout.str()
 
 
+def test_xfails_file_auto_says_what_it_chose_for_the_installed_torch(suite, pytester):
+    """A measured torch: the header names the file. A torch no file was measured on (the
+    installed one made to say 2.12.0 before the plugin loads): the run goes on without known
+    failures, and the line says so at the end too (where -q shows it)."""
+    import torch
+
+    from harness.session.xfails import choose_xfails
+
+    args = ("--candidate", "exact", *SMOKE, "--cases", "normal-2sigma", "--dtypes", "float32",
+            "-k", "test_finite", "--xfails-file", "auto")
+    result, _ = suite(*args)
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    chosen, line = choose_xfails(torch.__version__)
+    assert f"harness: {line}" in result.stdout.str()
+    pytester.makeconftest('import torch\ntorch.__version__ = "2.12.0"\n'
+                          'pytest_plugins = ["harness.plugin"]\n')
+    result, df = suite(*args, "-q")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    assert "no xfails file was measured on the installed torch 2.12.0" in result.stdout.str()
+    assert "every failure counts as new" in result.stdout.str()
+    assert (df.verdict == "pass").all()
+
+
 def test_options_select_dtypes_cases_devices(suite):
     result, df = suite("--candidate", "exact", *SMOKE, "--cases", "half-normal",
                        "--dtypes", "float16", "--devices", "cpu,cuda:0", "-k", "finite")

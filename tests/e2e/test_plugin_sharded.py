@@ -75,7 +75,7 @@ def test_a_rank_that_dies_costs_its_group_error_rows_and_the_report_is_written(s
     pytester.makepyfile(dies=textwrap.dedent('''
         import os
         import torch
-        from candidates.sharded import exact_counter_trunc_normal_
+        from candidates.dtensor_samplers import exact_counter_trunc_normal_
 
         def fn(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
             from torch.distributed.tensor import DTensor

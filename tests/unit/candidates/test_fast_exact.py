@@ -19,8 +19,10 @@ import torch
 from scipy import stats
 
 from candidates import fast_exact, resolve
-from candidates.fast_exact import (MAX_ROUNDS, choose_proposal, fast_exact_rounds_first_,
-                                   fast_exact_trunc_normal_, inverse_cdf_fallback)
+from candidates.fast_exact import (FLOAT32_CORE, FLOAT32_TAIL, MAX_ROUNDS, choose_proposal,
+                                   fast_exact_float32_normal_, fast_exact_rounds_first_,
+                                   fast_exact_trunc_normal_, fast_exact_unrefined_, float32_resolves,
+                                   float64_pieces_draw, inverse_cdf_fallback)
 from candidates.rounding import rn_cast
 from reference import TruncatedNormal, rounded_law
 
@@ -80,15 +82,88 @@ def test_meta_parameter_and_views_as_torch_nn_init():
         fast_exact_trunc_normal_(torch.empty(3), 0.0, 1.0, 2.0, -2.0)
 
 
+def _takes_float32_draw(params) -> bool:
+    return choose_proposal(*params).kind == "normal" and float32_resolves(*params)
+
+
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float16, torch.bfloat16),
                          ids=lambda d: str(d).removeprefix("torch."))
-def test_one_rounding_of_the_float64_draw(dtype):
-    """The proposals and their tests are made on float64 values whatever the dtype, so with one
-    seed the dtype's output is exactly RN (one round-to-nearest-even) of the float64 output."""
+def test_one_rounding_per_value(dtype):
+    """Each value is one draw rounded once: a float32 output is RN of the float64 sampler's draw
+    (the float64 output before its last bits are refined); a 16-bit output is RN of the float32
+    draw where that applies (a normal proposal, float32 resolving std), else RN of the float64
+    draw. Same seed, same stream: bit for bit."""
+    used = 0
     for params in HARD.values():
-        x64 = fast_exact_trunc_normal_(torch.empty(5000, dtype=torch.float64), *params, generator=gen(4))
         y = fast_exact_trunc_normal_(torch.empty(5000, dtype=dtype), *params, generator=gen(4))
-        assert torch.equal(y, rn_cast(x64, dtype)), params
+        if dtype != torch.float32 and _takes_float32_draw(params):
+            used += 1
+            x32 = fast_exact_float32_normal_(torch.empty(5000), *params, generator=gen(4))
+            assert torch.equal(y, x32.to(dtype)), params
+        else:
+            x64 = fast_exact_unrefined_(torch.empty(5000, dtype=torch.float64), *params,
+                                        generator=gen(4))
+            assert torch.equal(y, rn_cast(x64, dtype)), params
+    assert dtype == torch.float32 or used >= 3
+
+
+def test_float64_refines_the_last_bits_only():
+    """The float64 output moves each value of the unrefined draw inside its block of float64
+    values (at most 2^-12 std wide), never across it, and moves most of them."""
+    for params in (HARD["trap"], HARD["normal-2sigma"], HARD["one-sided-5"]):
+        x = fast_exact_trunc_normal_(torch.empty(4000, dtype=torch.float64), *params, generator=gen(5))
+        u = fast_exact_unrefined_(torch.empty(4000, dtype=torch.float64), *params, generator=gen(5))
+        assert float((x - u).abs().max()) <= params[1] * 2.0**-12, params
+        assert float((x != u).double().mean()) > 0.99, params
+
+
+def test_float32_draw_where_float32_resolves_std():
+    """The float32 draw needs float32 to resolve std to 16 bits where the values lie: the init
+    cases and a large mean at std 1 do; std 1e-6 at mean 0.5 does not (float64 path)."""
+    assert float32_resolves(0.0, 0.02, -2.0, 2.0) and float32_resolves(0.0, 1.0, -2.0, 2.0)
+    assert float32_resolves(100.0, 1.0, 98.0, 102.0)
+    assert not float32_resolves(0.5, 1e-6, -INF, INF)
+    assert not float32_resolves(0.0, 1e-200, -1.0, 1.0)
+
+
+def test_16bit_tails_and_core_come_from_the_float64_sampler():
+    """Beyond |z| = FLOAT32_TAIL and within |z| < FLOAT32_CORE the float32 draw is replaced by
+    the float64 sampler's draw of the law's parts there (float32's Box-Muller is coarse in both:
+    sparse rings out there, an angle grid and exact zeros in there). The replacement alone, on
+    N(0, 1): KS of each part against the reference's law of it (each fails an exact sampler with
+    probability 1e-7); the tails' share, 1.0058 % of 20000 (201 expected, a band of 6 sd: P <
+    2e-9). In the sampler: N(0, 1) in bfloat16 at n = 2^22, P(|z| > 4) = 6.33e-5, 265.6 expected
+    (6 sd: P < 2e-9); the trap in bfloat16 at n = 2^24: no exact zero (the law's mass at 0 is
+    ~1e-39; float32's Box-Muller writes one per ~2^24 values)."""
+    like = torch.empty(0, dtype=torch.float64)
+    x = float64_pieces_draw(20000, 0.0, 1.0, -INF, INF, like, gen(12))
+    tail, core = x[x.abs() >= FLOAT32_TAIL], x[x.abs() <= FLOAT32_CORE]
+    assert tail.numel() + core.numel() == x.numel()
+    share = 2 * stats.norm.sf(FLOAT32_TAIL)
+    share /= share + math.erf(FLOAT32_CORE / math.sqrt(2.0))
+    expected = x.numel() * share
+    assert abs(tail.numel() - expected) < 6 * math.sqrt(expected)
+    assert stats.kstest(tail.abs().numpy(), TruncatedNormal(0.0, 1.0, FLOAT32_TAIL, INF).cdf).pvalue > 1e-7
+    core_law = TruncatedNormal(0.0, 1.0, -FLOAT32_CORE, FLOAT32_CORE)
+    assert stats.kstest(core.numpy(), core_law.cdf).pvalue > 1e-7
+    n = 2**22
+    y = fast_exact_trunc_normal_(torch.empty(n, dtype=torch.bfloat16), 0.0, 1.0, -INF, INF,
+                                 generator=gen(14))
+    expected = n * 2 * stats.norm.sf(FLOAT32_TAIL)
+    assert abs(int((y.float().abs() > FLOAT32_TAIL).sum()) - expected) < 6 * math.sqrt(expected)
+    trap = fast_exact_trunc_normal_(torch.empty(2**24, dtype=torch.bfloat16), 0.0, 0.02,
+                                    generator=gen(16))
+    assert not (trap == 0).any()
+
+
+def test_float32_bounds_are_tested_exactly():
+    """A bound that is not a float32 (0.1, 2.3) is tested against the float32s inside [a, b]: no
+    float32 value below a or above b survives (the float32 draw itself, before a 16-bit cast)."""
+    params = (0.0, 1.0, 0.1 - 2.5, 2.3)
+    assert _takes_float32_draw(params)
+    y = fast_exact_float32_normal_(torch.empty(2**18), *params, generator=gen(15))
+    assert float(y.double().min()) >= params[2] and float(y.double().max()) <= params[3]
+    assert float(y.double().min()) < params[2] + 1e-2  # reached: 60 values expected there
 
 
 def test_bounded_rounds_and_no_stall(monkeypatch):

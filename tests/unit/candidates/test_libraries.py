@@ -341,7 +341,7 @@ def test_arguments_check_runs_the_start_up_before_its_probes():
     be the first probe's time, or the probe reads as hung."""
     from candidates.builtin import exact_trunc_normal_
     from candidates.protocol import Candidate
-    from harness.checks.api import check_arguments
+    from harness.checks.contract import check_arguments
 
     order = []
 

@@ -160,7 +160,7 @@ def _one_rank(tmp_path, body: str, name: str = "bad", others: str = "local") -> 
         import os, signal, time
         import torch
         from candidates.builtin import exact_trunc_normal_
-        from candidates.sharded import exact_counter_trunc_normal_
+        from candidates.dtensor_samplers import exact_counter_trunc_normal_
 
         def fn(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
             from torch.distributed.tensor import DTensor
@@ -240,6 +240,90 @@ def test_a_rank_stuck_where_no_signal_reaches_is_killed_after_the_stall_margin(t
     assert not pool.alive and all(not p.is_alive() for p in pool.procs)
 
 
+def test_a_rank_that_never_starts_its_draw_is_named_as_such(tmp_path):
+    """A rank stopped before the task reaches it (SIGSTOP from outside: it cannot even read it)
+    never says it started: the draw names it "did not start", an error row (no call was made, so
+    no verdict on the candidate), not a stuck call; the rank that started and waited is not
+    blamed. Deterministic: the stopped rank cannot send anything, whatever the scheduling."""
+    import os
+    import signal
+
+    config = RunConfig(samples=4096, case_timeout=1.0)
+    pool = get_pool(2, "cpu")
+    os.kill(pool.procs[1].pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    result = _runner("exact-counter", config=config, stall_margin_s=2.0,
+                     harness_stall_s=6.0).run("finite")
+    elapsed = time.monotonic() - t0  # the harness's limit (6 s); < 40 asserts no hang
+    assert result.verdict == "error", result.message
+    assert "rank 1 of 2: rank 1 did not start its draw within" in result.message, result.message
+    assert "stuck" not in result.message and "rank 0" not in result.message
+    assert elapsed < 40
+    assert not pool.alive and all(not p.is_alive() for p in pool.procs)
+
+
+def _heard(*messages, sent: float = 0.0) -> ranks.RankProgress:
+    progress = ranks.RankProgress(sent)
+    for msg in messages:
+        progress.hear(msg)
+    return progress
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_a_stall_is_blamed_on_the_rank_inside_a_call_whoever_spoke_last(order):
+    """Rank 1 entered call 1 and stopped there; rank 0 left its call 1 (earlier, on its clock)
+    and waits in the all-reduce: rank 1 is stuck, whichever rank the worker heard from last and
+    in whatever order it holds them (limits: 5 s in a call, 10 s outside)."""
+    said = {0: _heard(("started", 0, 0.1), ("calling", 0, 0.2, "call 1"), ("returned", 0, 1.0)),
+            1: _heard(("started", 1, 0.5), ("calling", 1, 1.1, "call 1"))}
+    progress = {r: said[r] for r in order}
+    assert not ranks.stalled(progress, list(order), 5.9, 5.0, 10.0)  # rank 1's call in its limit
+    assert ranks.stalled(progress, list(order), 6.2, 5.0, 10.0)
+    blamed = ranks.blame_stall(progress, list(order), 6.2, 5.0, 10.0)
+    assert blamed[1][0] == "stall" and "sent nothing for 5 s: stuck in call 1" in blamed[1][1]
+    assert blamed[0][0] == "peer"
+
+
+def test_a_rank_slow_in_the_harness_is_not_stuck_until_the_harness_limit():
+    """Both ranks between calls (a DeviceMesh to build on a busy machine), rank 0 silent longer:
+    not a stall at the call's limit, only past the harness's (the process-group timeout); a rank
+    that then enters a call and stops there is the one blamed."""
+    progress = {0: _heard(("started", 0, 0.1), ("returned", 0, 1.0)),
+                1: _heard(("started", 1, 0.1), ("returned", 1, 2.0))}
+    assert not ranks.stalled(progress, [0, 1], 6.5, 5.0, 10.0)
+    progress[1].hear(("calling", 1, 7.0, "call 1"))
+    assert not ranks.stalled(progress, [0, 1], 11.5, 5.0, 10.0)  # rank 1's call within 5 s
+    assert ranks.stalled(progress, [0, 1], 12.5, 5.0, 10.0)
+    blamed = ranks.blame_stall(progress, [0, 1], 12.5, 5.0, 10.0)
+    assert blamed[1][0] == "stall" and "stuck in call 1" in blamed[1][1]
+    assert blamed[0][0] == "peer"
+
+
+def test_a_rank_that_never_said_it_started_did_not_start():
+    progress = {0: _heard(("started", 0, 0.1)), 1: _heard()}
+    assert not ranks.stalled(progress, [0, 1], 5.2, 5.0, 10.0)
+    assert ranks.stalled(progress, [0, 1], 10.2, 5.0, 10.0)
+    blamed = ranks.blame_stall(progress, [0, 1], 10.2, 5.0, 10.0)
+    assert blamed[1][0] == "unstarted" and "did not start its draw within 10 s" in blamed[1][1]
+    assert blamed[0][0] == "peer"
+    # after a peer's failure (its rendezvous timed out waiting), the grace names it the same way
+    late = ranks.blame_late(progress, [1], 8.0, 5.0, 10.0, 5.0)
+    assert late[1][0] == "unstarted" and "did not start its draw within 8 s" in late[1][1]
+
+
+def test_outside_every_call_the_rank_silent_longest_is_stuck():
+    progress = {0: _heard(("started", 0, 0.1), ("returned", 0, 2.0)),
+                1: _heard(("started", 1, 0.1), ("returned", 1, 1.0))}
+    assert ranks.stalled(progress, [0, 1], 11.5, 5.0, 10.0)
+    blamed = ranks.blame_stall(progress, [0, 1], 11.5, 5.0, 10.0)
+    assert blamed[1][0] == "stall" and "10 s: stuck outside the candidate's calls" in blamed[1][1]
+    assert blamed[0][0] == "peer"
+    # a rank still in a call after a peer's failure is stuck there once past the limit, not before
+    calling = {0: _heard(("started", 0, 0.1), ("calling", 0, 1.0, "call 3"))}
+    assert ranks.blame_late(calling, [0], 6.5, 5.0, 10.0, 5.0)[0][0] == "stall"
+    assert ranks.blame_late(calling, [0], 5.5, 5.0, 10.0, 5.0)[0][0] == "peer"
+
+
 def test_no_rank_outlives_close_pools():
     pool = get_pool(2, "cpu")
     procs = list(pool.procs)
@@ -273,7 +357,7 @@ def test_a_rank_that_writes_nothing_is_seen_by_written(tmp_path):
 def test_a_budget_stops_every_rank_at_the_same_call(tmp_path):
     (tmp_path / "slow.py").write_text(textwrap.dedent('''
         import time
-        from candidates.sharded import exact_counter_trunc_normal_
+        from candidates.dtensor_samplers import exact_counter_trunc_normal_
 
         def fn(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
             time.sleep(0.05)

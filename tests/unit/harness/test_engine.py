@@ -318,7 +318,7 @@ def test_mass_bins_partition_the_keys_with_exact_masses(case, dtype):
     """Contiguous key ranges covering every pattern in order; masses >= 0 summing to 1; a split
     main bin's parts sum to its mass; no bin heavier than 2 MASS_BIN_MASS unless it is one value
     or its coarse bin could not be split further (the density is not flat inside it)."""
-    from reference.rounded import MASS_BIN_MASS, MASS_BIN_MAX_SPLIT
+    from reference.mass_bins import MASS_BIN_MASS, MASS_BIN_MAX_SPLIT
 
     law = _law(case, dtype)
     mb = law.mass_bins

@@ -141,3 +141,20 @@ def test_sharding_options(parse):
     opt = parse(world_sizes="2", cases="tail-5", dtypes="float16")
     assert [c.id for c in opt.sharded_cases] == ["tail-5"] and opt.sharded_dtypes == ("float16",)
     assert opt.dtypes == ("float16",)
+
+
+def test_typed_cases_and_dtypes_are_taken_as_given(parse):
+    """`harness.check` hands its typed values on: a `Case` object (the grid's or one of the
+    caller's own) is the run's case as it is, a torch dtype is named by its name."""
+    import torch
+
+    from harness.cases import Case, case_by_id
+
+    own = Case("own-window", 0.0, 1.0, -0.5, 1.5, (64, 32))
+    opt = parse(cases=[case_by_id("normal-2sigma"), own, "abs-bounds-trap"],
+                dtypes=[torch.bfloat16, "float32"])
+    assert opt.cases[0] is case_by_id("normal-2sigma") and opt.cases[1] is own
+    assert [c.id for c in opt.cases] == ["normal-2sigma", "own-window", "abs-bounds-trap"]
+    assert opt.dtypes == ("bfloat16", "float32")
+    with pytest.raises(OptionError, match="--dtypes: unknown int32"):
+        parse(dtypes=[torch.int32])

@@ -6,6 +6,7 @@ and how a recorded call reaches its judge (`Case.sampler` -> `HarnessSession.can
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import torch
 
 from harness.cases import CaseSpecError, parse_case_spec
 from harness.session.options import OptionError
-from harness.session.plan import HarnessSession
+from harness.session.planner import plan_run, resolve_candidates
 from harness.recorded import RecordingError, cases_from
 from harness.runner.drawn import DrawnCandidate, as_drawn
 
@@ -147,7 +148,7 @@ def test_each_recorded_call_is_judged_by_its_sampler_unless_a_candidate_is_given
     helper = f"{models}:helper"
     opt = parse(cases_from=[f"{models}:helped"], record=[helper], cases="normal-2sigma",
                 shapes="none", paths="eager", report_dir="")
-    session = HarnessSession(opt)
+    session = plan_run(opt, resolve_candidates(opt))
     by_case = {c.id: [k.name for k in session.candidates_for(c)] for c in session.cases}
     assert by_case["normal-2sigma"] == ["torch"]
     assert by_case["models-helped-1"] == ["torch"]
@@ -155,8 +156,9 @@ def test_each_recorded_call_is_judged_by_its_sampler_unless_a_candidate_is_given
             for k in session.candidates_for(c)] == [helper]
     assert {(p.candidate.spec, p.case.id) for p in session.groups()} == {
         ("torch", "normal-2sigma"), ("torch", "models-helped-1"), (helper, "models-helped-0")}
-    given = HarnessSession(parse(cases_from=[f"{models}:helped"], record=[helper],
-                                 candidate=["exact"], report_dir=""))
+    opt = parse(cases_from=[f"{models}:helped"], record=[helper], candidate=["exact"],
+                report_dir="")
+    given = plan_run(opt, resolve_candidates(opt))
     assert {p.candidate.name for p in given.groups()} == {"exact"}
 
 
@@ -184,6 +186,152 @@ def test_jax_calls_are_recorded(tmp_path):
                                                                     -0.04, 0.04)
     assert (plain.sampler, plain.shape, plain.std, plain.a, plain.b) == ("jax", (2, 3), 1.0, -3.0,
                                                                          3.0)
+
+
+ONE_LIBRARY = {
+    "torch": """
+import torch
+from torch import nn
+
+def build():
+    model = nn.Sequential(nn.Linear(8, 16), nn.Linear(16, 4)).to(torch.bfloat16)
+    for layer in model:
+        nn.init.trunc_normal_(layer.weight, std=0.02)
+    return model
+""",
+    "timm-tf": """
+import torch
+from torch import nn
+from examples.models.timm_vit import timm_weight_init
+
+def build():
+    model = nn.Linear(8, 16).to(torch.bfloat16)
+    timm_weight_init().trunc_normal_tf_(model.weight, std=0.02)
+    return model
+""",
+    "jax": """
+import jax
+
+def build():
+    jax.random.truncated_normal(jax.random.key(1), -2.0, 2.0, (4, 6), jax.numpy.float32)
+""",
+    "jax-init": """
+import jax
+
+def build():
+    jax.nn.initializers.truncated_normal(0.02)(jax.random.key(0), (6, 7), jax.numpy.float32)
+""",
+    "keras-torch": """
+import keras
+
+def build():
+    keras.initializers.TruncatedNormal(mean=0.0, stddev=0.02, seed=1)((4, 8), dtype="float32")
+""",
+}
+LIBRARY = {"torch": "torch", "timm": "timm", "timm-tf": "timm", "jax": "jax", "jax-init": "jax",
+           "keras-torch": "keras", "record": "torch"}
+HELPER = """
+import torch
+from torch import nn
+
+def init(tensor, mean, std, a, b):
+    return nn.init.trunc_normal_(tensor, mean, std, a, b)
+
+def build():
+    model = nn.Linear(8, 16).to(torch.bfloat16)
+    init(model.weight, 0.0, 0.02, -0.04, 0.04)
+    return model
+"""
+
+
+def _one_library_model(sampler: str, tmp_path) -> tuple[str, tuple]:
+    """(the --cases-from spec, the --record specs) of a model whose every call is `sampler`'s."""
+    if sampler == "timm":
+        return str(ROOT / "examples/models/timm_vit.py") + ":timm_only", ()
+    (tmp_path / "one_model.py").write_text(HELPER if sampler == "record" else ONE_LIBRARY[sampler])
+    spec = f"{tmp_path / 'one_model.py'}:build"
+    return spec, ((f"{tmp_path / 'one_model.py'}:init",) if sampler == "record" else ())
+
+
+def _plan_facts(spec: str, record: tuple, profile: str) -> dict:
+    """What a run of a model plans at `profile`, unsharded and on 2 ranks (the recorded samplers,
+    the groups' candidates, the sharded groups and their skip reasons), in a fresh process with
+    the repository on its path: keras picks its backend at import (torch here)."""
+    code = textwrap.dedent(f"""
+        import json
+        from tests.unit.harness.conftest import _parse
+        from harness.session.planner import plan_run, resolve_candidates
+
+        out = {{}}
+        for sizes in ("1", "1,2"):
+            opt = _parse(cases_from=[{spec!r}], record={list(record)!r}, profile={profile!r},
+                         world_sizes=sizes, report_dir="")
+            session = plan_run(opt, resolve_candidates(opt))
+            groups = list(session.groups())
+            sharded = [g for g in groups if g.layout is not None]
+            out[sizes] = {{
+                "candidates": sorted(c.spec for c in session.candidates),
+                "samplers": sorted({{c.sampler for c in session.cases}}),
+                "judged": sorted({{g.candidate.spec for g in groups}}),
+                "cases": sorted({{g.case.id for g in groups}}),
+                "sharded": sorted({{g.case.id for g in sharded}}),
+                "sharded_dtypes": sorted({{str(g.dtype) for g in sharded}}),
+                "sharded_skips": sorted({{str(session.skip_reason(g.candidate, g.dtype, g.device,
+                                                                 g)) for g in sharded}}),
+            }}
+        print(json.dumps(out))
+    """)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), KERAS_BACKEND="torch")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("profile", ["smoke", "pr"])
+@pytest.mark.parametrize("sampler", ["torch", "timm", "timm-tf", "jax", "jax-init", "keras-torch",
+                                     "record"])
+def test_a_model_calling_one_library_only_is_planned_with_its_sampler(sampler, profile, tmp_path):
+    """A model whose every call goes to one recorded function (each library the recording knows,
+    and a --record function) plans a run of that sampler alone, at each profile and on 2 ranks:
+    no default candidate it did not call (the run that crashed looking one up), its sharded
+    groups are its own calls drawn with its sampler, in their parameters' dtype, or skipped with
+    the reason a library's array cannot fill a DTensor parameter."""
+    library = LIBRARY[sampler]
+    if library != "torch" and importlib.util.find_spec(library) is None:
+        pytest.skip(f"{library} is not installed (requirements-libraries.txt, "
+                    "requirements-timm.txt)")
+    spec, record = _one_library_model(sampler, tmp_path)
+    facts = _plan_facts(spec, record, profile)
+    want = record[0] if sampler == "record" else sampler
+    for sizes, plan in facts.items():
+        assert plan["candidates"] == plan["samplers"] == plan["judged"] == [want], (sizes, plan)
+        assert plan["cases"] and all(c.startswith(("one_model", "timm_vit")) for c in plan["cases"])
+    plan = facts["1,2"]
+    assert plan["sharded"] == sorted(c for c in plan["cases"] if ":" not in c and "+" not in c)
+    functional = sampler in ("jax", "jax-init", "keras-torch")
+    assert plan["sharded_dtypes"] == (["torch.float32"] if functional else ["torch.bfloat16"])
+    if functional:
+        assert all("cannot fill a sharded (DTensor) parameter" in r for r in plan["sharded_skips"])
+    else:
+        assert plan["sharded_skips"] == ["None"], plan["sharded_skips"]
+
+
+def test_a_cast_call_is_left_out_of_the_sharded_draw_saying_why(parse, models):
+    opt = parse(cases_from=[f"{models}:casts"], world_sizes="1,2", report_dir="")
+    session = plan_run(opt, resolve_candidates(opt))
+    sharded = [g for g in session.groups() if g.layout is not None]
+    assert sharded and {g.candidate.spec for g in sharded} == {"torch"}
+    reasons = {session.skip_reason(g.candidate, g.dtype, g.device, g) for g in sharded}
+    assert all(r and "drawn in float32 and cast into bfloat16" in r for r in reasons), reasons
+
+
+def test_a_model_that_makes_no_call_is_a_one_line_option_error(parse, tmp_path):
+    (tmp_path / "silent.py").write_text("from torch import nn\n\ndef build():\n"
+                                        "    return nn.Linear(4, 4)\n")
+    with pytest.raises(OptionError) as info:
+        parse(cases_from=[f"{tmp_path / 'silent.py'}:build"])
+    assert "it made no truncated-normal call" in str(info.value) and "\n" not in str(info.value)
 
 
 def test_recording_a_torch_model_imports_no_library():

@@ -13,7 +13,8 @@ def test_every_check_is_declared_once_with_what_the_plumbing_needs():
     assert len(set(CHECKS.names())) == len(CHECKS) >= 25
     for check in CHECKS:
         assert check.doc and check.doc.endswith((".", ")")), check.name
-        assert callable(check.run), check.name
+        assert [callable(b) for b in (check.judge, check.outcome, check.call) if b] == [True], \
+            check.name
         if check.outcome is not None:
             assert check.method, check.name
             assert check.unit, check.name
@@ -70,6 +71,10 @@ def test_a_bad_declaration_is_refused_with_its_name():
         Check("x", "fuzzy", DRAWN, "doc.", lambda ctx: None)
     with pytest.raises(ValueError, match="scope"):
         Check("x", "hard", frozenset({"everywhere"}), "doc.", lambda ctx: None)
+    with pytest.raises(ValueError, match="needs one body"):
+        Check("x", "hard", DRAWN, "doc.")
+    with pytest.raises(ValueError, match="needs one body"):
+        Check("x", "hard", DRAWN, "doc.", lambda facts, s: None, call=lambda f, s, t: None)
     with pytest.raises(ValueError, match="declared twice: gof"):
         Registry((*CHECKS, CHECKS["gof"]))
     with pytest.raises(KeyError, match="unknown check 'nope'"):

@@ -5,7 +5,7 @@ probability for a new case in tens of milliseconds (benchmarks/reference_speed.p
 that can hold mass are evaluated, short intervals get a one-exp midpoint series
 (`TruncatedNormal.prob_cells`, `prob_steps`), parts of split bins and rows of atoms are lattices
 of equal steps, and the moments of a law with many atoms come in closed form per row of atoms
-(`rounded._lattice_stats`). Each of these is checked here against the straightforward version:
+(`reference.moments`). Each of these is checked here against the straightforward version:
 
 * masses against `TruncatedNormal.prob` on the same intervals (the Gauss-Legendre / Mills-ratio
   path), interval by interval: relative 1e-12 (observed <= 5e-13, at 40 sigma, where both carry
@@ -29,6 +29,9 @@ import torch
 
 from reference import TruncatedNormal, float_format, rounded_law
 from reference import rounded as R
+from reference.intervals import ENUMERATE_TAIL
+from reference.mass_bins import MASS_BIN_MASS, MASS_BIN_MAX_SPLIT
+from reference.moments import ENUMERATE_MAX, LATTICE_MIN
 from reference.oracle import Oracle
 
 REL = 1e-12
@@ -237,7 +240,7 @@ def test_hist_and_fine_bins_against_bin_by_bin(case, dtype):
     if law.fine_bins is not None:
         v_lo, v_hi = law.fine_bin_bounds()
         _close(law.fine_bin_probs(), law.bin_probs(v_lo, v_hi), what="fine")
-        e_lo, e_hi = law._fine_edges
+        e_lo, e_hi = law.histogram.fine_edges
         fb = law.fine_bins
         first = fb.key_lo + (np.arange(fb.n_bins, dtype=np.uint64) << np.uint64(fb.shift))
         last = first + np.uint64((1 << fb.shift) - 1)
@@ -250,10 +253,10 @@ def test_hist_and_fine_bins_against_bin_by_bin(case, dtype):
 def _reference_split_and_merge(m, splittable, low_bits):
     """The original algorithm, over every coarse bin."""
     with np.errstate(divide="ignore"):
-        r = np.ceil(np.log2(np.where(m > 0, m, 1.0) / R.MASS_BIN_MASS))
-    split = (m > R.MASS_BIN_MASS) & splittable & (low_bits > 0)
-    r = np.where(split, np.clip(r, 1, min(low_bits, R.MASS_BIN_MAX_SPLIT)), 0).astype(np.int64)
-    half = R.MASS_BIN_MASS / 2
+        r = np.ceil(np.log2(np.where(m > 0, m, 1.0) / MASS_BIN_MASS))
+    split = (m > MASS_BIN_MASS) & splittable & (low_bits > 0)
+    r = np.where(split, np.clip(r, 1, min(low_bits, MASS_BIN_MAX_SPLIT)), 0).astype(np.int64)
+    half = MASS_BIN_MASS / 2
     status = np.where(split, 3, np.where(m > half, 2, np.where(m > 0, 1, 0)))
     window = np.floor(np.cumsum(m) / half)
     new = np.ones(m.size, dtype=bool)
@@ -339,8 +342,8 @@ MANY_ATOMS = [
 @pytest.mark.parametrize("case,dtype", MANY_ATOMS, ids=str)
 def test_lattice_moments_against_atom_by_atom(case, dtype):
     law = _fresh(case, dtype)
-    klo, khi = law._bulk_keys
-    assert R.LATTICE_MIN < khi - klo + 1 <= R.ENUMERATE_MAX
+    klo, khi = law.intervals.bulk_keys
+    assert LATTICE_MIN < khi - klo + 1 <= ENUMERATE_MAX
     mean = law.mean
     cm = np.array([law.central_moment(k) for k in range(9)])
     coll = law.collision_prob
@@ -364,8 +367,9 @@ def test_quantile_keys_equal_the_bisection(case, dtype):
     k0 = int(fmt.ordered_keys(np.array([law.support_lo]))[0])
     k1 = int(fmt.ordered_keys(np.array([law.support_hi]))[0])
     for lower in (True, False):
-        fast = law._quantile_key(R.ENUMERATE_TAIL, lower)
-        slow = (k0 if lower else k1) if k1 - k0 <= 1 else law._bisect_key(R.ENUMERATE_TAIL, lower, k0, k1)
+        fast = law.intervals.quantile_key(ENUMERATE_TAIL, lower)
+        slow = ((k0 if lower else k1) if k1 - k0 <= 1
+                else law.intervals.bisect_key(ENUMERATE_TAIL, lower, k0, k1))
         assert fast == slow
 
 
@@ -379,7 +383,7 @@ def test_collision_from_bins_against_bin_by_bin(case, dtype):
     std_normal = TruncatedNormal(0.0, 1.0, -math.inf, math.inf)
     log_z = float(TruncatedNormal(d.loc, d.scale, -math.inf, math.inf).log_prob(d.a, d.b))
 
-    def int_f2(lo, hi):
+    def int_f2(lo, hi):  # the k = 2 closed form, apart from the law's any-k integral of f**k
         with np.errstate(over="ignore", invalid="ignore"):
             lp = std_normal.log_prob(math.sqrt(2) * (lo - d.loc) / d.scale, math.sqrt(2) * (hi - d.loc) / d.scale)
             out = np.exp(lp - math.log(2 * math.sqrt(math.pi)) - math.log(d.scale) - 2 * log_z)
@@ -433,5 +437,5 @@ def test_prob_cells_of_a_window_wider_than_float64_resolves_its_midpoint():
     hi = np.full(lo.shape, d.b)
     assert np.array_equal(d.prob_cells(lo, hi), d.prob(lo, hi))
     law = _fresh((d.loc, d.scale, d.a, d.b), torch.float64)
-    klo, khi = law._bulk_keys
+    klo, khi = law.intervals.bulk_keys
     assert klo < khi and law.std == pytest.approx(float(d.std), rel=1e-6)

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from reference import TruncatedNormal, rounded_law
+from reference import resolution
 from reference import rounded as R
 from reference.dtypes import float_format
 from reference.oracle import Oracle
@@ -90,7 +91,7 @@ def test_lattice_mass_of_a_wide_float64_law_against_its_atoms(monkeypatch):
     values where both apply: equal up to the cells at the binade edge 1.0 (~1 / 3e5)."""
     params = (1.0, 0.01, 0.99, 1.01)
     exact = _fresh(params, torch.float64).lattice_mass("float32")
-    monkeypatch.setattr(R, "ENUMERATE_MAX", 1 << 10)
+    monkeypatch.setattr(resolution, "ENUMERATE_MAX", 1 << 10)
     ruled = _fresh(params, torch.float64).lattice_mass("float32")
     assert ruled == pytest.approx(2.0**-29, rel=1e-3)
     assert ruled == pytest.approx(exact, rel=2e-5)

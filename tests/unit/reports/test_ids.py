@@ -14,7 +14,7 @@ from reference.dtypes import DTYPES
 from reports.ids import (API_CASE, CASE_ID_CHARS, CaseLabel, GroupId, format_case_label,
                          format_group_id, group_device, is_case_id, parse_case_label,
                          parse_group_id)
-from reports.summary import base_case
+from reports.overview import base_case
 
 case_ids = st.text(alphabet=sorted(CASE_ID_CHARS), min_size=1, max_size=24)
 # Shape class names as the shape axis writes them ("61x67", "64x3x7x7-cl", "2^31+1"), and any

@@ -7,7 +7,7 @@ import pandas as pd
 from report_rows import row
 
 from reports.model import model_markdown, worst_row
-from reports.summary import summary_markdown
+from reports.overview import summary_markdown
 
 CALLS = [
     {"case": "m-0", "model": "m.py:build", "call": "torch.nn.init.trunc_normal_(mean=0, std=0.02, "

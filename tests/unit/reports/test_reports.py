@@ -20,7 +20,7 @@ from reports.__main__ import main as cli
 from reports.compare import compare
 from reports.render import write_run
 from reports.store import CASE_DATA_DIR, case_data_path, read_environment, read_results
-from reports.summary import grid, worst
+from reports.overview import grid, worst
 
 from report_rows import row
 
@@ -533,7 +533,7 @@ def test_the_bits_of_randomness_figure_in_every_view(tmp_path):
 
     from reports.html import index_html
     from reports.store import read_results, results_frame, write_tables
-    from reports.summary import summary_markdown
+    from reports.overview import summary_markdown
 
     figure_bad = "≈ 2^23.0 equally likely values (95% CI 2^22.9 .. 2^23.1), where the law's own figure is 2^26.0"
     figure_ok = "≈ 2^26.0 equally likely values (95% CI 2^25.9 .. 2^26.1), where the law's own figure is 2^26.0"

@@ -1,7 +1,7 @@
 """Every candidate the harness knows by name, listed without importing any library.
 
-* ``REGISTRY``: the built-ins (`candidates.builtin`) and the sharded ones (`candidates.sharded`),
-  name -> zero-argument factory of a `Candidate`;
+* ``REGISTRY``: the built-ins (`candidates.builtin`) and the sharded ones
+  (`candidates.dtensor_samplers`), name -> zero-argument factory of a `Candidate`;
 * ``SELFTEST_REGISTRY``: the ``selftest-*`` saboteurs of the harness's own tests (resolvable by
   name, never listed);
 * `registered_names`: the built-in names, then the library adapters' (`candidates.libraries`).
@@ -15,7 +15,7 @@ from candidates.builtin import BUILTINS
 from candidates.libraries import LIBRARIES
 from candidates.protocol import Candidate
 from candidates.selftest import SELFTESTS
-from candidates.sharded import SHARDED_REGISTRY, SHARDED_SELFTESTS
+from candidates.dtensor_samplers import SHARDED_REGISTRY, SHARDED_SELFTESTS
 
 __all__ = ["REGISTRY", "SELFTEST_REGISTRY", "registered_names"]
 

@@ -4,8 +4,10 @@ that turns a check on a group into its result row (`HarnessSession.run_check`). 
 the run's `harness.session.sink.ReportSink` (``session.report``), their reproduce lines come from
 `harness.session.repro.ReproLines` (``session.repro``).
 
-The pytest plugin (`harness.plugin`) and the Python API (`harness.api`) both drive a
-`HarnessSession`, so `pytest suites` and `harness.check` give the same rows.
+A session is built in steps (`harness.session.planner`: resolve the candidates, plan the run,
+open the sink); the pytest plugin (`harness.plugin`) and the Python API (`harness.api`) both take
+them and drive the `HarnessSession` they give, so `pytest suites` and `harness.check` give the
+same rows.
 """
 
 from __future__ import annotations
@@ -17,31 +19,28 @@ from dataclasses import dataclass
 
 import torch
 
-from candidates import CandidateNotFound, resolve
 from reports.ids import API_CASE
 from reports.store import command_line
 from reference.dtypes import DTYPES, dtype_name
 
 from ..checks import CHECKS
 from ..fleet.groups import GroupLedger, nodeid_parts
-from ..fleet.partition import plan
 from ..cases import PROFILES, shape_classes_for, shaped
 from ..cases import on_path as case_on_path
 from ..explore import EXPLORE_FWER
-from ..group import ApiGroup, Group, id_clash
+from ..group import ApiGroup, Group
 from ..runner import CandidateRunner, RunConfig, RunnerCache, candidate_on_path
 from ..runner.drawn import as_drawn
 from ..runner.shrink import PARAMETERS as SHRINK_PARAMETERS
 from ..runner.shrink import SHRINK_CASES, ShrinkTask, run_tasks
 from ..sharded.layout import Layout
 from ..sharded.runner import ShardedRunnerCache, sharded_skip_reason
-from .devices import (check_device_name, default_devices, device_skip_reason,
-                      memory_skip_reason)
-from .options import OptionError, Options
+from .devices import device_skip_reason, memory_skip_reason
+from .options import Options
 from .rows import row_skeleton
 from .repro import ReproLines
 from .sink import INFLIGHT_DIR, ReportSink
-from .xfails import XfailPattern, load_xfails
+from .xfails import XfailPattern
 
 
 @dataclass
@@ -63,33 +62,27 @@ def recorded_call_facts(case) -> dict:
             "drawn_in": case.drawn_in}
 
 
+def _drawn_sharded_reason(case) -> str | None:
+    """Why a recorded call drawn in one dtype and cast into another is not drawn sharded: the
+    sharded draw fills the parameter in the dtype it holds (its unsharded group judges the cast)."""
+    if not case.drawn_in:
+        return None
+    return (f"{case.id} is drawn in {case.drawn_in} and cast into {case.dtypes[0]}: a sharded "
+            "draw fills the parameter in its own dtype (the unsharded group judges the cast)")
+
+
 class HarnessSession:
     """One run: the validated options, the resolved candidates, the grid and its runners."""
 
-    def __init__(self, opt: Options):
+    def __init__(self, opt: Options, candidates, by_sampler: dict, devices, xfails):
+        """The plan's values (`harness.session.planner.plan_run` builds them): the options, the
+        resolved candidates (`by_sampler`: spec -> candidate, see `candidates_for`), the devices
+        and the xfails lines. Nothing here resolves, checks, reads or opens anything."""
         self.options = opt
-        # Who judges each case (`candidates_for`): the --candidate list judges every case; without
-        # it, a model's recorded call is judged with the candidate of the function that made it
-        # (its `Case.sampler`, a registered name or a --record spec) and every other case with
-        # the default candidate.
-        self.by_sampler: dict = {}
-        if opt.candidates_given:
-            specs = list(opt.candidates)
-        else:
-            samplers = list(dict.fromkeys(c.sampler for c in opt.cases if c.sampler))
-            plain = (any(not c.sampler for c in opt.cases)
-                     or any(w > 1 for w in opt.world_sizes))
-            specs = list(opt.candidates) if plain else []
-            specs += [s for s in samplers if s not in specs]
-        self.candidates = []
-        for spec in specs:
-            try:
-                candidate = resolve(spec)
-            except CandidateNotFound as exc:
-                raise OptionError(str(exc)) from None
-            self.candidates.append(candidate)
-            if isinstance(spec, str):
-                self.by_sampler[spec] = candidate
+        self.candidates = list(candidates)
+        self.by_sampler = dict(by_sampler)
+        self.devices = list(devices)
+        self.xfails = list(xfails)
         self.run_config = RunConfig(profile=opt.profile, samples=opt.samples, run_seed=opt.seed,
                                     bounds=opt.bounds, case_timeout=opt.case_timeout,
                                     alpha_suspect=opt.alpha_suspect, alpha_fail=opt.alpha_fail,
@@ -99,13 +92,6 @@ class HarnessSession:
         self.budget_seconds = opt.budget_seconds
         self.cases = list(opt.cases)
         self.dtypes = [DTYPES[d] for d in opt.dtypes]
-        self.devices = list(opt.devices) if opt.devices else default_devices()
-        for d in self.devices:
-            check_device_name(d)
-        try:
-            self.xfails = load_xfails(opt.xfails_file) if opt.xfails_file else []
-        except (OSError, UnicodeDecodeError) as exc:
-            raise OptionError(f"--xfails-file: {opt.xfails_file!r}: {exc}") from None
         self.runners = RunnerCache()
         self.paths = tuple(opt.paths) if opt.paths is not None else PROFILES[opt.profile].paths
         self.world_sizes = tuple(opt.world_sizes)
@@ -118,16 +104,11 @@ class HarnessSession:
         self.node_params: dict = {}  # nodeid -> row skeleton (to report crashed workers)
         self.saved_case_data: set = set()
         self.ledger = GroupLedger()  # controller: which worker ran each case group
-        clash = id_clash((*self.groups(), *self.api_groups()))
-        if clash:
-            raise OptionError(clash)
-        # Grid partitions (harness.fleet.partition): the groups this process runs; None: all.
+        # Grid partitions (harness.fleet.partition): the groups this process runs; None: all
+        # (`plan_run` sets it).
         self.partition = None
-        if opt.partition is not None:
-            self.partition = plan(opt.partition, self.grid_groups(), opt.durations,
-                                  opt.durations_from)
-        self.report = ReportSink(opt.report_dir, self.manifest_facts)
-        self.repro = ReproLines(lambda: self.run_config, self.world_sizes, self.case_of)
+        self.report = ReportSink(opt.report_dir)
+        self.repro = ReproLines(self.run_config, self.world_sizes, {c.id: c for c in self.cases})
 
     def apply_budget(self, n_groups: int, workers: int) -> None:
         """--budget-seconds: give each (candidate, case, dtype, device) an equal share of the
@@ -136,6 +117,7 @@ class HarnessSession:
             return
         share = self.budget_seconds * max(1, workers) / n_groups / 3.0
         self.run_config = dataclasses.replace(self.run_config, case_budget_s=share)
+        self.repro.config = self.run_config
 
     def candidates_for(self, case) -> list:
         """The candidates that judge `case`: the --candidate list; without one, the candidate of
@@ -184,12 +166,16 @@ class HarnessSession:
                                  self.options.shapes)
 
     def sharded_groups(self):
-        """The sharded groups: candidates x the sharded selection x devices x layouts."""
+        """The sharded groups: candidates x the sharded selection x devices x layouts; a model's
+        recorded call in the dtype its parameter holds, drawn with the sampler that made it
+        (`candidates_for`)."""
+        if not self.layouts:
+            return
         for cand in self.candidates:
             for case in self.sharded_cases:
                 if cand not in self.candidates_for(case):
                     continue
-                for dtype in self.sharded_dtypes:
+                for dtype in self.dtypes_of(case) if case.dtypes else self.sharded_dtypes:
                     for device in self.devices:
                         for layout in self.layouts:
                             yield Group(cand, case, dtype, device, layout)
@@ -248,7 +234,8 @@ class HarnessSession:
         reason = (device_skip_reason(device)
                   or candidate.skip_reason(dtype, device, case))
         if reason is None and getattr(group, "layout", None) is not None:
-            reason = sharded_skip_reason(group.layout, device, tuple(group.case.shape))
+            reason = (candidate.sharded_reason() or _drawn_sharded_reason(case)
+                      or sharded_skip_reason(group.layout, device, tuple(group.case.shape)))
         if reason is None and getattr(group, "case", None) is not None:
             reason = self._memory_reason(tuple(group.case.shape), device)
         return reason

@@ -125,8 +125,9 @@ def local_shard_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generato
     with torch.no_grad():
         tensor_fp32 = tensor.to(dtype=torch.float32)
         if is_dtensor(tensor):
-            # "Local init (safe because trunc_normal_ is elementwise)"
-            torch.nn.init.trunc_normal_(tensor_fp32._local_tensor, mean=mean, std=std, a=a, b=b,
+            # "Local init (safe because trunc_normal_ is elementwise)"; under no_grad to_local()
+            # is the DTensor's own local tensor, so the init writes into tensor_fp32
+            torch.nn.init.trunc_normal_(tensor_fp32.to_local(), mean=mean, std=std, a=a, b=b,
                                         generator=generator)
         else:
             torch.nn.init.trunc_normal_(tensor_fp32, mean=mean, std=std, a=a, b=b,
