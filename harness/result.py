@@ -13,6 +13,11 @@ from dataclasses import asdict, dataclass, field
 
 VERDICTS = ("pass", "fail", "error", "skip", "xfail")
 
+#: How much a failure matters, worst first: `harmful` moves values a model sees (visible at a
+#: coarse resolution), `fine` is visible only at the resolution of single values, `api` is the
+#: contract (arguments, generator, hangs, raises).
+LEVELS = ("harmful", "fine", "api")
+
 #: Figures a check puts in its details that the results table carries as columns of their own:
 #: the bits of randomness (`collisions`): log2 of the effective number of equally likely values,
 #: its confidence interval, the law's own figure, and the sentence users read.
@@ -58,15 +63,29 @@ class Result:
     candidate_s: float = 0.0
     harness_s: float = 0.0
     details: dict = field(default_factory=dict)
+    # What the failure means (`harness.diagnosis`), set on fail, xfail and error rows only:
+    # `level` is one of LEVELS; `mechanism` names the catalog's mechanism that explains the row
+    # ("unexplained" where none matches), `mechanism_note` gives its prediction against the
+    # observation; `severity` holds the group's severity figures and their noise floors, by name
+    # (columns ``severity_<name>`` of the results table).
+    level: str = ""
+    mechanism: str = ""
+    mechanism_note: str = ""
+    severity: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+        if self.level and self.level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {self.level!r}")
 
     def as_row(self) -> dict:
         """Plain builtins only (floats, ints, str): safe to send across xdist and into pandas."""
         row = {name: _builtin(value) for name, value in asdict(self).items()}
         row["details"] = repr(self.details) if self.details else ""
+        del row["severity"]
+        for name, value in self.severity.items():
+            row[f"severity_{name}"] = float(value)
         for name in FIGURE_COLUMNS:
             if name in self.details:
                 value = self.details[name]
