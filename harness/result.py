@@ -63,7 +63,7 @@ class Result:
     candidate_s: float = 0.0
     harness_s: float = 0.0
     details: dict = field(default_factory=dict)
-    # What the failure means (`harness.diagnosis`), set on fail, xfail and error rows only:
+    # What the failure means (set by the diagnosis floor), on fail, xfail and error rows only:
     # `level` is one of LEVELS; `mechanism` names the catalog's mechanism that explains the row
     # ("unexplained" where none matches), `mechanism_note` gives its prediction against the
     # observation; `severity` holds the group's severity figures and their noise floors, by name
