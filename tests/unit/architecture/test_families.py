@@ -1,0 +1,102 @@
+"""A statistic family is one module: outside `harness.families`, only the registry
+(`harness.checks.registry`, which lists its checks in CHECKS) imports it, so that a new statistic
+is one new module and one registry entry. The few other readers are listed in `READERS`, each
+with its reason; a listed reader that no longer imports its family fails the test too.
+
+Read by the syntax tree (`ast`) over every module of `harness` outside `harness/families`.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+FAMILIES = ROOT / "harness" / "families"
+REGISTRY = "harness/checks/registry.py"
+#: Modules other than the registry that import a family, and why: {(module, family): why}.
+READERS = {
+    ("harness/checks/hard.py", "support"): "the hard checks finite, written and bounds are "
+    "declared with the other hard checks, and read the support family's state",
+    ("harness/checks/sharded.py", "binned"): "the sharded checks are declared in their own "
+    "registry module: shards folds the binned family (the output's marginal)",
+    ("harness/checks/sharded.py", "atoms"): "shards also folds the atoms family",
+    ("harness/checks/sharded.py", "independence"): "shards' expected rates of equal "
+    "elements are the independence family's collision rates, and its MDE theirs",
+    ("harness/sharded/fold.py", "independence"): "a part's fold keeps the independence "
+    "family's lag sums between shards (ShardingStats.corr)",
+    ("harness/runner/case_runner.py", "localized"): "stage 2 watches the bins stage 1 flagged "
+    "(spike_watch), which only the localized family can name",
+}
+
+
+def family_names() -> set[str]:
+    return {p.stem for p in FAMILIES.glob("*.py")} - {"__init__", "common"}
+
+
+def imported_families(path: Path) -> set[str]:
+    """The families a module of harness imports, by any spelling of the import."""
+    tree = ast.parse(path.read_text())
+    rel = path.relative_to(ROOT).parts
+    package = ".".join(rel[:-1])
+    names = family_names()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module == "harness.families":
+                found |= {a.name for a in node.names if a.name in names}
+            elif module.startswith("harness.families."):
+                found.add(module.split(".")[2])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("harness.families."):
+                    found.add(alias.name.split(".")[2])
+    return found & names
+
+
+def readers() -> dict:
+    """{(module, family)} for every module of harness outside the families that imports one."""
+    out = set()
+    for path in sorted((ROOT / "harness").rglob("*.py")):
+        if FAMILIES in path.parents:
+            continue
+        where = str(path.relative_to(ROOT))
+        out |= {(where, family) for family in imported_families(path)}
+    return out
+
+
+def test_only_the_registry_and_the_listed_readers_import_a_family():
+    found = readers()
+    unlisted = sorted(pair for pair in found if pair[0] != REGISTRY and pair not in READERS)
+    assert not unlisted, f"modules that import a family without a reason in READERS: {unlisted}"
+
+
+def test_every_listed_reader_still_reads_its_family():
+    stale = sorted(set(READERS) - readers())
+    assert not stale, f"READERS lists imports that no module makes any more: {stale}"
+
+
+def test_every_family_is_read_by_a_registry():
+    registries = {REGISTRY, "harness/checks/hard.py", "harness/checks/sharded.py"}
+    listed = {family for where, family in readers() if where in registries}
+    assert listed == family_names(), f"families no registry lists: {family_names() - listed}"
+
+
+def test_the_reader_finder_sees_every_spelling(tmp_path):
+    (tmp_path / "harness" / "runner").mkdir(parents=True)
+    module = tmp_path / "harness" / "runner" / "probe.py"
+    module.write_text("from ..families import binned, position\n"
+                      "from harness.families.atoms import FAMILY\n"
+                      "import harness.families.tails\n"
+                      "from ..families.common import quiet\n")
+    tree_root = ROOT
+    try:
+        globals()["ROOT"] = tmp_path
+        assert imported_families(module) == {"binned", "position", "atoms", "tails"}
+    finally:
+        globals()["ROOT"] = tree_root
