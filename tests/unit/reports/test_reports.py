@@ -132,6 +132,7 @@ def make_law(mean, std, a, b):
 def make_summary(law, n, a, b, extra_at=None, extra=0, seed=0):
     """A Summary whose histogram is a multinomial draw from the law, plus `extra` samples at the
     value `extra_at` (a sampler that piles values onto a bound)."""
+    from harness.families.binned import BinnedState
     from harness.summary import Summary
 
     rng = np.random.default_rng(seed)
@@ -141,7 +142,8 @@ def make_summary(law, n, a, b, extra_at=None, extra=0, seed=0):
         k = int(law.fmt.ordered_keys(np.array([extra_at]))[0]) >> (law.fmt.bits - 16)
         hist[k] += extra
     return Summary(dtype="bfloat16", shape=(n,), hist_bits=16, center=0.0, scale=1.0,
-                   rn_a=law.rn_a, rn_b=law.rn_b, a=a, b=b, n=n, hist=hist)
+                   rn_a=law.rn_a, rn_b=law.rn_b, a=a, b=b, n=n,
+                   states={"binned": BinnedState(hist=hist)})
 
 
 # ------------------------------------------------------------------------------------------------
