@@ -117,8 +117,9 @@ def _bin_bounds(law, bins: LawBins) -> tuple[np.ndarray, np.ndarray]:
     return np.r_[lo[0], lo, hi[-1]], np.r_[lo[0], hi, hi[-1]]
 
 
-def severity(summary, law) -> dict:
-    """The severity figures and floors of one Summary against its law (`NAMES`)."""
+def severity(summary, law, delta: float = DELTA) -> dict:
+    """The severity figures and floors of one Summary against its law (`NAMES`); each floor
+    exceeded by an exact sampler with probability at most `delta`."""
     cells = LawCells.of(law)
     per_cell, nonfinite = cells.cell_counts(LawBins.of(law).counts(summary))
     n = int(per_cell.sum()) + nonfinite
@@ -129,24 +130,26 @@ def severity(summary, law) -> dict:
     keep = (cells.probs > 0) | (per_cell > 0)
     z, p = cells.z[keep], cells.probs[keep] / finite_mass
     q = per_cell[keep] / n
-    out.update(misplaced_figures(p * finite_mass, q, nonfinite / n, cells.nonfinite_mass, n))
+    out.update(misplaced_figures(p * finite_mass, q, nonfinite / n, cells.nonfinite_mass, n,
+                                 delta))
     if nonfinite and cells.nonfinite_mass == 0:
         out.update(w1_sigma=math.inf, shift_sigma=math.inf, shift_share=nonfinite / n)
     else:
         n_finite = n - nonfinite
         q = per_cell[keep] / max(n_finite, 1)
-        out.update(w1_figures(z, p, q, n_finite))
-        out.update(shift_figures(z, p, q, n_finite))
+        out.update(w1_figures(z, p, q, n_finite, delta))
+        out.update(shift_figures(z, p, q, n_finite, delta))
     for k in TAIL_SIGMAS:
-        out.update(tail_figures(k, z, p * finite_mass, per_cell[keep], n))
+        out.update(tail_figures(k, z, p * finite_mass, per_cell[keep], n, delta))
     return out
 
 
-def misplaced_figures(p, q, q_nonfinite: float, p_nonfinite: float, n: int) -> dict:
+def misplaced_figures(p, q, q_nonfinite: float, p_nonfinite: float, n: int,
+                      delta: float = DELTA) -> dict:
     """Total variation over the cells (and the non-finite values as one more cell)."""
     tv = 0.5 * (np.abs(q - p).sum() + abs(q_nonfinite - p_nonfinite))
     mean = 0.5 * (np.sqrt(p * (1 - p)).sum() + math.sqrt(p_nonfinite * (1 - p_nonfinite)))
-    floor = mean / math.sqrt(n) + math.sqrt(math.log(1 / DELTA) / (2 * n))
+    floor = mean / math.sqrt(n) + math.sqrt(math.log(1 / delta) / (2 * n))
     return {"misplaced": float(tv), "misplaced_floor": float(floor)}
 
 
@@ -158,10 +161,10 @@ def cdf_gap(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.where(np.cumsum(p) <= 0.5, lower, upper)
 
 
-def reach(p: np.ndarray, n: int) -> tuple[int, int]:
-    """The first and last cell that n draws reach but with probability DELTA / 4 on each side:
-    the cells below the first (above the last) hold at most DELTA / (4 n) of the mass."""
-    tail = DELTA / (4 * n)
+def reach(p: np.ndarray, n: int, delta: float = DELTA) -> tuple[int, int]:
+    """The first and last cell that n draws reach but with probability delta / 4 on each side:
+    the cells below the first (above the last) hold at most delta / (4 n) of the mass."""
+    tail = delta / (4 * n)
     lower = np.cumsum(p)
     upper = np.cumsum(p[::-1])[::-1]
     i0 = int(np.searchsorted(lower, tail, side="right"))
@@ -169,7 +172,7 @@ def reach(p: np.ndarray, n: int) -> tuple[int, int]:
     return min(i0, p.size - 1), max(i1, min(i0, p.size - 1))
 
 
-def w1_figures(z, p, q, n: int) -> dict:
+def w1_figures(z, p, q, n: int, delta: float = DELTA) -> dict:
     """W1 over the cells and its floor (module docstring)."""
     if n == 0:
         return {"w1_sigma": math.nan, "w1_floor": math.nan}
@@ -180,14 +183,14 @@ def w1_figures(z, p, q, n: int) -> dict:
     mean = float(np.sum(np.sqrt(np.clip(f * (1 - f), 0, None)) * dz)) / math.sqrt(n)
     mu = float(np.dot(p, z))
     var = float(np.dot(p, (z - mu) ** 2))
-    i0, i1 = reach(p, n)
+    i0, i1 = reach(p, n, delta)
     span = float(z[i1] - z[i0])
-    t = math.log(2 / DELTA)
+    t = math.log(2 / delta)
     floor = mean + math.sqrt(2 * t * (var + 2 * span * mean) / n) + span * t / (3 * n)
     return {"w1_sigma": w1, "w1_floor": floor}
 
 
-def shift_figures(z, p, q, n: int) -> dict:
+def shift_figures(z, p, q, n: int, delta: float = DELTA) -> dict:
     """The worst displacement of a share beyond noise (module docstring)."""
     if n == 0:
         return {"shift_sigma": math.nan, "shift_share": math.nan}
@@ -205,8 +208,8 @@ def shift_figures(z, p, q, n: int) -> dict:
 
     sample = z[np.minimum(np.searchsorted(fq, mid, side="left"), last)]
     law = quantile(mid)
-    e = math.sqrt(math.log(4 / DELTA) / (2 * n))
-    i0, i1 = reach(p, n)
+    e = math.sqrt(math.log(4 / delta) / (2 * n))
+    i0, i1 = reach(p, n, delta)
     low = np.where(mid - e > 0, quantile(np.clip(mid - e, 0, 1)), z[0])
     high = np.where(mid + e < 1, quantile(np.clip(mid + e, 0, 1)), z[last])
     low, high = np.maximum(low, z[i0]), np.minimum(high, z[i1])
@@ -220,7 +223,7 @@ def shift_figures(z, p, q, n: int) -> dict:
     return {"shift_sigma": float(d[k]), "shift_share": float(share[k])}
 
 
-def tail_figures(k: int, z, p, counts, n: int) -> dict:
+def tail_figures(k: int, z, p, counts, n: int, delta: float = DELTA) -> dict:
     """The share beyond k sigma minus the law's, and its binomial floor."""
     out = np.abs(z) > k
     law_share = float(p[out].sum())
@@ -229,8 +232,8 @@ def tail_figures(k: int, z, p, counts, n: int) -> dict:
         floor = 0.0
     else:
         mean = n * law_share
-        hi = float(stats.binom.isf(DELTA / 2, n, law_share))
-        lo = float(stats.binom.ppf(DELTA / 2, n, law_share))
+        hi = float(stats.binom.isf(delta / 2, n, law_share))
+        lo = float(stats.binom.ppf(delta / 2, n, law_share))
         floor = max(hi - mean, mean - lo) / n
     return {f"beyond{k}": observed - law_share, f"beyond{k}_floor": floor}
 
