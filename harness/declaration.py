@@ -19,7 +19,11 @@ the plumbing needs:
   effect, MDE), ``unit`` (of its effect and MDE) and ``mde`` (the minimum detectable effect as a
   function of the law and n, no sampling);
 * ``families``: the statistic families (`harness.families`) whose state it reads: the engine
-  folds the families of the checks that apply to a group, and nothing else.
+  folds the families of the checks that apply to a group, and nothing else;
+* ``about``: what a failure of it says (`ABOUT`; `harness.diagnosis.levels`): ``values`` (its
+  level follows the group's severity figures: harmful or fine), ``single-values`` (fine
+  structure whatever they say: repeats, lattices, last bits) or ``api`` (no statement about the
+  values). By default ``values`` for a statistical check and ``api`` for the others.
 
 A statistical check is declared with `statistical`, from its pure function
 ``(Summary, RoundedLaw, *, alpha) -> Outcome``: its run is the runner's two-stage rule.
@@ -45,6 +49,8 @@ SHARDED = frozenset({"sharded"})
 CANDIDATE = frozenset({"candidate"})
 
 KINDS = ("hard", "statistical", "api")
+#: What a check's failure is about (the ``about`` field).
+ABOUT = ("values", "single-values", "api")
 
 
 @dataclass(frozen=True)
@@ -84,8 +90,14 @@ class Check:
     timeout_cap: float = math.inf  # API: the seconds one call may take at most
     judges_failures: bool = False  # judge: also given a draw that failed (a CandidateFailure)
     families: tuple = ()  # the statistic families (harness.families) whose state it reads
+    about: str = ""  # one of ABOUT; "" takes the kind's default
 
     def __post_init__(self) -> None:
+        if not self.about:
+            object.__setattr__(self, "about", "values" if self.kind == "statistical" else "api")
+        if self.about not in ABOUT:
+            raise ValueError(f"check {self.name}: about must be one of {ABOUT}, "
+                             f"got {self.about!r}")
         if not self.name.isidentifier():
             raise ValueError(f"check name {self.name!r} must be an identifier (it names a test)")
         if self.kind not in KINDS:
@@ -110,22 +122,22 @@ class Check:
 
 def statistical(name: str, outcome: Callable, *, doc: str, method: str, unit: str | dict,
                 mde: Callable | None, families: tuple = (), scope: frozenset = DRAWN,
-                kind: str = "statistical") -> Check:
+                kind: str = "statistical", about: str = "") -> Check:
     """A check from its pure function ``(Summary, law, *, alpha) -> Outcome``: its run is the
     runner's two-stage rule (``kind="hard"`` for one whose every failure is decisive: a
     difference the law cannot give)."""
     return Check(name, kind, scope, doc, method=method, unit=unit, outcome=outcome, mde=mde,
-                 families=tuple(families))
+                 families=tuple(families), about=about)
 
 
 def on_draw(name: str, judge: Callable, *, kind: str = "hard", scope: frozenset = DRAWN,
             doc: str, method: str = "", unit: str = "", failures: bool = False,
-            families: tuple = ()) -> Check:
+            families: tuple = (), about: str = "") -> Check:
     """A check of the group's stage-1 Summary: ``judge(facts, summary) -> Result``; a draw
     that failed (raised, hung, crashed) is the check's result, as for every check of the draw,
     unless `failures`: the judge is then given the `harness.engine.CandidateFailure` too."""
     return Check(name, kind, scope, doc, judge, method=method, unit=unit,
-                 judges_failures=failures, families=tuple(families))
+                 judges_failures=failures, families=tuple(families), about=about)
 
 
 def calling(name: str, call: Callable, *, scope: frozenset = PLAIN, timeout_cap: float,

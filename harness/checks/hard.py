@@ -112,13 +112,13 @@ def judge_hang(facts, s1) -> Result:
 
 
 FINITE = on_draw("finite", lambda facts, s: check_finite(s, facts.law),
-                 families=(support.FAMILY,), doc="No NaN or infinity, ever.")
+                 families=(support.FAMILY,), about="values", doc="No NaN or infinity, ever.")
 WRITTEN = on_draw("written", lambda facts, s: check_written(s), families=(support.FAMILY,),
                   doc="Every element of the tensor is written on every call (the tensor is "
                       "poisoned before).")
 BOUNDS = on_draw("bounds", lambda facts, s: check_bounds(
     s, facts.case.mean, facts.case.std, strict=facts.config.bounds == "strict"),
-                 families=(support.FAMILY,),
+                 families=(support.FAMILY,), about="values",
                  doc="Every value lies in [RN(a), RN(b)] (or [a, b] with --bounds strict).")
 HANG = on_draw("hang", judge_hang, failures=True,
                doc="Every call returns within --case-timeout seconds.")

@@ -514,7 +514,7 @@ def low_bits_mde(law, n: int, alpha: float = 1e-3) -> float:
 
 
 COLLISIONS = statistical(
-    "collisions", check_collisions, families=(FAMILY,),
+    "collisions", check_collisions, families=(FAMILY,), about="single-values",
     doc='Equal values no more (or less) often than the law allows: the bits of randomness.',
     method=(
         "Equal values, at the resolution of single values (32/64-bit dtypes; 16-bit ones count "
@@ -542,7 +542,7 @@ COLLISIONS = statistical(
 )
 
 LATTICES = statistical(
-    "lattices", check_lattices, families=(FAMILY,),
+    "lattices", check_lattices, families=(FAMILY,), about="single-values",
     doc="No more values on a coarser format's lattice than the law puts there.",
     method=(
         "Values representable in a coarser format: bfloat16 and float16 values in a float32 "
@@ -562,7 +562,7 @@ LATTICES = statistical(
 )
 
 LOW_BITS = statistical(
-    "low_bits", check_low_bits, families=(FAMILY,),
+    "low_bits", check_low_bits, families=(FAMILY,), about="single-values",
     doc="The last 4 bits of single 32/64-bit values against the law's mass of each class.",
     method=LOW_BITS_DOC,
     unit=LOW_BITS_UNIT,

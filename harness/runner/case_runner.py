@@ -28,6 +28,7 @@ from ..cases import PROFILES, STAGE2_FACTOR
 from ..checks import CHECKS, Check
 from ..checks.hard import failed_draw
 from ..declaration import GroupFacts
+from ..diagnosis import annotate, annotate_failure
 from ..engine import (CandidateFailure, chunk_elements_for, fold_order, normal_throughput,
                       run_engine)
 from ..families.localized import spike_watch
@@ -262,10 +263,27 @@ class CaseRunner:
                 result = self.run_body(check)
         except Exception as exc:  # a harness defect or a law the reference cannot price
             result = Result(check.name, "error", f"{type(exc).__name__}: {exc}"[:400])
+        result = self.annotated(check, result)
         result.seed = result.seed if result.seed is not None else self.seed(1)
         if self.warnings:
             result.details.setdefault("warnings", "; ".join(self.warnings)[:300])
         return self._charge(result, sorted(self._read), t0)
+
+    def annotated(self, check: Check, result: Result) -> Result:
+        """`result` with what its failure means (`harness.diagnosis`): from the Summary of the
+        stage that decided it (stage 2 where it ran), or, where a stage it read did not complete
+        or it read none (an API check), from the row alone. A defect of the diagnosis never
+        costs the row its verdict: it is noted in the row's details."""
+        summaries = [self._summaries.get(stage) for stage in sorted(self._read)]
+        deciding = self._summaries.get(2 if result.n_stage2 else 1)
+        try:
+            if (check.kind == "api" or not summaries or deciding is None
+                    or any(isinstance(s, CandidateFailure) for s in summaries + [deciding])):
+                return annotate_failure(result)
+            return annotate(result, deciding, self.law)
+        except Exception as exc:
+            result.details["diagnosis"] = f"{type(exc).__name__}: {exc}"[:200]
+            return annotate_failure(result)
 
     def run_body(self, check: Check) -> Result:
         """The check's body (`harness.declaration.Check`), run here: the checks are told the
@@ -464,6 +482,7 @@ class CandidateRunner:
                 result = self.called(check)
         except Exception as exc:
             result = Result(check.name, "error", f"{type(exc).__name__}: {exc}"[:400])
+        result = annotate_failure(result)
         result.seed = self.seed(check.name)
         result.harness_s = max(0.0, time.perf_counter() - t0 - result.candidate_s)
         return result
