@@ -1,7 +1,7 @@
 """The observations a mechanism's prediction is tested against, read once from one Summary, and
 the two tests every row of the catalog is built from.
 
-Every match is two tests (docs/method/diagnosis.md):
+Every match is two tests (docs/method/checks.md, "Diagnosis"):
 
 * **departure**: the statistic the mechanism changes is off the rounded law's value beyond noise,
   at the false-match rate `FALSE_MATCH` (an exact sampler matches a row with at most that chance
