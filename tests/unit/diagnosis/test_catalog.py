@@ -149,3 +149,12 @@ def test_the_exact_sampler_matches_nothing(case, dtype, n):
         runner, summary = stage_one("exact", case, dtype, n, run_seed=seed)
         matches = diagnose(summary, runner.law)
         assert matches == (), [(m.name, m.note) for m in matches]
+
+
+def test_jax_float32_reads_as_23_random_bits():
+    """jax.random.truncated_normal in float32 (no x64): its uniforms hold 23 random bits."""
+    pytest.importorskip("jax")
+    runner, summary = stage_one("jax", "normal-2sigma", torch.float32, 1 << 19)
+    match = named(diagnose(summary, runner.law), "few-random-bits")
+    assert match.parameter == 23, match.note
+    assert explain("collisions", "fail", "", diagnose(summary, runner.law))[0] == "few-random-bits"
