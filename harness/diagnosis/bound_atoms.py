@@ -214,7 +214,8 @@ class ExactZeros(Mechanism):
     doc = ("Zeros written by construction (a Box-Muller radius of 0, mean + std * 0, an "
            "underflow flushed to zero) where the law gives zero almost no mass. Prediction: "
            "the law's zero mass is no explanation (the observed share is beyond any rounding "
-           "cell, > 10x the law's); the rate is the parameter.")
+           "cell, > 10x the law's); the rate is the parameter. It explains the binned checks where "
+           "the histogram fits the law with the zeros added, else atoms alone.")
 
     def test(self, ev: Evidence) -> Match | None:
         law = ev.law
@@ -232,5 +233,17 @@ class ExactZeros(Mechanism):
         share = count / ev.n
         if not (share > BEYOND_CELL * mass and departs(count, ev.n, mass)):
             return None
-        return self.match(f"zeros: {count} of {ev.n} ({share_text(share, ev.n)} per element), "
-                          f"the law {mass:.3g}", parameter=share)
+        note = (f"zeros: {count} of {ev.n} ({share_text(share, ev.n)} per element), the law "
+                f"{mass:.3g}")
+        explains = ATOMS
+        if ev.bins is not None:
+            probs = (1.0 - share) * np.asarray(ev.bins.probs, dtype=np.float64)
+            zero_bins = sorted({ev.bin_of(0.0), ev.bin_of(-0.0)})
+            seen = np.array([float(ev.hist[k]) for k in zero_bins])
+            for k, c in zip(zero_bins, seen):  # +0 and -0 as written
+                probs[k] += share * (c / seen.sum() if seen.sum() > 0 else 1.0 / seen.size)
+            p = ev.fit(probs)
+            if p is not None and p >= AGREE_LEVEL:
+                explains = BINNED
+                note += "; the histogram fits the law with those zeros added"
+        return self.match(note, parameter=share, explains=explains)

@@ -58,7 +58,8 @@ class FewRandomBits(Mechanism):
         if count is None or count == 0:
             return None
         out = ev.outcome(check_collisions)
-        if not out.applicable or out.p_value >= FALSE_MATCH or count <= out.details["pairs_expected"]:
+        if (not out.applicable or out.p_value >= FALSE_MATCH
+                or count <= out.details["pairs_expected"]):
             return None
         bits, own = float(out.details["bits"]), float(out.details["law_bits"])
         k = round(bits)
