@@ -5,7 +5,7 @@ repetition families.
 Its prediction is the law's own: independent draws give a lag correlation of 0 (sd 1/sqrt(pairs))
 and the law's expected number of repeated rows and windows; the match is a departure from it at
 the false-match rate, with the dependence figure (the largest |r|, or the repeats' obs/exp) as
-its parameter.
+its parameter (the worst component's effect: a correlation r, or a count's obs/exp).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class Dependence(Mechanism):
             out = ev.outcome(check_independence)
             if out.applicable and out.p_value < FALSE_MATCH:
                 parts.append(f"independence p {out.p_value:.2g}: {out.message}")
-                figure = out.details.get("max_abs_r")
+                figure = out.effect  # the worst component's: r, or a count's obs/exp
         if ev.has("repetition"):
             out = ev.outcome(check_repetition)
             if out.applicable and out.p_value < FALSE_MATCH:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import stats
 
-from reference import rounded_law
+from reference import TruncatedNormal, rounded_law
 from reference.dtypes import float_format
 
 from ..families.resolution import (COLLISIONS, LATTICES, LOW_BITS, check_collisions,
@@ -111,6 +112,35 @@ def full_lattice(ev: Evidence) -> str | None:
     return best
 
 
+#: The affine step's quadrature: this many equal-mass quantiles of the standardized law, and a
+#: run of this many consecutive values of the dtype from each (2^20 values in all).
+AFFINE_BLOCKS = 4096
+AFFINE_RUN = 256
+#: numpy's types of the dtypes whose arithmetic the quadrature repeats (IEEE, round to nearest).
+NUMPY_TYPES = {"float64": (np.float64, np.int64), "float32": (np.float32, np.int32)}
+
+
+def affine_classes(dist, dtype: str, bits: int) -> np.ndarray | None:
+    """The shares of the last-`bits`-bit classes of y = z * std + mean computed in `dtype` (two
+    roundings), z a value of the dtype drawn from the standardized law: a deterministic
+    quadrature, runs of AFFINE_RUN consecutive values of z (the law's density is flat over a
+    run) from AFFINE_BLOCKS equal-mass quantiles. None for a dtype numpy has no arithmetic for."""
+    if dtype not in NUMPY_TYPES:
+        return None
+    real, whole = NUMPY_TYPES[dtype]
+    unit = TruncatedNormal(0.0, 1.0, dist.alpha, dist.beta)
+    quantiles = unit.ppf((np.arange(AFFINE_BLOCKS) + 0.5) / AFFINE_BLOCKS).astype(real)
+    runs = quantiles.view(whole)[:, None] + np.arange(AFFINE_RUN, dtype=whole)[None, :]
+    z = runs.view(real)
+    with np.errstate(all="ignore"):
+        y = z * real(dist.scale) + real(dist.loc)
+    y = y[np.isfinite(y)]
+    if y.size == 0:
+        return None
+    classes = np.bitwise_and(y.view(whole), (1 << bits) - 1).astype(np.int64)
+    return np.bincount(classes, minlength=1 << bits) / y.size
+
+
 class DtypeArithmetic(Mechanism):
     name = "dtype-arithmetic"
     explains = frozenset({LOW_BITS.name, LATTICES.name, COLLISIONS.name})
@@ -121,7 +151,9 @@ class DtypeArithmetic(Mechanism):
            "on the lattice of a coarser format F (computed in F, written wider): equal pairs at "
            "the collision rate of the rounded law in F; (3) a 16-bit value cast from float64 "
            "through float32 (rounded twice): the histogram fits the law of torch's cast "
-           "(`rounded_law(..., rounding='torch')`) and not the single rounding.")
+           "(`rounded_law(..., rounding='torch')`) and not the single rounding; (4) mean + std z "
+           "in the output dtype: the last bits' classes follow those of the affine step "
+           "repeated in the dtype's own arithmetic on runs of consecutive z (`affine_classes`).")
 
     def test(self, ev: Evidence) -> Match | None:
         if ev.has("resolution") and ev.summary.resolution.low_bit_counts is not None:
@@ -131,7 +163,7 @@ class DtypeArithmetic(Mechanism):
     def low_bit_pattern(self, ev: Evidence) -> Match | None:
         t = zero_low_bits(ev)
         if t == 0:
-            return None
+            return self.affine_step(ev)
         state = ev.summary.resolution
         scanned = int(np.asarray(state.low_bit_counts).sum())
         lattice = full_lattice(ev)
@@ -161,6 +193,37 @@ class DtypeArithmetic(Mechanism):
                 head += (f"; equal pairs {count} do not follow ({why} predicts {mean:.4g} +- "
                          f"{sd:.2g})")
         return self.match(head, parameter=trailing, explains=frozenset(explains))
+
+    def affine_step(self, ev: Evidence) -> Match | None:
+        """(4): the last bits' classes depart from the law's and follow those of mean + std z
+        computed in the output dtype (`affine_classes`)."""
+        out = ev.outcome(check_low_bits)
+        if not out.applicable or out.p_value >= FALSE_MATCH:
+            return None
+        state = ev.summary.resolution
+        shares = affine_classes(ev.dist, ev.law.fmt.name, int(state.low_bits))
+        if shares is None:
+            return None
+        counts = np.asarray(state.low_bit_counts, dtype=np.float64)
+        n = float(counts.sum())
+        expected = n * shares
+        cells = expected >= 5.0
+        if cells.sum() < 2 or counts[~cells].sum() > 0:
+            return None
+        # the quadrature's own error, as if its AFFINE_BLOCKS x AFFINE_RUN values were a sample
+        inflation = 1.0 + n / (AFFINE_BLOCKS * AFFINE_RUN)
+        chi2 = float(np.sum((counts[cells] - expected[cells]) ** 2 / expected[cells]) / inflation)
+        p = float(stats.chi2.sf(chi2, int(cells.sum()) - 1))
+        if p < AGREE_LEVEL:
+            return None
+        law_shares = low_bit_law(ev.law, int(state.low_bits))
+        j = int(np.argmax(np.abs(shares - law_shares)))
+        width = f"0{int(state.low_bits)}b"
+        note = (f"last {int(state.low_bits)} bits: class {j:{width}} observed "
+                f"{counts[j] / n:.4g} of the values, mean + std z in {ev.law.fmt.name} predicts "
+                f"{shares[j]:.4g}, the law {law_shares[j]:.4g}; all {int(cells.sum())} classes "
+                f"as predicted (chi2 p {p:.2g}), the law's rejected (p {out.p_value:.2g})")
+        return self.match(note, explains=frozenset({LOW_BITS.name}))
 
     def double_rounding(self, ev: Evidence) -> Match | None:
         law = ev.law

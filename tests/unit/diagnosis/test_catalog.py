@@ -60,6 +60,8 @@ KNOWN = {
                          "low_bits"),
     "float32-widened": ("normal-2sigma", torch.float64, 1 << 19, "dtype-arithmetic", 29,
                         "lattices"),
+    "fast-exact-float32-normal": ("abs-bounds-trap", torch.float32, 1 << 19, "dtype-arithmetic",
+                                  None, "low_bits"),
     "shift-0.02sigma": ("normal-2sigma", torch.float32, 1 << 20, "shifted", None, "moments"),
     "scale-2pct-wide": ("normal-2sigma", torch.float32, 1 << 20, "scaled", None, "moments"),
     "no-tail-beyond-3.5sigma": ("untruncated", torch.float32, 1 << 18, "tail-cut", None,
