@@ -62,7 +62,7 @@ def diagnose(summary, law) -> tuple[Match, ...]:
     for mechanism in MECHANISMS:
         try:
             match = mechanism.test(evidence)
-        except (ValueError, ArithmeticError, KeyError):
+        except (ValueError, ArithmeticError, KeyError, IndexError):
             match = None  # a law the reference cannot price for this row: no match, not a crash
         if match is not None:
             found.append(match)

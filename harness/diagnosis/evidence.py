@@ -186,7 +186,9 @@ class Evidence:
                 "law_kurtosis": k[4] / k[2] ** 2 - 3.0}
 
     # -- the check outcomes some rows read -----------------------------------------------------
-    @functools.lru_cache(maxsize=None)  # noqa: B019 (an Evidence lives for one diagnose call)
     def outcome(self, check):
         """`check(summary, law, alpha=FALSE_MATCH)`, once per check function."""
-        return check(self.summary, self.law, alpha=FALSE_MATCH)
+        done = self.__dict__.setdefault("outcomes", {})
+        if check not in done:
+            done[check] = check(self.summary, self.law, alpha=FALSE_MATCH)
+        return done[check]
