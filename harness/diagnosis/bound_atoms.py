@@ -100,10 +100,17 @@ class RoundsFirst(Mechanism):
         if not atoms_agree(ev, sides, predicted):
             return None
         fits = ev.fits(alt)
+        if fits is None:
+            return None  # a law judged on fine bins: the alternative cannot be fitted
         note = "; ".join(atom_text(ev, s, predicted[s], "its whole cell") for s in off)
         if fits:
             return self.match(note + "; the histogram fits the rounds-first law")
         return self.match(note, explains=ATOMS)
+
+
+#: Below this share of the normal inside [a, b] a clamp writes (almost) only a bound: a point
+#: mass that other defects write too (a uniform lattice that never leaves a), so no match.
+MIN_INSIDE = 1e-3
 
 
 class Clamp(Mechanism):
@@ -111,7 +118,8 @@ class Clamp(Mechanism):
     explains = BINNED | REPEATED
     doc = ("X ~ N(mu, sigma) clamped to [a, b]: the mass outside piles on the bounds. "
            "Prediction: atom at RN(a) = Phi(alpha) + Z P(Y = RN(a)), at RN(b) = Phi(-beta) + "
-           "Z P(Y = RN(b)), Z = Phi(beta) - Phi(alpha), the rest the law's shape times Z.")
+           "Z P(Y = RN(b)), Z = Phi(beta) - Phi(alpha), the rest the law's shape times Z; not "
+           "where Z < MIN_INSIDE (a point mass at a bound, which other defects write too).")
 
     def test(self, ev: Evidence) -> Match | None:
         law = ev.law
@@ -125,6 +133,8 @@ class Clamp(Mechanism):
         beta = (float(ev.dist.b) - ev.mean) / ev.std
         outside = {"a": float(special.ndtr(alpha)), "b": float(special.ndtr(-beta))}
         inside = 1.0 - outside["a"] - outside["b"]
+        if inside < MIN_INSIDE:
+            return None
         predicted = {s: outside[s] + inside * law_atom(law, s) for s in sides}
         if not atoms_agree(ev, sides, predicted):
             return None

@@ -14,9 +14,7 @@ import math
 from reference import TruncatedNormal
 
 from ..families.binned import KS
-from ..families.extremes import EXTREMES
 from ..families.moments import MOMENTS
-from ..families.tails import TAILS
 from .bound_atoms import BINNED
 from .evidence import DEPART_Z, EMPTY_EXPECTED, Evidence, agrees
 from .match import Match, Mechanism
@@ -144,8 +142,8 @@ class TailCut(Mechanism):
         a = low if cut_low else float(dist.a)
         b = high if cut_high else float(dist.b)
         fits = ev.fits(ev.alternative(ev.mean, ev.std, a, b))
-        if fits is False:
-            return None
+        if not fits:
+            return None  # the cut law does not fit, or (fine bins) cannot be fitted
         parts, ks = [], []
         for cut, value, mass in ((cut_low, low, below), (cut_high, high, above)):
             if cut:
@@ -156,5 +154,4 @@ class TailCut(Mechanism):
                              f"sigma): the law puts {mass:.3g} there ({ev.n * mass:.4g} "
                              f"expected, 0 observed)")
         note = "; ".join(parts) + fit_text(fits, "law cut there")
-        return self.match(note, parameter=max(ks),
-                          explains=None if fits else frozenset({TAILS.name, EXTREMES.name}))
+        return self.match(note, parameter=max(ks))
