@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from ..result import Result
+from .catalog import diagnose, explain
 from .levels import FAILING, level_of
 from .severity import severity
 
@@ -19,20 +20,6 @@ KEPT = 8
 _KEPT: "OrderedDict[int, tuple]" = OrderedDict()
 
 
-# -- the catalog ---------------------------------------------------------------------------------
-# Stand-ins until the mechanism catalog (`harness.diagnosis.catalog`) is merged: the lead wires
-# it in here, replacing these two with ``from .catalog import diagnose, explain``.
-def diagnose(summary, law) -> tuple:
-    """Every mechanism whose prediction the data match (stand-in: none)."""
-    return ()
-
-
-def explain(check: str, verdict: str, message: str, matches) -> tuple[str, str]:
-    """(mechanism, note) of one row (stand-in: unexplained)."""
-    return "unexplained", ""
-
-
-# -- rows ----------------------------------------------------------------------------------------
 def figures_and_matches(summary, law) -> tuple[dict, tuple]:
     """The Summary's severity figures and the catalog's matches, computed once per Summary."""
     key = id(summary)

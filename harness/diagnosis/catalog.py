@@ -1,0 +1,92 @@
+"""The catalog of defect mechanisms: `diagnose` names every mechanism whose prediction one
+Summary matches, `explain` names the one that explains one row.
+
+Each row of `MECHANISMS` is one mechanism (`harness.diagnosis.match.Mechanism`): its name, the
+checks it explains, and its test, the prediction computed by the reference set against the
+observation with its uncertainty (`harness.diagnosis.evidence`: a departure from the law at
+`FALSE_MATCH` and an agreement with the prediction). A Summary that matches no row leaves its
+failures `unexplained`: no match is ever forced.
+
+    matches = diagnose(summary, law)           # once per Summary
+    mechanism, note = explain("atoms", "fail", message, matches)
+
+Two names come from the row alone, not from a Summary: `stall` (a call that did not return
+within its timeout) and `api` (the contract, the arguments, the generator, a raise or a crash:
+no distribution defect).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from ..checks.hard import HANG
+from .bound_atoms import Clamp, CoarseUniform, ExactZeros, RoundsFirst
+from .dependence import Dependence
+from .evidence import AGREE_LEVEL, FALSE_MATCH, MODEL_TOL, Evidence
+from .fine_structure import DtypeArithmetic, FewRandomBits
+from .law_shape import Scaled, Shifted, TailCut
+from .match import Match, Mechanism
+from .scope import api_checks
+
+__all__ = ["MECHANISMS", "NAMES", "Match", "Mechanism", "diagnose", "explain", "FALSE_MATCH",
+           "AGREE_LEVEL", "MODEL_TOL"]
+
+#: The rows, most specific first: where two match one check, `explain` names the first.
+MECHANISMS: tuple[Mechanism, ...] = (
+    ExactZeros(), RoundsFirst(), Clamp(), CoarseUniform(), TailCut(), Shifted(), Scaled(),
+    DtypeArithmetic(), FewRandomBits(), Dependence(),
+)
+#: Every name a row's `mechanism` may hold.
+NAMES = tuple(m.name for m in MECHANISMS) + ("stall", "api", "unexplained")
+
+#: Checks of the candidate's API and contract: their failures are `api`, whatever the Summary.
+API_CHECKS = api_checks()
+#: Words of a row's message that say a call did not return (`harness.checks.hard.failed_draw`,
+#: `harness.runner.CaseRunner.guarded`).
+STALL_WORDS = ("candidate hang", "does not return", "did not return", "timed out", "timeout")
+#: Words that say the draw raised or crashed: the candidate's contract, not its law.
+RAISE_WORDS = ("candidate raised", "candidate crashed")
+
+_MEMO: dict = {}
+
+
+def diagnose(summary, law) -> tuple[Match, ...]:
+    """Every row of the catalog whose prediction the Summary matches, in catalog order
+    (computed once per Summary object: later calls return the same tuple)."""
+    key = id(summary)
+    held = _MEMO.get(key)
+    if held is not None and held[0]() is summary:
+        return held[1]
+    evidence = Evidence(summary, law)
+    found = []
+    for mechanism in MECHANISMS:
+        try:
+            match = mechanism.test(evidence)
+        except (ValueError, ArithmeticError, KeyError, IndexError):
+            match = None  # a law the reference cannot price for this row: no match, not a crash
+        if match is not None:
+            found.append(match)
+    matches = tuple(found)
+    try:
+        ref = weakref.ref(summary, lambda _, k=key: _MEMO.pop(k, None))
+    except TypeError:
+        return matches
+    _MEMO[key] = (ref, matches)
+    return matches
+
+
+def explain(check: str, verdict: str, message: str, matches) -> tuple[str, str]:
+    """(mechanism, note) for one row: `stall` for a call that did not return, `api` for the API
+    checks and a draw that raised, else the first match that explains `check`, else
+    ("unexplained", ""). Pass and skip rows explain nothing: ("", "")."""
+    if verdict in ("pass", "skip"):
+        return "", ""
+    text = (message or "").lower()
+    if check == HANG.name or any(word in text for word in STALL_WORDS):
+        return "stall", (message or "")[:200]
+    if check in API_CHECKS or any(word in text for word in RAISE_WORDS):
+        return "api", ""
+    for match in matches or ():
+        if check in match.explains:
+            return match.name, match.note
+    return "unexplained", ""

@@ -1,0 +1,194 @@
+"""The observations a mechanism's prediction is tested against, read once from one Summary, and
+the two tests every row of the catalog is built from.
+
+Every match is two tests (docs/method/checks.md, "Diagnosis"):
+
+* **departure**: the statistic the mechanism changes is off the rounded law's value beyond noise,
+  at the false-match rate `FALSE_MATCH` (an exact sampler matches a row with at most that chance
+  per Summary);
+* **agreement**: the observed value lies within `Z_AGREE` standard deviations of the mechanism's
+  prediction, plus a stated model tolerance `MODEL_TOL` of the prediction where the mechanism is
+  a family of samplers rather than one (a true mechanism fails agreement by noise with at most
+  `AGREE_LEVEL`); where the mechanism is a whole alternative law, the binned histogram must fit
+  it (`Evidence.fit`, chi-square p >= `AGREE_LEVEL`).
+
+A mechanism never matches on the departure alone, and the observation is never adjusted to fit.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from scipy import stats
+
+from reference import TruncatedNormal, rounded_law
+
+from ..families.binned import gof_groups
+from ..families.common import LawBins, binom_two_sided
+
+#: The chance that an exact sampler matches one row of the catalog on one Summary (each
+#: departure test is exact or conservative at this level).
+FALSE_MATCH = 1e-9
+#: The two-sided normal z of FALSE_MATCH (6.1).
+DEPART_Z = float(stats.norm.isf(FALSE_MATCH / 2))
+#: The chance that noise alone makes a true mechanism's data disagree with its prediction.
+AGREE_LEVEL = 1e-6
+#: The two-sided normal z of AGREE_LEVEL (4.9).
+Z_AGREE = float(stats.norm.isf(AGREE_LEVEL / 2))
+#: Relative tolerance of a prediction that stands for a family of samplers (the cell of a
+#: uniform lattice, the order of an affine step): 5% of the predicted value.
+MODEL_TOL = 0.05
+#: The expected count behind an empty region whose emptiness departs at FALSE_MATCH:
+#: P(Poisson(m) = 0) = e^-m <= FALSE_MATCH.
+EMPTY_EXPECTED = -math.log(FALSE_MATCH)
+
+
+def departs(count: float, n: int, mass: float) -> bool:
+    """Whether a Bin(n, mass) count is off its law at FALSE_MATCH (exact two-sided binomial)."""
+    return bool(n > 0 and float(binom_two_sided(count, n, mass)) < FALSE_MATCH)
+
+
+def agrees(observed: float, predicted: float, sd: float, tolerance: float = 0.0) -> bool:
+    """|observed - predicted| <= Z_AGREE sd + tolerance |predicted|."""
+    if not (math.isfinite(observed) and math.isfinite(predicted)):
+        return False
+    return abs(observed - predicted) <= Z_AGREE * max(sd, 0.0) + tolerance * abs(predicted)
+
+
+def count_sd(n: int, mass: float) -> float:
+    """The sd of a share (count / n) of Bin(n, mass)."""
+    mass = min(max(mass, 0.0), 1.0)
+    return math.sqrt(mass * (1.0 - mass) / n) if n > 0 else math.inf
+
+
+def share_text(observed: float, n: int) -> str:
+    """'1.96e-03 +- 4.3e-05': a share and its binomial sd."""
+    return f"{observed:.3g} +- {count_sd(n, observed):.2g}"
+
+
+class Evidence:
+    """The views of one Summary the catalog reads, each computed once (on first use)."""
+
+    def __init__(self, summary, law):
+        self.summary = summary
+        self.law = law
+        self.dist = law.dist
+        self.n = int(summary.n)
+        self.dtype = summary.dtype
+
+    # -- the law's parameters ------------------------------------------------------------------
+    @property
+    def mean(self) -> float:
+        return float(self.dist.loc)
+
+    @property
+    def std(self) -> float:
+        return float(self.dist.scale)
+
+    def has(self, family: str) -> bool:
+        return self.summary.has(family)
+
+    def alternative(self, mean: float, std: float, a: float, b: float, rounding: str = "rn"):
+        """The rounded law of another TN in the Summary's dtype (`reference.rounded_law`)."""
+        return rounded_law(TruncatedNormal(mean, std, a, b), self.law.fmt, rounding)
+
+    # -- counts at the atoms -------------------------------------------------------------------
+    def atom_count(self, side: str) -> int:
+        atoms = self.summary.atoms
+        return int(atoms.n_at_rn_a if side == "a" else atoms.n_at_rn_b)
+
+    # -- the binned histogram ------------------------------------------------------------------
+    @functools.cached_property
+    def bins(self) -> LawBins | None:
+        """The main histogram's bins (None for a law judged on fine bins: a narrow window)."""
+        if not self.has("binned"):
+            return None
+        bins = LawBins.of(self.law)
+        return None if bins.fine else bins
+
+    @functools.cached_property
+    def hist(self) -> np.ndarray | None:
+        return None if self.bins is None else self.bins.counts(self.summary)
+
+    def fit(self, probs) -> float | None:
+        """The chi-square p-value of the binned histogram against bin masses `probs` (bins
+        merged to expect >= 5 each; a count where `probs` has no mass gives 0); None where the
+        Summary has no main histogram."""
+        if self.hist is None:
+            return None
+        hist = self.hist
+        probs = np.asarray(probs, dtype=np.float64)
+        n = float(hist.sum())
+        if n <= 0:
+            return None
+        if np.any((probs <= 0) & (hist > 0)):
+            return 0.0
+        pos, starts = gof_groups(probs, n)
+        if starts.size < 2:
+            return 1.0
+        p_pos = probs[pos] / probs[pos].sum()
+        exp = np.add.reduceat(n * p_pos, starts)
+        obs = np.add.reduceat(hist[pos].astype(np.float64), starts)
+        x2 = float(np.sum((obs - exp) ** 2 / exp))
+        return float(stats.chi2.sf(x2, starts.size - 1))
+
+    @functools.cached_property
+    def canonical_fit(self) -> float | None:
+        """The histogram's fit to the rounded law itself."""
+        return None if self.bins is None else self.fit(self.bins.probs)
+
+    @property
+    def binned_departs(self) -> bool:
+        p = self.canonical_fit
+        return p is not None and p < FALSE_MATCH
+
+    def fits(self, law) -> bool | None:
+        """Whether the histogram fits `law` at AGREE_LEVEL (None: no main histogram)."""
+        if self.bins is None or law.fine_bins is not None:
+            return None
+        p = self.fit(law.hist_bin_probs())
+        return None if p is None else p >= AGREE_LEVEL
+
+    def bin_of(self, value: float) -> int:
+        """The main histogram bin holding `value`."""
+        fmt = self.law.fmt
+        key = int(fmt.ordered_keys(np.array([value], dtype=np.float64))[0])
+        return key >> (fmt.bits - self.summary.hist_bits)
+
+    # -- the moments, in the Summary's standardized units --------------------------------------
+    @functools.cached_property
+    def moments(self) -> dict | None:
+        """Observed mean and std (in x units) with their sds, the law's, and the excess kurtosis:
+        None where the moments were not folded or the law has std 0."""
+        from ..families.moments import moment_sds
+
+        if not self.has("moments") or not float(self.law.std) > 0:
+            return None
+        sums = np.asarray(self.summary.moments.power_sums, dtype=np.float64)
+        n = float(sums[0])
+        if n < 2 or not np.all(np.isfinite(sums)):
+            return None
+        scale, center = float(self.summary.scale), float(self.summary.center)
+        r1, r2, r3, r4 = sums[1:] / n
+        m2 = max(r2 - r1 * r1, 0.0)
+        m4 = r4 - 4 * r1 * r3 + 6 * r1 * r1 * r2 - 3 * r1**4
+        sds, k = moment_sds(self.law, scale, center)
+        law_std = math.sqrt(k[2]) * scale
+        std = math.sqrt(m2) * scale
+        return {"n": n, "mean": center + r1 * scale, "mean_sd": sds[0] * scale / math.sqrt(n),
+                "law_mean": float(self.law.mean), "std": std, "law_std": law_std,
+                # sd of the std from that of the second moment: d sqrt(m2) = d m2 / (2 sqrt m2)
+                "std_sd": sds[1] * scale**2 / math.sqrt(n) / (2.0 * law_std),
+                "kurtosis": m4 / m2**2 - 3.0 if m2 > 0 else math.nan,
+                "kurtosis_sd": sds[3] / math.sqrt(n),
+                "law_kurtosis": k[4] / k[2] ** 2 - 3.0}
+
+    # -- the check outcomes some rows read -----------------------------------------------------
+    def outcome(self, check):
+        """`check(summary, law, alpha=FALSE_MATCH)`, once per check function."""
+        done = self.__dict__.setdefault("outcomes", {})
+        if check not in done:
+            done[check] = check(self.summary, self.law, alpha=FALSE_MATCH)
+        return done[check]

@@ -1,0 +1,162 @@
+"""The catalog names the cause the docs give each known-bad sampler, and names nothing for the
+exact one.
+
+Each known-bad runs through `CaseRunner` on the case where its defect shows (the power plan of
+tests/calibration/test_power.py), stage 1 only, at a small n; `diagnose` reads that Summary and
+`explain` the rows of the checks that catch it.
+
+Failure chances. Known-bad side: the runs use the default run seed, so each verdict is
+deterministic; over run seeds, each departure sits at z >= 12 at these n (measured: the atoms
+of rounds-first z 15, the shift z 18, the scale z 17, the cut tails 245 expected values where
+20.7 suffice), and a true mechanism fails its agreement with probability <= AGREE_LEVEL = 1e-6
+by construction. Exact side: each row of the catalog matches an exact Summary with probability
+<= 2 FALSE_MATCH = 2e-9 (two sides at most); 10 rows over the 12 Summaries below give <= 2.4e-7.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from candidates import resolve
+from harness.cases import case_by_label
+from harness.diagnosis.catalog import FALSE_MATCH, MECHANISMS, NAMES, diagnose, explain
+from harness.runner import CaseRunner, RunConfig
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def stage_one(name: str, case: str, dtype, n: int, run_seed: int | None = None):
+    """(runner, its stage-1 Summary) of `name` on `case`."""
+    config = RunConfig(samples=n) if run_seed is None else RunConfig(samples=n, run_seed=run_seed)
+    runner = CaseRunner(resolve(name), case_by_label(case), dtype, "cpu", config)
+    summary = runner.summary(1)
+    assert not isinstance(summary, Exception), summary
+    return runner, summary
+
+
+def named(matches, name):
+    found = [m for m in matches if m.name == name]
+    assert found, f"{name} not among {[(m.name, m.note) for m in matches]}"
+    return found[0]
+
+
+#: candidate -> (case, dtype, n, the mechanism the docs give, its parameter or None, a check
+#: that catches the candidate and that the match must explain)
+KNOWN = {
+    "fast-exact-rounds-first": ("normal-2sigma", torch.bfloat16, 1 << 18, "rounds-first", None,
+                                "atoms"),
+    "clamp": ("normal-2sigma", torch.float32, 1 << 18, "clamp", None, "atoms"),
+    "torch-legacy": ("abs-bounds-trap", torch.bfloat16, 1 << 18, "coarse-uniform", 9, "tails"),
+    "uniform-24-bits": ("normal-2sigma", torch.float32, 1 << 19, "few-random-bits", 24,
+                        "collisions"),
+    "dropped-last-bit": ("normal-2sigma", torch.float32, 1 << 19, "dtype-arithmetic", 1,
+                         "low_bits"),
+    "float32-widened": ("normal-2sigma", torch.float64, 1 << 19, "dtype-arithmetic", 29,
+                        "lattices"),
+    "fast-exact-float32-normal": ("abs-bounds-trap", torch.float32, 1 << 19, "dtype-arithmetic",
+                                  None, "low_bits"),
+    "shift-0.02sigma": ("normal-2sigma", torch.float32, 1 << 20, "shifted", None, "moments"),
+    "scale-2pct-wide": ("normal-2sigma", torch.float32, 1 << 20, "scaled", None, "moments"),
+    "no-tail-beyond-3.5sigma": ("untruncated", torch.float32, 1 << 18, "tail-cut", None,
+                                "tails"),
+    "antithetic-neighbours": ("normal-2sigma", torch.float32, 1 << 16, "dependence", None,
+                              "independence"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN))
+def test_a_known_bad_reads_as_its_mechanism(name):
+    case, dtype, n, mechanism, parameter, check = KNOWN[name]
+    runner, summary = stage_one(name, case, dtype, n)
+    matches = diagnose(summary, runner.law)
+    match = named(matches, mechanism)
+    if parameter is not None:
+        assert match.parameter == parameter, match.note
+    assert check in match.explains
+    assert explain(check, "fail", "", matches) == (mechanism, match.note)
+    assert diagnose(summary, runner.law) is matches  # once per Summary
+
+
+def test_the_parameters_of_the_shape_mechanisms_are_the_defects():
+    """The shift, the scale and the cut, estimated: 0.02 sigma, x1.02, 3.5 sigma."""
+    runner, summary = stage_one("shift-0.02sigma", "normal-2sigma", torch.float32, 1 << 20)
+    shift = named(diagnose(summary, runner.law), "shifted").parameter
+    assert shift == pytest.approx(0.02, abs=6 * 0.00098 / 0.88)  # 6 sd of the mean
+    runner, summary = stage_one("scale-2pct-wide", "normal-2sigma", torch.float32, 1 << 20)
+    scale = named(diagnose(summary, runner.law), "scaled").parameter
+    assert scale == pytest.approx(1.02, abs=0.004)  # ~6 sd of the std, through the bounds
+    runner, summary = stage_one("no-tail-beyond-3.5sigma", "untruncated", torch.float32, 1 << 18)
+    cut = named(diagnose(summary, runner.law), "tail-cut").parameter
+    assert 3.49 <= cut <= 3.5  # the largest |value| written, just inside the cut
+
+
+def test_the_rows_of_a_known_bad_name_it_through_the_runner():
+    """explain on the Results the runner gives (stage 2 where stage 1 suspected), with the
+    deciding stage's Summary."""
+    runner = CaseRunner(resolve("fast-exact-rounds-first"), case_by_label("normal-2sigma"),
+                        torch.bfloat16, "cpu", RunConfig(samples=1 << 17))
+    result = runner.run("atoms")
+    assert result.verdict == "fail", result.message
+    summary = runner.cached_summary(2 if result.n_stage2 else 1)
+    mechanism, note = explain(result.check, result.verdict, result.message,
+                              diagnose(summary, runner.law))
+    assert mechanism == "rounds-first" and "whole cell" in note
+
+
+def test_a_hang_is_a_stall_and_a_raise_is_api():
+    config = RunConfig(samples=1 << 10, case_timeout=0.5)
+    runner = CaseRunner(resolve("selftest-infinite-loop"), case_by_label("normal-2sigma"),
+                        torch.float32, "cpu", config)
+    hang = runner.run("hang")
+    assert hang.verdict == "fail"
+    assert explain(hang.check, hang.verdict, hang.message, ())[0] == "stall"
+    gof = runner.run("gof")
+    assert explain(gof.check, gof.verdict, gof.message, ())[0] == "stall"
+    runner = CaseRunner(resolve("selftest-raises"), case_by_label("normal-2sigma"),
+                        torch.float32, "cpu", config)
+    gof = runner.run("gof")
+    assert gof.verdict == "fail"
+    assert explain(gof.check, gof.verdict, gof.message, ()) == ("api", "")
+    assert explain("arguments", "xfail", "std < 0 accepted", ()) == ("api", "")
+
+
+def test_a_row_no_match_explains_is_unexplained_and_a_pass_is_nothing():
+    assert explain("gof", "fail", "chi2 ...", ()) == ("unexplained", "")
+    assert explain("gof", "pass", "", ()) == ("", "")
+    assert set(NAMES) >= {"rounds-first", "clamp", "coarse-uniform", "few-random-bits",
+                          "dtype-arithmetic", "shifted", "scaled", "tail-cut", "exact-zeros",
+                          "dependence", "stall", "api", "unexplained"}
+
+
+#: (case, dtype, n) of the exact sampler's Summaries: the bounds, the trap, the tails, the
+#: resolution of float32 and float64, a half-normal with its zero bound.
+EXACT = [("normal-2sigma", torch.bfloat16, 1 << 18), ("normal-2sigma", torch.float32, 1 << 19),
+         ("abs-bounds-trap", torch.bfloat16, 1 << 18), ("untruncated", torch.float32, 1 << 18),
+         ("half-normal", torch.bfloat16, 1 << 18), ("normal-2sigma", torch.float64, 1 << 19)]
+SEEDS = (11, 12)
+
+
+@pytest.mark.parametrize("case,dtype,n", EXACT)
+def test_the_exact_sampler_matches_nothing(case, dtype, n):
+    """Failure chance: <= 10 rows x 2 FALSE_MATCH x 12 Summaries = 2.4e-7 (module docstring)."""
+    assert len(MECHANISMS) * 2 * FALSE_MATCH * len(EXACT) * len(SEEDS) <= 1e-6
+    for seed in SEEDS:
+        runner, summary = stage_one("exact", case, dtype, n, run_seed=seed)
+        matches = diagnose(summary, runner.law)
+        assert matches == (), [(m.name, m.note) for m in matches]
+
+
+def test_jax_float32_reads_as_23_random_bits():
+    """jax.random.truncated_normal in float32 (no x64): its uniforms hold 23 random bits."""
+    pytest.importorskip("jax")
+    runner, summary = stage_one("jax", "normal-2sigma", torch.float32, 1 << 19)
+    match = named(diagnose(summary, runner.law), "few-random-bits")
+    assert match.parameter == 23, match.note
+    assert explain("collisions", "fail", "", diagnose(summary, runner.law))[0] == "few-random-bits"
