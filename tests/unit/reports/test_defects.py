@@ -142,7 +142,8 @@ def test_summary_leads_with_the_defects_on_one_screen():
     assert "**torch (2.13.0)**: 3 defects: 1 harmful, 1 fine-structure, 1 api" in head
     first = next(ln for ln in head.splitlines() if ln.startswith("- **harmful**"))
     assert "`coarse-uniform`" in first and "W1 0.31σ" in first
-    assert "8 rows in 2 groups" in first and f"worst `abs-bounds-trap` bfloat16: {TRAP_NOTE}" in first
+    assert "8 rows in 2 groups" in first
+    assert f"worst `abs-bounds-trap` bfloat16: {TRAP_NOTE}" in first
     assert "  `pytest suites --candidate torch --cases abs-bounds-trap" in head
     assert head.index("**harmful**") < head.index("**fine-structure**") < head.index("**api**")
     assert "Gate `--fail-on harmful`" in head and "2 failing row(s) below it" in head
