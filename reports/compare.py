@@ -94,8 +94,9 @@ def per_key(df: pd.DataFrame, key: list = KEY) -> pd.DataFrame:
     for c in ("message", "effect", "effect_unit", "mde", "candidate", "device", "repro"):
         out[c] = rep[c].reindex(out.index)
     failing = df[df["verdict"].isin(FAILING)]
-    levels = (failing["level"].map(level_of) if "level" in failing.columns
-              else pd.Series("", index=failing.index))
+    # An error row is the harness's own failure to judge: unrated, whatever its level says.
+    levels = (failing["level"].map(level_of).where(failing["verdict"] == "fail", "")
+              if "level" in failing.columns else pd.Series("", index=failing.index))
     graver = failing.assign(_level=levels).groupby(key)["_level"].agg(
         lambda v: min(v, key=LEVEL_RANK.__getitem__))
     out["level"] = [v if isinstance(v, str) else "" for v in graver.reindex(out.index)]

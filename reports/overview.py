@@ -349,12 +349,12 @@ def gate_text(env: dict, df: pd.DataFrame) -> str:
     if fail_on == DEFAULT_FAIL_ON or fail_on not in FAIL_ON:
         return ""
     rows = defect_rows(df)
-    failing = rows[rows["verdict"].isin(FAILING)]
-    allowed = int((~failing["level"].map(lambda v: gated(v, fail_on))).sum())
+    failing = rows[rows["verdict"] == "fail"]  # an error row is the harness's: never allowed
+    allowed = int((~failing["level"].map(lambda v: gated(v, fail_on)).astype(bool)).sum())
     levels = " and ".join(LEVEL_NAMES[v] for v in FAIL_ON[fail_on] if v)
     return (f"Gate `--fail-on {fail_on}`: only {levels} (and unrated) failures fail the run; "
-            f"{allowed} failing row(s) below it were allowed (their verdicts stay fail or error "
-            f"in the table).")
+            f"{allowed} failing row(s) below it were allowed (their verdicts stay fail in the "
+            f"table).")
 
 
 def defects_section(df: pd.DataFrame, env: dict) -> list[str]:
