@@ -177,6 +177,11 @@ def lost_coverage(b: pd.DataFrame, n: pd.DataFrame) -> pd.DataFrame:
     return out.sort_index()
 
 
+def _gated(levels: pd.Series, fail_on: str) -> pd.Series:
+    """Per key, whether its failure counts at the gate `fail_on` (a boolean Series)."""
+    return pd.Series([gated(v, fail_on) for v in levels], index=levels.index, dtype=bool)
+
+
 def compare(base: pd.DataFrame, new: pd.DataFrame, base_env: dict | None = None,
             new_env: dict | None = None, gate_throughput: bool = False, allow_missing=(),
             base_partial: str | None = None, new_partial: str | None = None,
@@ -192,12 +197,11 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, base_env: dict | None = None,
     b, n = per_key(base), per_key(new)
     both = b.merge(n, left_index=True, right_index=True, suffixes=("_b", "_n"), how="inner")
     failing = FAILING
-    base_gated = both["verdict_b"].isin(failing) & both["level_b"].map(
-        lambda v: gated(v, fail_on))
+    base_gated = both["verdict_b"].isin(failing) & _gated(both["level_b"], fail_on)
     # New at the gate's level: NEW fails where BASE passed, or BASE failed only below the gate.
     below_in_base = both["verdict_b"].isin(failing) & ~base_gated
     risen = both[both["verdict_n"].isin(failing) & ((both["verdict_b"] == "pass") | below_in_base)]
-    new_gated = risen["level_n"].map(lambda v: gated(v, fail_on)).astype(bool)
+    new_gated = _gated(risen["level_n"], fail_on)
     regress = risen[new_gated]
     below = risen[~new_gated & (risen["verdict_b"] == "pass")]
     fixed = both[both["verdict_b"].isin(failing) & (both["verdict_n"] == "pass")]
