@@ -108,9 +108,12 @@ def _severity_key(figures: dict) -> tuple:
     return tuple(key)
 
 
-def defect_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The fail, xfail and error rows with ``level`` and ``mechanism`` as text (filled where a
-    report lacks them) and the severity columns as numbers."""
+def defect_rows(df) -> pd.DataFrame:
+    """The fail, xfail and error rows of `df` (a results table, or a list of row dicts) with
+    ``level`` and ``mechanism`` as text (filled where a report lacks them) and the severity
+    columns as numbers."""
+    if not isinstance(df, pd.DataFrame):
+        df = pd.DataFrame(list(df))
     if "verdict" not in df.columns:
         return df.iloc[0:0]
     sub = df[df["verdict"].isin(DEFECT_VERDICTS)].copy()
@@ -135,8 +138,8 @@ def _group_figures(rows: pd.DataFrame, columns: list) -> dict:
     return out
 
 
-def defects(df: pd.DataFrame) -> list[Defect]:
-    """The defects of `df`, by candidate (in row order), then level (worst first), then the worst
+def defects(df) -> list[Defect]:
+    """The defects of `df` (a results table, or a list of row dicts), by candidate (in row order), then level (worst first), then the worst
     group's severity, then the row count."""
     sub = defect_rows(df)
     if not len(sub):

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from reference.dtypes import DTYPES, dtype_name
-from reports.defects import allowed_reason
+from reports.defects import allowed_reason, defects, tally_text
 from reports.figures import save_case_data
 from reports.store import case_data_path, command_line
 
@@ -551,6 +551,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if allowed:
         tr.write_line(f"--fail-on {fail_on}: {allowed} failing row(s) below it allowed (xfail "
                       f"in pytest's count; fail in the report)")
+    found = defects(s.report.rows)
+    for name in dict.fromkeys(d.candidate for d in found):
+        tr.write_line(f"defects of {name}: {tally_text(d for d in found if d.candidate == name)}")
     fails = defaultdict(list)
     for r in s.report.rows:
         if r.get("verdict") in ("fail", "error"):

@@ -66,6 +66,7 @@ def test_a_failure_below_the_gate_is_reported_as_xfail_and_its_row_stays_fail(ra
     assert result.ret == 0, out[-2000:]
     assert "allowed by --fail-on harmful: fine-structure" in out
     assert "--fail-on harmful: 1 failing row(s) below it allowed" in out
+    assert "defects of selftest-skip-last: 1 defect: 0 harmful, 1 fine-structure, 0 api" in out
     assert (row.verdict, row.level) == ("fail", "fine")
     summary = (suite.path / "report" / "summary.md").read_text(encoding="utf-8")
     assert "Gate `--fail-on harmful`" in summary and "1 failing row(s) below it" in summary

@@ -100,6 +100,15 @@ def test_a_report_without_the_diagnosis_reads_as_unrated_and_unexplained(drop):
     assert "**torch (2.13.0)**: 1 defect:" in text and "**unrated** `unexplained`" in text
 
 
+def test_plain_row_dicts_read_as_the_table_does():
+    def facts(found):  # the table's order of rows is sorted, so the checks' order may differ
+        return [(d.candidate, d.mechanism, d.level, d.rows, set(d.groups), set(d.checks), d.worst,
+                 d.note, d.severity) for d in found]
+
+    rows = diagnosed_rows()
+    assert facts(defects(rows)) == facts(defects(_frame(rows)))
+
+
 def test_no_failing_row_is_no_defect():
     assert defects(_frame([row()])) == []
     assert defects(pd.DataFrame()) == []
