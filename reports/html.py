@@ -85,7 +85,7 @@ def _fail_table(rows: pd.DataFrame, with_device: bool, cause: bool = False) -> s
         if with_device:
             cells.append(f"<td>{e(r['device'])}</td>")
         mark = "" if r["verdict"] == "fail" else f"<b>{e(r['verdict'])}</b> "
-        cells += [f"<td><b>{e(r['check'])}</b></td>",
+        cells += [f"<td><b>{e(r['check'])}</b>{e(S.level_tag(r))}</td>",
                   f"<td class='msg'>{mark}{e(S.one_line(r.get('message'), 400))}</td>",
                   f"<td>{e(S.effect_text(r))}</td>"]
         tail = r.get("xfail_cause") if cause else (f"<code>{e(r.get('repro'))}</code>" if r.get("repro") else "")

@@ -181,3 +181,5 @@ def test_index_html_leads_with_every_defect():
     assert "coarse-uniform" in top and "few-random-bits" in top and "W1 0.31σ" in top
     assert "--fail-on fine" in top
     assert "--cases abs-bounds-trap" in top
+    rows = page.split("<h3>Failures (")[1]
+    assert "<b>low_bits</b> (fine-structure, few-random-bits)" in rows
