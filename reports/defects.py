@@ -139,8 +139,8 @@ def _group_figures(rows: pd.DataFrame, columns: list) -> dict:
 
 
 def defects(df) -> list[Defect]:
-    """The defects of `df` (a results table, or a list of row dicts), by candidate (in row order), then level (worst first), then the worst
-    group's severity, then the row count."""
+    """The defects of `df` (a results table, or a list of row dicts), by candidate (in row
+    order), then level (worst first), then the worst group's severity, then the row count."""
     sub = defect_rows(df)
     if not len(sub):
         return []

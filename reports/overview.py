@@ -3,9 +3,10 @@
 It leads with the defects (`reports.defects`): per candidate "N defects: H harmful, F
 fine-structure, A api", then each defect on one item (its level, mechanism, severity, the groups
 and rows it explains, its worst group with the mechanism's note, one reproduce line), and the
-``--fail-on`` gate where it was not ``any``. Below that, per candidate: a grid of cases x dtypes holding the worst verdict over the checks and devices of that
-cell, then every failure on one line (where, which check, observed vs expected as the check's
-message, the effect, the command that reproduces it), then the environment in three lines.
+``--fail-on`` gate where it was not ``any``. Below that, per candidate: a grid of cases x dtypes
+holding the worst verdict over the checks and devices of that cell, then every failure on one
+line (where, which check, its level and mechanism, observed vs expected as the check's message,
+the effect, the command that reproduces it), then the environment in three lines.
 The helpers here (worst verdict, failure lines, environment lines) are shared with reports.html so
 that both views say the same thing.
 """
@@ -322,10 +323,10 @@ def region_line(item: dict) -> str:
     return "- " + region_text(item) + (f" · `{item['repro']}`" if item.get("repro") else "")
 
 
-#: Defects shown in all on the first screen (split among the candidates, at least
-#: MIN_DEFECT_LINES each) before "... N more": index.html lists them all.
-MAX_DEFECT_LINES = 12
-MIN_DEFECT_LINES = 3
+#: Defects shown in all on the first screen (split among the candidates, at least MIN_DEFECTS
+#: each) before "... N more": two lines each, so the screen stays one; index.html lists them all.
+MAX_DEFECTS = 12
+MIN_DEFECTS = 3
 
 
 def defect_line(d, with_device: bool) -> str:
@@ -367,7 +368,7 @@ def defects_section(df: pd.DataFrame, env: dict) -> list[str]:
     if not found:
         return out + ["none: no fail, xfail or error row", ""]
     names = candidates(df)
-    cap = max(MIN_DEFECT_LINES, MAX_DEFECT_LINES // max(1, len(names)))
+    cap = max(MIN_DEFECTS, MAX_DEFECTS // max(1, len(names)))
     with_device = multi_device(df)
     for cand in names:
         mine = [d for d in found if d.candidate == cand]

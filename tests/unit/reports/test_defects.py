@@ -12,7 +12,7 @@ import pytest
 from reports.defects import (FAIL_ON, LEVEL_ORDER, allowed_reason, defects, gated, level_of,
                              mechanism_of, severity_text, tally_text)
 from reports.html import index_html
-from reports.overview import MAX_DEFECT_LINES, summary_markdown
+from reports.overview import MAX_DEFECTS, summary_markdown
 from reports.store import normalize
 
 from report_rows import row
@@ -170,8 +170,8 @@ def test_twelve_defects_fit_the_first_screen():
     text = summary_markdown(_frame(rows), {})
     head = text.split("\n## torch")[0].splitlines()
     assert len(head) <= 40, len(head)
-    assert sum(ln.startswith("- **") for ln in head) == MAX_DEFECT_LINES
-    assert f"- … {30 - MAX_DEFECT_LINES} more defect(s) in index.html" in head
+    assert sum(ln.startswith("- **") for ln in head) == MAX_DEFECTS
+    assert f"- … {30 - MAX_DEFECTS} more defect(s) in index.html" in head
 
 
 def test_index_html_leads_with_every_defect():
