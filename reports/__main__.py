@@ -2,8 +2,9 @@
 
 show     print summary.md of a report directory (rebuilt from the results and the shrunk
          boundaries when it is missing)
-compare  markdown diff of two runs; exit 1 when NEW fails what BASE passed, lost coverage that
-         BASE had (unless --allow-missing GLOB), or did not finish (the PR gate)
+compare  markdown diff of two runs; exit 1 when NEW fails what BASE passed (at the levels of
+         --fail-on harmful|fine|any, default any), lost coverage that BASE had (unless
+         --allow-missing GLOB), or did not finish (the PR gate)
 merge    one report from the shards of a run (their results, case data and shrunk boundaries);
          exit 1 when a shard or group is missing (unless --allow-partial) or two shards ran one
          group
@@ -20,6 +21,7 @@ import argparse
 import os
 import sys
 
+from .defects import DEFAULT_FAIL_ON, FAIL_ON
 from .store import ReportError, read_environment, read_results
 
 
@@ -46,7 +48,8 @@ def _compare(args) -> int:
     text, status = compare(base.frame, new.frame, base.environment, new.environment,
                            gate_throughput=args.gate_throughput,
                            allow_missing=tuple(args.allow_missing or ()),
-                           base_partial=base.partial, new_partial=new.partial)
+                           base_partial=base.partial, new_partial=new.partial,
+                           fail_on=args.fail_on)
     sys.stdout.write(text)
     return status
 
@@ -107,6 +110,10 @@ def main(argv=None) -> int:
     c.add_argument("--allow-missing", action="append", metavar="GLOB",
                    help="a key case/dtype/check/device_type matching GLOB may lose coverage "
                         "without failing the gate (repeatable)")
+    c.add_argument("--fail-on", default=DEFAULT_FAIL_ON, choices=tuple(FAIL_ON),
+                   help="the levels a new failure fails the gate at: harmful (harmful only), "
+                        "fine (harmful and fine-structure), any (also api; the default); rows "
+                        "no diagnosis rated count at every setting")
     c.set_defaults(fn=_compare)
     m = sub.add_parser("merge", help="merge report directories of a sharded run")
     m.add_argument("dirs", nargs="+", metavar="DIR")

@@ -13,13 +13,20 @@ Exit status:
 * 2: BASE or NEW cannot be trusted (`reports.report.read_report`: unreadable, truncated, empty,
   schema-less, parquet and csv disagreeing, a file not matching its manifest's sha256); one line
   on stderr naming the file and the problem, no traceback;
-* 1: NEW fails (fail or error) a key that BASE passed; or **lost coverage**: a key BASE judged
+* 1: NEW fails (fail or error) a key that BASE passed, at a level the gate counts
+  (``--fail-on harmful|fine|any``, default any: every level; a key whose failure rose from
+  below the gate to it counts too); or **lost coverage**: a key BASE judged
   (pass, fail, xfail) that NEW did not (missing, skipped, or an error where BASE failed), unless
   ``--allow-missing GLOB`` names it; or NEW is partial (its run did not finish, or has fewer rows
   than tests collected); or, with ``--gate-throughput``, a case's throughput dropped more than
   `THROUGHPUT_DROP` times;
 * 0 otherwise (keys only in NEW are listed but do not gate: BASE has no verdict to regress from;
   a partial BASE is a warning).
+
+A new failure below the gate (``--fail-on harmful``: a fine-structure or api row, by NEW's
+``level`` column, `reports.defects`) is listed in a section of its own and does not gate; a row no
+diagnosis rated (a report written before the levels) counts at every setting. Nothing about a
+lost, partial or untrusted report depends on the gate.
 
 The markdown on stdout lists new failures, fixed keys, stage-1 p-values that became suspicious
 (< alpha_suspect in NEW, not in BASE), effects that moved by more than `EFFECT_MDES` times the
@@ -38,6 +45,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from .defects import DEFAULT_FAIL_ON, FAIL_ON, LEVEL_NAMES, gated, level_of
 from .store import normalize
 from .overview import RANK, effect_text, fmt_num, short_message, worst
 
@@ -49,6 +57,10 @@ SPEED_RATIO = 1.5
 THROUGHPUT_DROP = 2.0  # a case this many times slower (relative to normal_) is a warning
 MIN_SECONDS = 0.05  # below this per case the timing is mostly overhead
 MAX_LINES = 40
+FAILING = ("fail", "error")
+#: A key's level is that of its gravest failing row; a row no diagnosis rated ("") ranks with
+#: harmful, since every gate counts it.
+LEVEL_RANK = {"harmful": 0, "": 1, "fine": 2, "api": 3}
 
 
 def _keyed(df: pd.DataFrame) -> pd.DataFrame:
@@ -81,6 +93,13 @@ def per_key(df: pd.DataFrame, key: list = KEY) -> pd.DataFrame:
     })
     for c in ("message", "effect", "effect_unit", "mde", "candidate", "device", "repro"):
         out[c] = rep[c].reindex(out.index)
+    failing = df[df["verdict"].isin(FAILING)]
+    # An error row is the harness's own failure to judge: unrated, whatever its level says.
+    levels = (failing["level"].map(level_of).where(failing["verdict"] == "fail", "")
+              if "level" in failing.columns else pd.Series("", index=failing.index))
+    graver = failing.assign(_level=levels).groupby(key)["_level"].agg(
+        lambda v: min(v, key=LEVEL_RANK.__getitem__))
+    out["level"] = [v if isinstance(v, str) else "" for v in graver.reindex(out.index)]
     return out
 
 
@@ -158,20 +177,36 @@ def lost_coverage(b: pd.DataFrame, n: pd.DataFrame) -> pd.DataFrame:
     return out.sort_index()
 
 
+def _gated(levels: pd.Series, fail_on: str) -> pd.Series:
+    """Per key, whether its failure counts at the gate `fail_on` (a boolean Series)."""
+    return pd.Series([gated(v, fail_on) for v in levels], index=levels.index, dtype=bool)
+
+
 def compare(base: pd.DataFrame, new: pd.DataFrame, base_env: dict | None = None,
             new_env: dict | None = None, gate_throughput: bool = False, allow_missing=(),
-            base_partial: str | None = None, new_partial: str | None = None) -> tuple[str, int]:
+            base_partial: str | None = None, new_partial: str | None = None,
+            fail_on: str = DEFAULT_FAIL_ON) -> tuple[str, int]:
     """(markdown, exit status) for two results tables (see the module docstring).
     `allow_missing`: globs over `key_text` of keys whose loss of coverage does not gate;
-    `*_partial`: why a report is not a whole run (`reports.report.Report.partial`)."""
+    `*_partial`: why a report is not a whole run (`reports.report.Report.partial`);
+    `fail_on`: the levels a new failure gates at (a key of `reports.defects.FAIL_ON`)."""
+    if fail_on not in FAIL_ON:
+        raise ValueError(f"fail_on: unknown {fail_on!r}; known: {', '.join(FAIL_ON)}")
     base_env, new_env = base_env or {}, new_env or {}
     base, new = normalize(base), normalize(new)  # crafted frames may lack optional columns
     b, n = per_key(base), per_key(new)
     both = b.merge(n, left_index=True, right_index=True, suffixes=("_b", "_n"), how="inner")
-    failing = ("fail", "error")
-    regress = both[both["verdict_n"].isin(failing) & (both["verdict_b"] == "pass")]
+    failing = FAILING
+    base_gated = both["verdict_b"].isin(failing) & _gated(both["level_b"], fail_on)
+    # New at the gate's level: NEW fails where BASE passed, or BASE failed only below the gate.
+    below_in_base = both["verdict_b"].isin(failing) & ~base_gated
+    risen = both[both["verdict_n"].isin(failing) & ((both["verdict_b"] == "pass") | below_in_base)]
+    new_gated = _gated(risen["level_n"], fail_on)
+    regress = risen[new_gated]
+    below = risen[~new_gated & (risen["verdict_b"] == "pass")]
     fixed = both[both["verdict_b"].isin(failing) & (both["verdict_n"] == "pass")]
-    still = both[both["verdict_b"].isin(failing) & both["verdict_n"].isin(failing)]
+    still = both[both["verdict_b"].isin(failing) & both["verdict_n"].isin(failing)
+                 & ~both.index.isin(regress.index)]
     only_new = n[~n.index.isin(b.index)]
     unrun_fail = only_new[only_new["verdict"].isin(failing)]
     dropped = b[~b.index.isin(n.index)]
@@ -179,14 +214,14 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, base_env: dict | None = None,
     a_n = both["alpha_suspect_n"].fillna(1e-3)
     a_b = both["alpha_suspect_b"].fillna(1e-3)
     suspicious = both[(both["p1_n"] < a_n) & ~(both["p1_b"] < a_b) & both["p1_b"].notna()
-                      & ~both.index.isin(regress.index)]
+                      & ~both.index.isin(risen.index)]
 
     eff = both[both["effect_n"].notna() & both["effect_b"].notna()
                & (both["effect_unit_n"].fillna("") == both["effect_unit_b"].fillna(""))].copy()
     mde = np.fmax(eff["mde_n"].astype(float), eff["mde_b"].astype(float))
     eff["delta"] = eff["effect_n"] - eff["effect_b"]
     moved = eff[mde.notna() & (mde > 0) & (eff["delta"].abs() > EFFECT_MDES * mde)
-                & ~eff.index.isin(regress.index) & ~eff.index.isin(fixed.index)]  # listed above
+                & ~eff.index.isin(risen.index) & ~eff.index.isin(fixed.index)]  # listed above
 
     lost = lost_coverage(b, n)
     allowed = lost[[any(fnmatch.fnmatchcase(key_text(k), g) for g in allow_missing)
@@ -216,10 +251,20 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, base_env: dict | None = None,
 
     def new_fail(key, r):
         rr = {k[:-2]: v for k, v in r.items() if k.endswith("_n")}
-        text = _row_text(key, rr) + " (BASE passed)"
+        level = f" [{LEVEL_NAMES[level_of(rr.get('level'))]}]" if rr.get("level") else ""
+        base = ("BASE passed" if r["verdict_b"] == "pass"
+                else f"BASE failed at {LEVEL_NAMES[level_of(r['level_b'])]}")
+        text = _row_text(key, rr) + f"{level} ({base})"
         return text + (f" · `{rr['repro']}`" if isinstance(rr.get("repro"), str) else "")
 
+    if fail_on != DEFAULT_FAIL_ON:
+        counted = " and ".join(LEVEL_NAMES[v] for v in FAIL_ON[fail_on] if v)
+        out += [f"Gate `--fail-on {fail_on}`: new failures gate at {counted} (and unrated rows); "
+                f"those below are listed, not gated.", ""]
     section("New failures", regress, new_fail)
+    if fail_on != DEFAULT_FAIL_ON:
+        section(f"New failures below the gate (--fail-on {fail_on}: listed, not gated)", below,
+                new_fail)
     section("Lost coverage: BASE judged, NEW did not", lost,
             lambda k, r: f"`{key_text(k)}`: {r['why']} (BASE {r['verdict']})")
     if len(allowed):
@@ -263,8 +308,11 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, base_env: dict | None = None,
         out.append("")
     status = 1 if (len(regress) or len(lost) or new_partial
                    or (gate_throughput and len(drops))) else 0
-    gated = f", {len(drops)} throughput drop(s)" if gate_throughput else ""
+    throughput_gated = f", {len(drops)} throughput drop(s)" if gate_throughput else ""
     partial = ", NEW partial" if new_partial else ""
-    out.append(f"**Verdict: {'FAIL' if status else 'OK'}** — {len(regress)} new failure(s), "
-               f"{len(lost)} key(s) of lost coverage{partial}{gated}, {len(fixed)} fixed.")
+    allowed_new = (f", {len(below)} below --fail-on {fail_on} (not gated)"
+                   if fail_on != DEFAULT_FAIL_ON else "")
+    out.append(f"**Verdict: {'FAIL' if status else 'OK'}** — {len(regress)} new failure(s)"
+               f"{allowed_new}, {len(lost)} key(s) of lost coverage{partial}{throughput_gated}, "
+               f"{len(fixed)} fixed.")
     return "\n".join(out) + "\n", status

@@ -1,7 +1,8 @@
 """index.html: the summary for a browser, plus a figure per failing (candidate, case, dtype, device).
 
-One self-contained file (inline CSS, no scripts, no server): opened as file://, it shows the same
-grid, failure lines and environment as summary.md, the known failures (xfail) with their causes,
+One self-contained file (inline CSS, no scripts, no server): opened as file://, it leads with the
+defects (`reports.defects`, every one of them, per candidate), then shows the same grid, failure
+lines and environment as summary.md, the known failures (xfail) with their causes,
 and the PNGs rendered by reports.figures, which sit next to it in the report directory.
 """
 
@@ -12,6 +13,7 @@ import os
 
 import pandas as pd
 
+from . import defects as D
 from . import overview as S
 
 CSS = """
@@ -23,6 +25,8 @@ th { background: #f3f3f3; } td.case { text-align: left; font-family: monospace; 
 td.pass { background: #e3f5e1; color: #1b6e1b; } td.fail { background: #fbdada; color: #a00; font-weight: bold; }
 td.error { background: #f7c6a3; color: #7a2e00; font-weight: bold; } td.xfail { background: #fff2c2; }
 td.skip { background: #f0f0f0; color: #888; } td.none { color: #bbb; }
+td.harmful { background: #fbdada; color: #a00; font-weight: bold; } td.fine { background: #fff2c2; }
+td.api { background: #e8e8f8; }
 table.fails td { text-align: left; vertical-align: top; } table.fails td.case { white-space: nowrap; } table.fails td.msg { max-width: 46em; }
 code { font-size: 12px; background: #f5f5f5; padding: 0 .25em; word-break: break-all; }
 .counts span { margin-right: 1.2em; } .muted { color: #777; }
@@ -81,7 +85,7 @@ def _fail_table(rows: pd.DataFrame, with_device: bool, cause: bool = False) -> s
         if with_device:
             cells.append(f"<td>{e(r['device'])}</td>")
         mark = "" if r["verdict"] == "fail" else f"<b>{e(r['verdict'])}</b> "
-        cells += [f"<td><b>{e(r['check'])}</b></td>",
+        cells += [f"<td><b>{e(r['check'])}</b>{e(S.level_tag(r))}</td>",
                   f"<td class='msg'>{mark}{e(S.one_line(r.get('message'), 400))}</td>",
                   f"<td>{e(S.effect_text(r))}</td>"]
         tail = r.get("xfail_cause") if cause else (f"<code>{e(r.get('repro'))}</code>" if r.get("repro") else "")
@@ -89,6 +93,36 @@ def _fail_table(rows: pd.DataFrame, with_device: bool, cause: bool = False) -> s
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</table>")
     return "\n".join(out)
+
+
+def _defects_section(df: pd.DataFrame, env: dict) -> str:
+    """Per candidate its tally and every defect: level, mechanism, severity, the groups and rows
+    it explains, the worst group with its note, the reproduce line."""
+    found = D.defects(df)
+    parts = ["<h2 id='defects'>Defects</h2>"]
+    gate = S.gate_text(env, df)
+    if gate:
+        parts.append(f"<p>{e(gate)}</p>")
+    if not found:
+        return "\n".join(parts + ["<p class='muted'>none: no fail, xfail or error row</p>"])
+    with_device = S.multi_device(df)
+    head = ["level", "mechanism", "severity", "rows and groups", "worst group", "reproduce"]
+    for cand in S.candidates(df):
+        mine = [d for d in found if d.candidate == cand]
+        if not mine:
+            continue
+        parts.append(f"<p><b>{e(S.candidate_label(df, cand))}</b>: {e(D.tally_text(mine))}</p>")
+        parts.append("<table class='fails'><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>")
+        for d in mine:
+            worst = D.group_text(d.worst, with_device).replace("`", "")
+            parts.append(
+                f"<tr><td class='{e(d.level or 'none')}'>{e(d.level_name)}</td>"
+                f"<td><b>{e(d.mechanism)}</b></td><td>{e(D.severity_text(d.severity))}</td>"
+                f"<td class='msg'>{e(D.groups_text(d, with_device, 8).replace('`', ''))}</td>"
+                f"<td class='msg'>{e(worst)}" + (f": {e(d.note)}" if d.note else "") + "</td>"
+                + (f"<td><code>{e(d.repro)}</code></td>" if d.repro else "<td></td>") + "</tr>")
+        parts.append("</table>")
+    return "\n".join(parts)
 
 
 def _resolution_table(rows: pd.DataFrame, with_device: bool) -> str:
@@ -159,6 +193,7 @@ def index_html(df: pd.DataFrame, env: dict | None, figs: dict | None = None,
         parts.append("<div class='coverage'><p><b>Coverage</b></p><ul>"
                      + "".join(f"<li>{e(line)}</li>" for line in env["coverage_problems"])
                      + "</ul></div>")
+    parts.append(_defects_section(df, env))
     if map_image:
         parts.append(_map_section(map_image, env, boundaries))
     order = env.get("cases") or ()

@@ -1,8 +1,12 @@
 """summary.md: one screen per run, for people (and `python -m reports show`).
 
-Per candidate: a grid of cases x dtypes holding the worst verdict over the checks and devices of that
-cell, then every failure on one line (where, which check, observed vs expected as the check's
-message, the effect, the command that reproduces it), then the environment in three lines.
+It leads with the defects (`reports.defects`): per candidate "N defects: H harmful, F
+fine-structure, A api", then each defect on one item (its level, mechanism, severity, the groups
+and rows it explains, its worst group with the mechanism's note, one reproduce line), and the
+``--fail-on`` gate where it was not ``any``. Below that, per candidate: a grid of cases x dtypes
+holding the worst verdict over the checks and devices of that cell, then every failure on one
+line (where, which check, its level and mechanism, observed vs expected as the check's message,
+the effect, the command that reproduces it), then the environment in three lines.
 The helpers here (worst verdict, failure lines, environment lines) are shared with reports.html so
 that both views say the same thing.
 """
@@ -16,6 +20,8 @@ import pandas as pd
 
 from reference.dtypes import DTYPES
 
+from .defects import (DEFAULT_FAIL_ON, FAIL_ON, LEVEL_NAMES, defect_rows, defects, gated,
+                      groups_text, group_text, severity_text, tally_text)
 from .ids import API_CASE, parse_case_label
 
 #: Worst first. A cell where some checks passed and others were skipped is a pass: skipping a
@@ -188,10 +194,20 @@ def resolution_line(row, with_device: bool) -> str:
     return f"- {SYMBOL.get(row['verdict'], '?')} {where}: {row['resolution']}"
 
 
+def level_tag(row) -> str:
+    """' (harmful, coarse-uniform)' for a row the diagnosis rated; "" otherwise."""
+    level, mechanism = row.get("level"), row.get("mechanism")
+    if not isinstance(level, str) or level not in LEVEL_NAMES or not level:
+        return ""
+    named = f", {mechanism}" if isinstance(mechanism, str) and mechanism else ""
+    return f" ({LEVEL_NAMES[level]}{named})"
+
+
 def failure_line(row, with_device: bool) -> str:
     where = f"`{row['case']}` {row['dtype']}" + (f" {row['device']}" if with_device else "")
     mark = "✘" if row["verdict"] == "fail" else "error"
-    parts = [f"{mark} {where} **{row['check']}**: {short_message(row.get('message'))}"]
+    parts = [f"{mark} {where} **{row['check']}**{level_tag(row)}: "
+             f"{short_message(row.get('message'))}"]
     eff = effect_text(row)
     if eff:
         parts.append(eff)
@@ -307,6 +323,66 @@ def region_line(item: dict) -> str:
     return "- " + region_text(item) + (f" · `{item['repro']}`" if item.get("repro") else "")
 
 
+#: Defects shown in all on the first screen (split among the candidates, at least MIN_DEFECTS
+#: each) before "... N more": two lines each, so the screen stays one; index.html lists them all.
+MAX_DEFECTS = 12
+MIN_DEFECTS = 3
+
+
+def defect_line(d, with_device: bool) -> str:
+    """One defect as a list item of two lines: level, mechanism, severity, the groups and rows
+    it explains, the worst group and its note; then its reproduce line."""
+    parts = [f"**{d.level_name}** `{d.mechanism}`"]
+    sev = severity_text(d.severity)
+    if sev:
+        parts.append(sev)
+    parts.append(groups_text(d, with_device))
+    worst = f"worst {group_text(d.worst, with_device)}"
+    parts.append(worst + (f": {one_line(d.note, 160)}" if d.note else ""))
+    line = "- " + " · ".join(parts)
+    return line + (f"\n  `{d.repro}`" if d.repro else "")
+
+
+def gate_text(env: dict, df: pd.DataFrame) -> str:
+    """The run's --fail-on gate in one line ("" for the default, ``any``): which levels fail the
+    run and how many failing rows it allowed (their verdicts stay as measured)."""
+    fail_on = env.get("fail_on") or DEFAULT_FAIL_ON
+    if fail_on == DEFAULT_FAIL_ON or fail_on not in FAIL_ON:
+        return ""
+    rows = defect_rows(df)
+    failing = rows[rows["verdict"] == "fail"]  # an error row is the harness's: never allowed
+    allowed = int((~failing["level"].map(lambda v: gated(v, fail_on)).astype(bool)).sum())
+    levels = " and ".join(LEVEL_NAMES[v] for v in FAIL_ON[fail_on] if v)
+    return (f"Gate `--fail-on {fail_on}`: only {levels} (and unrated) failures fail the run; "
+            f"{allowed} failing row(s) below it were allowed (their verdicts stay fail in the "
+            f"table).")
+
+
+def defects_section(df: pd.DataFrame, env: dict) -> list[str]:
+    """The first screen: per candidate its tally and its worst defects."""
+    found = defects(df)
+    out = ["## Defects", ""]
+    gate = gate_text(env, df)
+    if gate:
+        out += [gate, ""]
+    if not found:
+        return out + ["none: no fail, xfail or error row", ""]
+    names = candidates(df)
+    cap = max(MIN_DEFECTS, MAX_DEFECTS // max(1, len(names)))
+    with_device = multi_device(df)
+    for cand in names:
+        mine = [d for d in found if d.candidate == cand]
+        if not mine:
+            continue
+        out.append(f"**{candidate_label(df, cand)}**: {tally_text(mine)}")
+        out.append("")
+        out.extend(defect_line(d, with_device) for d in mine[:cap])
+        if len(mine) > cap:
+            out.append(f"- … {len(mine) - cap} more defect(s) in index.html")
+        out.append("")
+    return out
+
+
 def summary_markdown(df: pd.DataFrame, env: dict | None = None, boundaries=None) -> str:
     """summary.md; `boundaries`: the explorer's shrunk boundaries (boundaries.json's items),
     listed as "Failure regions" when there are any."""
@@ -323,6 +399,7 @@ def summary_markdown(df: pd.DataFrame, env: dict | None = None, boundaries=None)
         out.append(f"> ⚠ {line}")
     if env.get("coverage_problems"):
         out.append("")
+    out.extend(defects_section(df, env))
     legend = (f"✔ pass · ✘ fail · error: harness or candidate crash · xfail: known · skip · "
               f"'·' not run · {BUDGET_MARK} budget-limited")
     with_device = multi_device(df)

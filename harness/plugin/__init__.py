@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from reference.dtypes import DTYPES, dtype_name
+from reports.defects import allowed_reason, defects, tally_text
 from reports.figures import save_case_data
 from reports.store import case_data_path, command_line
 
@@ -315,6 +316,8 @@ class Verifier:
             pytest.skip(out.text)
         if out.xfail is not None:
             pytest.xfail(f"known: {out.xfail.cause} -- {out.text}")
+        if out.allowed is not None:  # below --fail-on: the row's verdict stays fail
+            pytest.xfail(f"{out.allowed} -- {out.text}")
         if out.verdict == "error":
             pytest.fail(f"HARNESS ERROR {out.text}\n  reproduce: {out.repro}", pytrace=False)
         pytest.fail(f"{out.text}\n  reproduce: {out.repro}", pytrace=False)
@@ -542,6 +545,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     counts = Counter(r.get("verdict", "?") for r in s.report.rows)
     tr.write_line("verdicts: " + ", ".join(f"{k} {counts[k]}" for k in
                                            ("pass", "fail", "error", "xfail", "skip") if counts[k]))
+    fail_on = s.options.fail_on
+    allowed = sum(1 for r in s.report.rows if r.get("verdict") == "fail"
+                  and allowed_reason(r.get("level"), fail_on) is not None)
+    if allowed:
+        tr.write_line(f"--fail-on {fail_on}: {allowed} failing row(s) below it allowed (xfail "
+                      f"in pytest's count; fail in the report)")
+    found = defects(s.report.rows)
+    for name in dict.fromkeys(d.candidate for d in found):
+        tr.write_line(f"defects of {name}: {tally_text(d for d in found if d.candidate == name)}")
     fails = defaultdict(list)
     for r in s.report.rows:
         if r.get("verdict") in ("fail", "error"):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from reports.defects import allowed_reason
 from reports.ids import API_CASE
 from reports.store import command_line
 from reference.dtypes import DTYPES, dtype_name
@@ -52,6 +53,8 @@ class CheckOutcome:
     text: str  # "check [group]: message"
     repro: str
     xfail: XfailPattern | None = None
+    # Why a failing row does not fail the run (``--fail-on``, by its level); None: it does.
+    allowed: str | None = None
 
 
 def recorded_call_facts(case) -> dict:
@@ -271,9 +274,10 @@ class HarnessSession:
             self._groups_by_id = {p.id: p for p in (*self.groups(), *self.api_groups())}
         return self._groups_by_id.get(group)
 
-    def xfail_for(self, test_name: str) -> XfailPattern | None:
+    def xfail_for(self, test_name: str, mechanism: str | None = None) -> XfailPattern | None:
+        """The first xfails line naming this test's failure (`mechanism`: its row's)."""
         for p in self.xfails:
-            if p.matches(test_name):
+            if p.matches(test_name, mechanism):
                 return p
         return None
 
@@ -285,6 +289,7 @@ class HarnessSession:
                 "case_budget_s": cfg.case_budget_s, "run_seed": cfg.run_seed,
                 "bounds": cfg.bounds, "case_timeout": cfg.case_timeout,
                 "alpha_suspect": cfg.alpha_suspect, "alpha_fail": cfg.alpha_fail,
+                "fail_on": self.options.fail_on,
                 "candidates": [{"name": c.name, "spec": c.spec, "version": c.version}
                                for c in self.candidates],
                 "devices": list(self.devices), "cases": [c.id for c in self.cases],
@@ -379,14 +384,17 @@ class HarnessSession:
         row["profile"] = self.run_config.profile
         repro = self.repro.line(param.candidate, case_id, param.dtype, param.device, check,
                                 repro_samples, getattr(param, "layout", None))
-        xf = self.xfail_for(f"{check}[{param.id}]")
+        xf = self.xfail_for(f"{check}[{param.id}]", result.mechanism or None)
+        allowed = None
         if result.verdict in ("fail", "error"):
             row["repro"] = repro
             if xf is not None:
                 row["verdict"] = "xfail"
                 row["xfail_cause"] = xf.cause
+            elif result.verdict == "fail":  # an error is the harness's: nothing rated it
+                allowed = allowed_reason(result.level, self.options.fail_on)
         return CheckOutcome(row, result.verdict, f"{check} [{param.id}]: {result.message}", repro,
-                            xf if result.verdict in ("fail", "error") else None)
+                            xf if result.verdict in ("fail", "error") else None, allowed)
 
     def skip_row(self, param, check: str, reason: str) -> dict:
         """The row of a test skipped before it ran (an unsupported dtype, device or case)."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from reference.dtypes import DEFAULT_DTYPE_NAMES, dtype_name
+from reports.defects import DEFAULT_FAIL_ON, FAIL_ON
 
 from ..cases import (GRID, PATHS, PROFILES, SHAPE_CLASSES, SHARDED_CASES, SHARDED_DTYPES, Case,
                      CaseSpecError, case_by_id, case_by_label, parse_case_spec)
@@ -111,6 +112,11 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
                 help="known failures, one pattern per line with '# cause'; 'auto': the file of "
                      "xfails/ measured on the installed torch's release (none: every failure "
                      "counts, and a line says so)")
+    g.addoption("--fail-on", default=DEFAULT_FAIL_ON, metavar="LEVEL",
+                help="which failures fail the run, by the level their diagnosis gives: "
+                     "harmful (harmful only), fine (harmful and fine-structure), any (also api; "
+                     "the default); a failing row below it is reported as xfail, its verdict in "
+                     "the results table stays fail")
     # Grid partitions (harness.fleet.partition): this process runs partition K of N of the grid.
     # --shard-id and --num-shards are their former names, kept as aliases.
     g.addoption("--partition-id", "--shard-id", dest="partition_id", default=None, metavar="K",
@@ -195,6 +201,7 @@ class Options:
     candidates_given: bool = True
     # --xfails-file auto: the line saying which file it chose for the installed torch, or none.
     xfails_choice: str | None = None
+    fail_on: str = DEFAULT_FAIL_ON  # the levels of `reports.defects.FAIL_ON` that fail the run
 
 
 def csv_list(value) -> list[str]:
@@ -308,6 +315,9 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
             raise OptionError(f"--xfails-file: {xfails_file!r} is not a file")
         if not os.access(xfails_file, os.R_OK):
             raise OptionError(f"--xfails-file: {xfails_file!r} is not readable")
+    fail_on = str(getattr(opt, "fail_on", None) or DEFAULT_FAIL_ON)
+    if fail_on not in FAIL_ON:
+        raise OptionError(f"--fail-on: unknown {fail_on!r}; known: {', '.join(FAIL_ON)}")
     partition, durations_from, durations = _partition(opt, environ)
     world_sizes, placements, rank_seeds = _sharding_options(opt, profile)
     shapes = _shapes(getattr(opt, "shapes", None))
@@ -329,7 +339,8 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
                    budget_seconds=budget_seconds,
                    alpha_suspect=_alpha("--alpha-suspect", opt.alpha_suspect),
                    alpha_fail=_alpha("--alpha-fail", opt.alpha_fail), report_dir=report_dir,
-                   xfails_file=xfails_file, xfails_choice=xfails_choice, partition=partition,
+                   xfails_file=xfails_file, xfails_choice=xfails_choice, fail_on=fail_on,
+                   partition=partition,
                    durations_from=durations_from,
                    durations=durations, world_sizes=world_sizes, placements=placements,
                    rank_seeds=rank_seeds, sharded_cases=sharded_cases,

@@ -21,7 +21,7 @@ from ..group import id_clash
 from .devices import check_device_name, default_devices
 from .harness_session import HarnessSession
 from .options import OptionError, Options
-from .xfails import load_xfails
+from .xfails import XfailsFormatError, load_xfails
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def plan_run(opt: Options, judges: Judges) -> HarnessSession:
         check_device_name(device)
     try:
         xfails = load_xfails(opt.xfails_file) if opt.xfails_file else []
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, XfailsFormatError) as exc:
         raise OptionError(f"--xfails-file: {opt.xfails_file!r}: {exc}") from None
     session = HarnessSession(opt, judges.candidates, judges.by_sampler, devices, xfails)
     clash = id_clash((*session.groups(), *session.api_groups()))

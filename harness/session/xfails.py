@@ -2,6 +2,12 @@
 about lines that match no test of the configured candidates (array-api-tests style), and the
 choice of a shipped file by the installed torch (``--xfails-file auto``).
 
+A line is ``GLOB [mechanism=NAME]  # cause``. With ``mechanism=NAME`` it names a defect rather
+than a list of checks: it matches a failing row of a test its glob matches only where the row's
+diagnosis (its ``mechanism`` column) is NAME, e.g. ``*[torch-abs-bounds-trap*-bfloat16-*]
+mechanism=coarse-uniform  # ...``: every check that mechanism explains there, and no other
+failure of those tests.
+
 A shipped file (``xfails/*.txt``) names the torch releases it was measured on in its header, one
 line ``# measured on torch: 2.13.0, 2.14.1``; ``auto`` picks the file whose list holds the
 installed torch's release (its local build tag dropped: 2.14.1+cu130 is 2.14.1). A release no file
@@ -23,15 +29,45 @@ from ..sharded.layout import PLACEMENTS, RANK_SEEDS, Layout
 
 class XfailPattern:
     """One line of the xfails file: a glob over test names (only * and ? are wildcards, so the
-    brackets of `check[candidate-case-dtype-device]` are literal) and the cause."""
+    brackets of `check[candidate-case-dtype-device]` are literal), the cause, and the mechanism
+    the row's diagnosis must name (None: any row of a matching test)."""
 
-    def __init__(self, pattern: str, cause: str, line: int):
+    def __init__(self, pattern: str, cause: str, line: int, mechanism: str | None = None):
         self.pattern, self.cause, self.line = pattern, cause, line
+        self.mechanism = mechanism
         self.regex = re.compile(
             "".join(".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern) + r"\Z")
 
-    def matches(self, test_name: str) -> bool:
+    def matches(self, test_name: str, mechanism: str | None = None) -> bool:
+        """Whether the line names this test's failure: its glob matches `test_name` and, for a
+        line with ``mechanism=NAME``, the row's `mechanism` is NAME."""
+        if self.mechanism is not None and mechanism != self.mechanism:
+            return False
         return self.regex.match(test_name) is not None
+
+
+class XfailsFormatError(ValueError):
+    """A line of an xfails file that is not ``GLOB [mechanism=NAME]  # cause`` (one line)."""
+
+
+MECHANISM_KEY = "mechanism="
+MECHANISM_NAME = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
+
+
+def parse_line(text: str, lineno: int) -> tuple[str, str | None]:
+    """(glob, mechanism or None) of a line's text before its ``#``."""
+    glob, *rest = text.split()
+    mechanism = None
+    for token in rest:
+        name = token.removeprefix(MECHANISM_KEY)
+        if not token.startswith(MECHANISM_KEY) or mechanism is not None:
+            raise XfailsFormatError(f"line {lineno}: expected 'GLOB [mechanism=NAME]  # cause', "
+                                    f"got {text!r}")
+        if not MECHANISM_NAME.match(name):
+            raise XfailsFormatError(f"line {lineno}: mechanism {name!r} is not a mechanism's "
+                                    f"name (lower-case words joined by '-')")
+        mechanism = name
+    return glob, mechanism
 
 
 #: ``--xfails-file auto``: the shipped file measured on the installed torch's release.
@@ -87,13 +123,16 @@ def choose_xfails(version: str | None = None, directory=SHIPPED_DIR) -> tuple[st
 
 
 def load_xfails(path: str) -> list[XfailPattern]:
+    """The lines of an xfails file; XfailsFormatError (one line) for a line it cannot read."""
     patterns = []
     with open(path, encoding="utf-8") as fh:
         for lineno, raw in enumerate(fh, 1):
             text, _, cause = raw.partition("#")
             text = text.strip()
             if text:
-                patterns.append(XfailPattern(text, cause.strip() or "no cause given", lineno))
+                glob, mechanism = parse_line(text, lineno)
+                patterns.append(XfailPattern(glob, cause.strip() or "no cause given", lineno,
+                                             mechanism))
     return patterns
 
 

@@ -281,6 +281,7 @@ def test_a_group_split_by_a_foreign_scheduler_is_an_error_naming_the_cause(suite
     ("--alpha-fail", "2", "--alpha-fail: must be a probability"),
     ("--case-timeout", "-1", "--case-timeout: must be a positive number"),
     ("--xfails-file", "/missing", "--xfails-file: '/missing' is not a file"),
+    ("--fail-on", "worst", "--fail-on: unknown 'worst'; known: any, fine, harmful"),
     ("--devices", "gpu7", "--devices: 'gpu7' is not a torch device"),
     ("--dist", "worksteal", "--dist worksteal: the harness keeps each case's checks on one worker"),
 ])

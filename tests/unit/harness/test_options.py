@@ -64,6 +64,8 @@ def test_the_run_defaults_are_written_once(parse):
     (dict(alpha_suspect="1"), "--alpha-suspect: must be a probability"),
     (dict(alpha_suspect="p"), "--alpha-suspect: expected a number"),
     (dict(xfails_file="/missing"), "--xfails-file: '/missing' is not a file"),
+    (dict(fail_on="worst"), "--fail-on: unknown 'worst'; known: any, fine, harmful"),
+    (dict(fail_on="Harmful"), "--fail-on: unknown 'Harmful'"),
     (dict(partition_id="1"), "--partition-id 1: give --num-partitions too"),
     (dict(num_partitions="3"), "--num-partitions 3: give --partition-id too"),
     (dict(partition_id="3", num_partitions="3"), "--partition-id: partition index 3 is not in 0..2"),
@@ -158,3 +160,9 @@ def test_typed_cases_and_dtypes_are_taken_as_given(parse):
     assert opt.dtypes == ("bfloat16", "float32")
     with pytest.raises(OptionError, match="--dtypes: unknown int32"):
         parse(dtypes=[torch.int32])
+
+
+def test_fail_on_takes_a_level_and_defaults_to_any(parse):
+    assert parse().fail_on == "any"
+    assert [parse(fail_on=v).fail_on for v in ("harmful", "fine", "any")] == [
+        "harmful", "fine", "any"]

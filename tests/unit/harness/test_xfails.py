@@ -1,6 +1,7 @@
 """``--xfails-file auto``: the shipped xfails file is chosen by the releases its header says it was
 measured on, a torch release no file was measured on gets none and one line saying so, and the
-README's findings name every release a shipped file claims."""
+README's findings name every release a shipped file claims. A line may name a mechanism
+(``GLOB mechanism=NAME  # cause``); a line that is not of the format is one line naming it."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.session.xfails import (SHIPPED_DIR, XfailsChoiceError, choose_xfails, load_xfails,
-                                    measured_releases, release_of)
+from harness.session.xfails import (SHIPPED_DIR, XfailsChoiceError, XfailsFormatError,
+                                    choose_xfails, load_xfails, measured_releases, release_of)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -95,3 +96,38 @@ def test_auto_as_an_option(parse, monkeypatch):
     opt = parse(xfails_file="auto")
     assert opt.xfails_file is None and "torch 2.12.0" in opt.xfails_choice
     assert parse().xfails_choice is None
+
+
+def test_a_line_may_name_a_mechanism(tmp_path):
+    path = tmp_path / "xfails.txt"
+    path.write_text("*[torch-abs-bounds-trap*-bfloat16-*]  mechanism=coarse-uniform  # k = 9\n"
+                    "gof[torch-tail-5-*]  # any failure\n")
+    by_mechanism, plain = load_xfails(str(path))
+    assert (by_mechanism.pattern, by_mechanism.mechanism, by_mechanism.cause) == (
+        "*[torch-abs-bounds-trap*-bfloat16-*]", "coarse-uniform", "k = 9")
+    name = "atoms[torch-abs-bounds-trap-bfloat16-cpu]"
+    assert by_mechanism.matches(name, "coarse-uniform")
+    assert not by_mechanism.matches(name, "clamp") and not by_mechanism.matches(name)
+    assert not by_mechanism.matches("atoms[torch-abs-bounds-trap-float32-cpu]", "coarse-uniform")
+    assert plain.mechanism is None
+    assert plain.matches("gof[torch-tail-5-float32-cpu]", "anything")
+    assert plain.matches("gof[torch-tail-5-float32-cpu]")
+
+
+@pytest.mark.parametrize("text, says", [
+    ("gof[*] coarse-uniform  # c", "line 1: expected 'GLOB [mechanism=NAME]  # cause'"),
+    ("gof[*] mechanism=a mechanism=b  # c", "line 1: expected 'GLOB [mechanism=NAME]"),
+    ("gof[*] mechanism=  # c", "line 1: mechanism '' is not a mechanism's name"),
+    ("gof[*] mechanism=Coarse_Uniform  # c", "line 1: mechanism 'Coarse_Uniform'"),
+])
+def test_a_bad_line_is_one_line(tmp_path, text, says):
+    path = tmp_path / "xfails.txt"
+    path.write_text(text + "\n")
+    with pytest.raises(XfailsFormatError) as info:
+        load_xfails(str(path))
+    assert says in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_shipped_files_read_with_the_mechanism_syntax():
+    for path in _shipped():
+        assert all(p.mechanism is None or p.mechanism for p in load_xfails(str(path)))
