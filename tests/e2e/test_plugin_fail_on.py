@@ -4,12 +4,10 @@ end (pytester, in a subprocess).
 The gate reads a row's ``level`` (and the xfails line its ``mechanism``), which
 `harness.diagnosis` writes. The plumbing tests give the rows their level and mechanism with a
 conftest that wraps the runners (a test double of the diagnosis: which level a check gets is not
-what they test); the tests of real levels need the diagnosis and are skipped where it is absent.
+what they test); the last tests read the real diagnosis' levels.
 """
 
 from __future__ import annotations
-
-import importlib.util
 
 import pytest
 
@@ -36,11 +34,6 @@ def _rated(self, check):
 
 runner.CaseRunner.run = _rated
 '''
-
-DIAGNOSIS = importlib.util.find_spec("harness.diagnosis") is not None
-NEEDS_DIAGNOSIS = pytest.mark.skipif(
-    not DIAGNOSIS, reason="no harness.diagnosis yet: rows carry no level until it is merged")
-
 
 @pytest.fixture
 def rated(suite, pytester, monkeypatch):
@@ -77,7 +70,7 @@ def test_a_failure_below_the_gate_is_reported_as_xfail_and_its_row_stays_fail(ra
 
 
 @pytest.mark.parametrize("fail_on, level", [("fine", "fine"), ("any", "api"),
-                                            ("harmful", "harmful"), ("harmful", None)],
+                                            ("harmful", "harmful"), ("harmful", "")],
                          ids=["fine-at-fine", "api-at-any", "harmful-at-harmful", "unrated"])
 def test_a_failure_at_or_above_the_gate_fails_the_run(rated, fail_on, level):
     result, row = rated("--fail-on", fail_on, level=level)
@@ -110,7 +103,6 @@ def test_a_bad_xfails_line_is_one_line(suite, pytester):
     assert len(err) == 1 and "line 1: mechanism 'Coarse_Uniform'" in err[0], err
 
 
-@NEEDS_DIAGNOSIS
 def test_the_bf16_trap_of_torch_legacy_is_harmful_and_fails_at_every_gate(suite):
     result, df = suite("--candidate", "torch-legacy", *SMOKE, "--cases", "abs-bounds-trap",
                        "--dtypes", "bfloat16", "--fail-on", "harmful")
@@ -119,10 +111,10 @@ def test_the_bf16_trap_of_torch_legacy_is_harmful_and_fails_at_every_gate(suite)
     assert len(failing) and "harmful" in set(failing.level)
 
 
-@NEEDS_DIAGNOSIS
 def test_torch_arguments_are_api_and_pass_the_fine_gate(suite):
     # torch accepts std < 0 and NaN silently: an api failure, no distribution defect.
-    args = ("--candidate", "torch", *SMOKE, "--dtypes", "float32", "-k", "test_arguments")
+    args = ("--candidate", "torch", *SMOKE, "--dtypes", "float32", "-k", "test_arguments",
+            "-rxX")
     result, df = suite(*args, "--fail-on", "fine")
     assert result.ret == 0, result.stdout.str()[-2000:]
     assert list(df.verdict) == ["fail"] and list(df.level) == ["api"]
