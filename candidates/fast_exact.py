@@ -627,9 +627,10 @@ def fast_exact_unrefined_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=No
     """fast-exact with one defect: a float64 output is mean + std z computed in float64, without the
     refinement of its last bits. Known bad; never fix it.
 
-    Where it shows: std 0.02 = 1.28 x 2^-6: a float64 z times std leaves ~22% of the output's
-    float64 values without a preimage, and one class of the last 4 bits gets x0.64 of its mass.
-    Caught by: low_bits."""
+    Where it shows: the last 4 bits of a value the affine step moved off the normal's scale
+    (asym-window-1-3: class 0110 gets x1.3 of its mass, chi2 4.6e4 on 15 df at pr n; also
+    deep-window-10-1000, huge-std, tail-5, mean-outside-3-4). On abs-bounds-trap (std 0.02) pr's
+    low_bits does not see it. Caught by: low_bits."""
     return _fill(tensor, mean, std, a, b, generator, refine=False)
 
 

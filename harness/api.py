@@ -119,8 +119,8 @@ def check(candidate=None, *, cases=None, dtypes=None, devices=None,
     """
     opt = parse_options(_values(candidate, cases, dtypes, devices, profile, seed, report_dir,
                                 options), tuple(DTYPES), environ={})
-    if opt.xfails_choice and opt.xfails_file is None:
-        warnings.warn(opt.xfails_choice, stacklevel=2)
+    if opt.xfails_unmatched:
+        warnings.warn(opt.xfails_unmatched, stacklevel=2)
     session = plan_run(opt, resolve_candidates(opt))
     taken_over = open_sink(session, f"harness.check(report_dir={report_dir!r})")
     if taken_over:

@@ -90,10 +90,10 @@ def pytest_configure(config):
                 f"-n N with the default --dist load (or loadgroup)")
         s = _session(config)
         crashes.allow_restarts(config, len(s.candidates))
-        if s.options.xfails_choice and s.options.xfails_file is None:
+        if s.options.xfails_unmatched:
             # No shipped file fits this torch: said at the end too, where -q shows it.
-            config.issue_config_time_warning(pytest.PytestConfigWarning(s.options.xfails_choice),
-                                             stacklevel=2)
+            config.issue_config_time_warning(
+                pytest.PytestConfigWarning(s.options.xfails_unmatched), stacklevel=2)
         if not (config.option.collectonly or config.option.help or config.option.version):
             try:  # what could fail at the end fails now, before a worker starts
                 taken_over = open_sink(s, command_line(_invocation(config)))

@@ -203,6 +203,12 @@ class Options:
     xfails_choice: str | None = None
     fail_on: str = DEFAULT_FAIL_ON  # the levels of `reports.defects.FAIL_ON` that fail the run
 
+    @property
+    def xfails_unmatched(self) -> str | None:
+        """With --xfails-file auto and no shipped file measured on this torch, the line saying
+        so (every failure counts as new); else None."""
+        return self.xfails_choice if self.xfails_file is None else None
+
 
 def csv_list(value) -> list[str]:
     """A list option's items: the command line's comma-separated text, or a list (the API's)."""

@@ -37,7 +37,8 @@ def resolve_candidates(opt: Options) -> Judges:
     """Step 1: the candidates that judge the run's cases. The --candidate list judges every case;
     without it, a model's recorded call is judged with the candidate of the function that made it
     (its `Case.sampler`, a registered name or a --record spec), every other case with the default
-    candidate, which a run whose every case names its sampler does not hold. OptionError (one line) for a spec that does not resolve."""
+    candidate, which a run whose every case names its sampler does not hold. OptionError (one
+    line) for a spec that does not resolve."""
     if opt.candidates_given:
         specs = list(opt.candidates)
     else:

@@ -90,8 +90,8 @@ POWER_PLAN = {
     # The proposal's cheaper constructions, each rejected for the check that catches it.
     "fast-exact-float32-normal": ("abs-bounds-trap", torch.float32, "collisions",
                                   "float32 Box-Muller and std z in float32: 1.20x the law's equal pairs"),
-    "fast-exact-unrefined": ("abs-bounds-trap", torch.float64, "low_bits",
-                             "std z in float64 at std 0.02: one last-4-bit class gets x0.64 its mass"),
+    "fast-exact-unrefined": ("asym-window-1-3", torch.float64, "low_bits",
+                             "mean + std z in float64: last-4-bit class 0110 at x1.3 its mass"),
     "fast-exact-normal-in-dtype": ("normal-2sigma", torch.bfloat16, "gof",
                                    "normal_ in bfloat16 draws 8-bit uniforms: ~3600 distinct values"),
     # Resolution coarser than the dtype: right in every bin, seen at the scale of single values.

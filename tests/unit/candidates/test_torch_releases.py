@@ -24,6 +24,7 @@ import torch_init_2_12_0
 
 from candidates import REGISTRY
 from candidates.builtin import LEGACY_LAST_RELEASE, REWRITE_FIRST_RELEASE
+from harness.session.xfails import release_of
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -38,11 +39,6 @@ BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: t
 #: window, the two branches of the mean warning.
 LEGACY_CASES = [(0.0, 0.02, -2.0, 2.0), (0.0, 1.0, -2.0, 2.0), (0.0, 1.0, 3.0, 10.0),
                 (0.0, 1.0, 5.0, math.inf), (3.0, 0.5, 1.0, 3.0), (10.0, 1.0, -2.0, 2.0)]
-
-
-def _release(version: str) -> str:
-    """The public release of a torch version: '2.14.1+cu130' -> '2.14.1'."""
-    return version.split("+", 1)[0]
 
 
 def _minor(release: str) -> str:
@@ -86,7 +82,7 @@ def test_the_fixtures_are_the_releases_the_constants_name():
 
 
 def test_the_installed_torch_holds_the_code_its_release_is_said_to():
-    release = _release(torch.__version__)
+    release = release_of(torch.__version__)
     installed = inspect.getsource(torch.nn.init._no_grad_trunc_normal_)
     if release in REWRITE_TEXT_RELEASES:
         assert installed == inspect.getsource(torch_init_2_12_0._no_grad_trunc_normal_)
