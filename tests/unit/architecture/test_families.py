@@ -27,6 +27,19 @@ READERS = {
     "family's lag sums between shards (ShardingStats.corr)",
     ("harness/runner/case_runner.py", "localized"): "stage 2 watches the bins stage 1 flagged "
     "(spike_watch), which only the localized family can name",
+    ("harness/diagnosis/bound_atoms.py", "atoms"): "the bound-atom mechanisms (rounds-first, "
+    "clamp, coarse-uniform, exact-zeros) test their predicted atoms against the atoms state",
+    ("harness/diagnosis/bound_atoms.py", "resolution"): "coarse-uniform's k is read from the "
+    "resolution family's lattice counts",
+    ("harness/diagnosis/dependence.py", "independence"): "dependence reads the correlation sums",
+    ("harness/diagnosis/dependence.py", "repetition"): "dependence reads repeated calls and rows",
+    ("harness/diagnosis/evidence.py", "binned"): "the evidence of every mechanism starts from the "
+    "binned histogram against the law",
+    ("harness/diagnosis/evidence.py", "moments"): "and from the moments' power sums",
+    ("harness/diagnosis/fine_structure.py", "resolution"): "few-random-bits and dtype-arithmetic "
+    "predict the collision rate and the low-bit classes the resolution family counts",
+    ("harness/diagnosis/law_shape.py", "binned"): "shifted, scaled and tail-cut fit the histogram",
+    ("harness/diagnosis/law_shape.py", "moments"): "and read the moments' power sums",
 }
 
 
