@@ -68,6 +68,15 @@ def atoms_depart(ev: Evidence, sides) -> list[str]:
     return [s for s in sides if departs(ev.atom_count(s), ev.n, law_atom(ev.law, s))]
 
 
+def bound_departures(ev: Evidence) -> tuple[list[str], list[str]]:
+    """(the law's finite bound sides, those whose atom is off the law at FALSE_MATCH); both
+    empty where the Summary has no atoms or no samples."""
+    sides = finite_sides(ev.law)
+    if not sides or not ev.has("atoms") or ev.n <= 0:
+        return [], []
+    return sides, atoms_depart(ev, sides)
+
+
 def atoms_agree(ev: Evidence, sides, predicted: dict) -> bool:
     n = ev.n
     return all(agrees(ev.atom_count(s) / n, predicted[s], count_sd(n, predicted[s]), MODEL_TOL)
@@ -83,10 +92,7 @@ class RoundsFirst(Mechanism):
 
     def test(self, ev: Evidence) -> Match | None:
         law = ev.law
-        sides = finite_sides(law)
-        if not sides or not ev.has("atoms") or ev.n <= 0:
-            return None
-        off = atoms_depart(ev, sides)
+        sides, off = bound_departures(ev)
         if not off:
             return None
         fmt = law.fmt
@@ -123,10 +129,7 @@ class Clamp(Mechanism):
 
     def test(self, ev: Evidence) -> Match | None:
         law = ev.law
-        sides = finite_sides(law)
-        if not sides or not ev.has("atoms") or ev.n <= 0:
-            return None
-        off = atoms_depart(ev, sides)
+        sides, off = bound_departures(ev)
         if not off:
             return None
         alpha = (float(ev.dist.a) - ev.mean) / ev.std
