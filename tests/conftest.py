@@ -40,6 +40,18 @@ def pytest_configure(config):
         config.option.report_dir = ""
 
 
+@pytest.fixture
+def one_thread():
+    """torch at one intra-op thread for the test: 2 cores shared by 2 xdist workers only contend
+    (the plugin does the same on its workers; this covers runs without -n)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT

@@ -41,7 +41,7 @@ from harness.cases import PROFILES, case_by_id, case_by_label, parse_case_spec
 from harness.runner import CaseRunner, RunConfig, candidate_on_path
 from reference.dtypes import dtype_name
 
-pytestmark = pytest.mark.calibration
+pytestmark = [pytest.mark.calibration, pytest.mark.usefixtures("one_thread")]
 
 #: candidate -> (case, dtype, the named check that must fail there, why this case shows the defect)
 POWER_PLAN = {
@@ -109,16 +109,6 @@ SLOW_PLAN = {
                     "under the law: decisive at the first hit"),
 }
 CASE_TIMEOUT = 2.0  # seconds per candidate call: enough for 4M-sample calls, short for a hang
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # 2 cores shared by 2 xdist workers: intra-op threads only contend (the plugin does the same
-    # on workers; this covers runs without -n).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _known_bad() -> dict:

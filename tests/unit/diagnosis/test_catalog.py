@@ -24,12 +24,7 @@ from harness.diagnosis.catalog import FALSE_MATCH, MECHANISMS, NAMES, diagnose, 
 from harness.runner import CaseRunner, RunConfig
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def stage_one(name: str, case: str, dtype, n: int, run_seed: int | None = None):
