@@ -99,7 +99,7 @@ def _set_threads(threads: int) -> int:
 # ---------------------------------------------------------------------------------------------
 
 def measure_one(dtype_name: str, n: int, candidate_name: str, case_id: str, threads: int,
-                chunk_elements: int, naive: bool) -> dict:
+                chunk_elements: int, naive: bool, device: str = "cpu") -> dict:
     import torch
 
     from candidates import resolve
@@ -115,9 +115,9 @@ def measure_one(dtype_name: str, n: int, candidate_name: str, case_id: str, thre
     case = case_by_id(case_id)
     cand = resolve(candidate_name)
     config = RunConfig(profile="pr", samples=n, chunk_elements=chunk_elements)
-    seed = derive_seed(config.run_seed, cand.spec, case.id, dtype_name, "cpu", 1)
+    seed = derive_seed(config.run_seed, cand.spec, case.id, dtype_name, device, 1)
     out = dict(dtype=dtype_name, n_requested=n, candidate=candidate_name, case=case.id,
-               torch_threads=torch_threads, run_seed=DEFAULT_RUN_SEED, seed=seed,
+               device=device, torch_threads=torch_threads, run_seed=DEFAULT_RUN_SEED, seed=seed,
                rss_imports_mb=_maxrss_mb())
 
     t0 = time.perf_counter()
@@ -126,7 +126,7 @@ def measure_one(dtype_name: str, n: int, candidate_name: str, case_id: str, thre
     law.collision_prob  # once per case too: the engine's collision block size comes from it
     out["law_build_s"] = time.perf_counter() - t0
 
-    summary = run_engine(cand, case, dtype, "cpu", law, config.n(1), seed,
+    summary = run_engine(cand, case, dtype, device, law, config.n(1), seed,
                          families=CHECKS.families(), call_timeout=config.case_timeout,
                          chunk_elements=config.chunk_elements,
                          min_calls=PROFILES[config.profile].min_calls)
@@ -162,27 +162,30 @@ def measure_one(dtype_name: str, n: int, candidate_name: str, case_id: str, thre
     out["rss_mb"] = _maxrss_mb()
 
     if naive:
-        naive_baseline(out, cand, case, dtype, seed, float(summary.support.min), float(summary.support.max))
+        naive_baseline(out, cand, case, dtype, seed, float(summary.support.min),
+                       float(summary.support.max), device)
     return out
 
 
 def naive_baseline(out: dict, cand, case, dtype, seed: int, summary_min: float,
-                   summary_max: float) -> None:
+                   summary_max: float, device: str = "cpu") -> None:
     """The naive analysis on the same samples the engine saw; fills naive_* keys of `out`."""
     import numpy as np
     import scipy.stats
     import torch
 
     calls = out["n_calls"]
-    samples = torch.empty((calls, *case.shape), dtype=dtype)
-    generator = torch.Generator().manual_seed(seed)
+    samples = torch.empty((calls, *case.shape), dtype=dtype, device=device)
+    generator = torch.Generator(device=device).manual_seed(seed)
     t0 = time.perf_counter()
     for i in range(calls):  # the engine's call sequence: same generator, same shapes
         cand(samples[i], case.mean, case.std, case.a, case.b, generator)
+    if samples.device.type == "cuda":
+        torch.cuda.synchronize(samples.device)
     out["naive_gen_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    x = samples.reshape(-1).to(torch.float64).numpy()
+    x = samples.reshape(-1).to(torch.float64).cpu().numpy()
     t1 = time.perf_counter()
     alpha, beta = (case.a - case.mean) / case.std, (case.b - case.mean) / case.std
     ks = scipy.stats.kstest(x, scipy.stats.truncnorm(alpha, beta, loc=case.mean, scale=case.std).cdf)
@@ -280,7 +283,7 @@ def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_
 def run_child(dtype: str, n: int, cand: str, args) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--one", dtype, str(n), cand,
            "--case", args.case, "--threads", str(args.threads),
-           "--chunk-elements", str(args.chunk_elements)]
+           "--chunk-elements", str(args.chunk_elements), "--device", args.device]
     naive_gb = n * NAIVE_BYTES_PER_SAMPLE / 1e9
     skip_naive = None
     if args.no_naive:
@@ -386,7 +389,8 @@ def _fmt_s(v) -> str:
 def report(results: list, args, total_wall: float, load_start: str) -> str:
     from harness.checks import CHECKS
 
-    lines = [f"# Engine benchmark: case `{args.case}`, torch threads {args.threads}", ""]
+    lines = [f"# Engine benchmark: case `{args.case}`, device {args.device}, torch threads "
+             f"{args.threads}", ""]
     lines += [f"Statistical checks timed: {', '.join(CHECKS.outcomes())}.", ""]
     lines += ["| dtype | n | candidate | candidate_s | harness_s | ratio | engine_s | checks_s | "
               "law_s (once per case) | peak RSS MB | naive_s | naive RSS MB | naive / harness |",
@@ -489,8 +493,10 @@ def main(argv=None) -> int:
     p.add_argument("--case", default="normal-2sigma")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                    help="torch threads in each measurement (default: all cores)")
+    p.add_argument("--device", default="cpu",
+                   help="where the candidate writes and the engine folds (cpu, cuda, cuda:1, ...)")
     p.add_argument("--chunk-elements", type=_parse_n, default=None,
-                   help="engine chunk size (default: the harness's on CPU, chunk_elements_for('cpu'))")
+                   help="engine chunk size (default: the harness's for --device, chunk_elements_for)")
     p.add_argument("--repeat", type=int, default=1, help="measurements per cell; keeps the fastest")
     p.add_argument("--no-naive", action="store_true", help="skip the naive baseline")
     p.add_argument("--naive-max-gb", type=float, default=4.0,
@@ -506,12 +512,12 @@ def main(argv=None) -> int:
     if args.chunk_elements is None:
         from harness.engine import chunk_elements_for
 
-        args.chunk_elements = chunk_elements_for("cpu")
+        args.chunk_elements = chunk_elements_for(args.device)
 
     if args.one:
         dtype, n, cand = args.one
         out = measure_one(dtype, _parse_n(n), cand, args.case, args.threads, args.chunk_elements,
-                          naive=not args.no_naive)
+                          naive=not args.no_naive, device=args.device)
         print(MARK + json.dumps(out), flush=True)
         return 0
 
