@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -92,28 +93,48 @@ TAIL_WIDTHS = (2, 4, 8, 16, 32)
 ROW_TAIL_WIDTHS = (8, 32)
 
 
-def position_classes(shape: tuple) -> list[tuple[str, np.ndarray]]:
+class PositionClass(NamedTuple):
+    """One position class of a tensor, as arithmetic on the flat row-major index i of its
+    elements rather than a list of them (a 2^31-element tensor would need 16 GiB of indices):
+    ``flat[0] <= i < flat[1]``, or, where `cols` is set instead, ``cols[0] <= i % row < cols[1]``
+    in every row (row: the last dim's length)."""
+
+    name: str
+    size: int  # elements of one tensor in the class
+    flat: tuple[int, int] | None = None  # a run of flat indices, [start, stop): < 32 of them
+    cols: tuple[int, int] | None = None  # a run of columns of every row, [start, stop)
+
+
+def position_classes(shape: tuple) -> list[PositionClass]:
     """The position classes of a tensor of `shape`, by flat row-major index: the first and last
     element, the remainder of numel modulo 2, 4, 8, 16 and 32 (vector-loop tails), the first and
     the last element of every row, and the row remainders modulo 8 and 32. Empty classes, a class
-    holding the whole tensor (the marginal checks see that one) and duplicates are dropped."""
-    numel = int(np.prod(shape)) if len(shape) else 1
+    holding the whole tensor (the marginal checks see that one) and duplicates (the same size,
+    first and last index) are dropped. Constant time and memory, whatever the shape."""
+    numel = math.prod(int(d) for d in shape) if len(shape) else 1
     if numel < 2:
         return []
     row = int(shape[-1]) if len(shape) else 1
-    flat = np.arange(numel, dtype=np.int64)
-    col = flat % max(1, row)
-    candidates = [("first", flat[:1]), ("last", flat[-1:])]
-    candidates += [(f"tail-{w}", flat[numel - numel % w:]) for w in TAIL_WIDTHS]
+    candidates = [PositionClass("first", 1, flat=(0, 1)),
+                  PositionClass("last", 1, flat=(numel - 1, numel))]
+    candidates += [PositionClass(f"tail-{w}", numel % w, flat=(numel - numel % w, numel))
+                   for w in TAIL_WIDTHS]
     if numel > row > 1:
-        candidates += [("row-first", flat[col == 0]), ("row-last", flat[col == row - 1])]
-        candidates += [(f"row-tail-{w}", flat[col >= row - row % w]) for w in ROW_TAIL_WIDTHS]
+        rows = numel // row
+        candidates += [PositionClass("row-first", rows, cols=(0, 1)),
+                       PositionClass("row-last", rows, cols=(row - 1, row))]
+        candidates += [PositionClass(f"row-tail-{w}", rows * (row % w), cols=(row - row % w, row))
+                       for w in ROW_TAIL_WIDTHS]
     out, seen = [], set()
-    for name, idx in candidates:
-        key = (idx.size, int(idx[0]) if idx.size else -1, int(idx[-1]) if idx.size else -1)
-        if 0 < idx.size < numel and key not in seen:
+    for c in candidates:
+        if c.flat is not None:
+            first, last = c.flat[0], c.flat[1] - 1
+        else:
+            first, last = c.cols[0], (numel - row) + c.cols[1] - 1
+        key = (c.size, first, last)
+        if 0 < c.size < numel and key not in seen:
             seen.add(key)
-            out.append((name, idx))
+            out.append(c)
     return out
 
 

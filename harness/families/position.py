@@ -5,8 +5,10 @@ vector-loop remainders, the row ends) follow the law of the rest of the tensor.
 State (`PositionState`): the position classes (`harness.bins.position_classes`) and, for each,
 the counts of its elements over the law's coarse groups of equal mass
 (`harness.bins.position_bins`), int64[classes, groups]: a kernel whose remainder loop or boundary
-block is wrong shows in its class however small it is. Memory does not grow with n. A sharded
-part folds a box of the tensor, not the tensor in row-major order: no position classes.
+block is wrong shows in its class however small it is. Memory grows neither with n nor with the
+shape: a class is arithmetic on the flat index (a run of flat indices, or of columns in every
+row), read from each chunk by slicing it. A sharded part folds a box of the tensor, not the
+tensor in row-major order: no position classes.
 """
 
 from __future__ import annotations
@@ -50,7 +52,10 @@ class PositionState:
 
 
 class PositionFold:
-    """Counts of each position class over the law's coarse groups, on the device."""
+    """Counts of each position class over the law's coarse groups, on the device. A class's
+    elements are read from each chunk by slicing (a run of columns of every row) or by a few
+    multi-indices (a run of at most 31 flat indices, held from `start`): nothing the size of
+    the tensor is built or kept, and what a chunk costs beyond itself is its classes' values."""
 
     @classmethod
     def start(cls, law, shape: tuple, fold) -> "PositionFold | None":
@@ -60,32 +65,38 @@ class PositionFold:
         edges, masses = position_bins(law)
         if masses.size < 2:
             return None
-        return cls(fold, classes, edges, masses.size)
+        return cls(fold, tuple(shape), classes, edges, masses.size)
 
-    def __init__(self, fold, classes, edges, groups: int):
+    def __init__(self, fold, shape: tuple, classes, edges, groups: int):
         self.owner = fold
         device = fold.device
         # Values compared with the coarse edges exactly: float64 for float64, else float32.
         self.edge_dtype = torch.float64 if fold.dtype == torch.float64 else torch.float32
         self.edges = torch.as_tensor(edges, dtype=self.edge_dtype, device=device)
-        self.index = torch.as_tensor(np.concatenate([idx for _, idx in classes]), device=device)
-        self.base = torch.as_tensor(np.concatenate([np.full(idx.size, c * groups) for c, (_, idx)
-                                                    in enumerate(classes)]), device=device)
-        self.counts = torch.zeros(len(classes) * groups, dtype=torch.int64, device=device)
-        self.classes = tuple(name for name, _ in classes)
+        # A run of flat indices is short (the first, the last, a numel remainder: < 32
+        # elements) but may cross rows: its multi-indices select it from a batch of any strides.
+        self.selectors = []
+        for c in classes:
+            if c.flat is not None:
+                where = np.unravel_index(np.arange(*c.flat, dtype=np.int64), shape)
+                self.selectors.append((slice(None),) + tuple(torch.as_tensor(w, device=device)
+                                                             for w in where))
+            else:
+                self.selectors.append((Ellipsis, slice(*c.cols)))
+        self.counts = torch.zeros(len(classes), groups, dtype=torch.int64, device=device)
+        self.classes = tuple(c.name for c in classes)
         self.groups = groups
 
     def fold(self, chunk) -> None:
         batch = chunk.batch
-        calls = batch.shape[0]
-        values = batch.reshape(calls, -1).index_select(1, self.index).to(self.edge_dtype)
-        groups = torch.searchsorted(self.edges, values.reshape(-1))
-        codes = self.base.repeat(calls).add_(groups)
-        self.counts += torch.bincount(codes, minlength=self.counts.numel())
+        for c, selector in enumerate(self.selectors):
+            # searchsorted copies a strided input anyway (and warns): one contiguous copy here
+            values = batch[selector].to(self.edge_dtype).contiguous().view(-1)
+            self.counts[c] += torch.bincount(torch.searchsorted(self.edges, values),
+                                             minlength=self.groups)
 
     def finish(self, whole: Summary) -> PositionState:
-        return PositionState(self.classes, self.groups,
-                             self.counts.cpu().numpy().reshape(len(self.classes), -1))
+        return PositionState(self.classes, self.groups, self.counts.cpu().numpy())
 
 
 FAMILY = Family("position", PositionFold.start)
@@ -199,8 +210,8 @@ def position_mde(law, n: int, shape: tuple, alpha: float = 1e-3) -> float:
     if masses.size < 2:
         return math.nan
     sizes = []
-    for _, idx in position_classes(tuple(shape)):
-        n_c = calls * idx.size
+    for c in position_classes(tuple(shape)):
+        n_c = calls * c.size
         n_r = calls * numel - n_c
         _, starts = gof_groups(masses, n_c, POSITION_MIN_EXPECTED)
         if starts.size >= 2 and n_r > 0:

@@ -429,14 +429,12 @@ def test_correlations_of_a_nearly_constant_output_are_undefined_not_rounding_noi
 
 
 
-def _empty_summary(law, dtype_name="bfloat16", hist_bits=16, shape=(4, 4), without=()):
-    """A Summary of no samples: every family's state as the fold starts it (but the families
-    named in `without`)."""
+def _empty_summary(law, dtype_name="bfloat16", hist_bits=16, shape=(4, 4)):
+    """A Summary of no samples: every family's state as the fold starts it."""
     s = Summary(dtype=dtype_name, shape=shape, hist_bits=hist_bits, center=law.mean,
                 scale=law.std if law.std > 0 else law.dist.std, rn_a=law.rn_a, rn_b=law.rn_b,
                 a=law.dist.a, b=law.dist.b, row_len=shape[-1])
-    families = tuple(f for f in CHECKS.families() if f.name not in without)
-    return Fold(s, getattr(torch, dtype_name), "cpu", law, families=families).finish()
+    return Fold(s, getattr(torch, dtype_name), "cpu", law, families=CHECKS.families()).finish()
 
 
 def test_no_samples():
@@ -467,9 +465,7 @@ def test_huge_n_synthetic():
     dtype = torch.bfloat16
     law = law_of(0.0, 1.0, -2.0, 2.0, dtype)
     n = 1 << 30
-    # The position family indexes every element of the shape (8 GiB here): its state is not what
-    # this test sets by hand.
-    s = _empty_summary(law, shape=(1 << 15, 1 << 15), without=("position",))
+    s = _empty_summary(law, shape=(1 << 15, 1 << 15))
     probs = law.hist_bin_probs()
     # cumulative rounding: every run of bins within one count of its expectation (flooring each
     # bin would empty the thousands of tiny-mass bins near 0, a hole the scan rightly finds)
