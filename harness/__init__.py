@@ -4,10 +4,15 @@ Floors, from the ground up (each imports only the floors below it; `.importlinte
 
 * ground floor, plain data: `cases`, `seeds`, `result` (Outcome, Result); `group` (Group,
   ApiGroup: what a row was drawn from); `explore` (the explorer's cases) and `recorded` (a
-  model's recorded init calls as cases); `bins` (ordered-key bin arithmetic); `summary` (the
-  Summary a draw folds into);
-* `engine`: the streaming draw and fold (`run_engine`, `summarize_samples`);
-* `checks`: Summary + law -> Result (hard, contract, statistical, sharded, power);
+  model's recorded init calls as cases); `bins` (ordered-key bin arithmetic and the position
+  classes); `summary` (the Summary a draw folds into: a common core and one state per family);
+  `declaration` (Family, Check: what a statistic family and a check declare);
+* `engine`: the streaming draw and the fold, a loop over the families' accumulators
+  (`run_engine`, `summarize_samples`);
+* `families`: one module per statistic family, its accumulator beside its check(s);
+* `checks`: the registry (`CHECKS`) and the hard, contract, sharded and power checks;
+* `diagnosis`: what a failure means: severity figures with their noise floors, the level, and
+  the catalog of defect mechanisms;
 * `runner`: the two-stage `CaseRunner` of one case, `CandidateRunner`, shrinking;
 * `sharded` (DTensors across ranks) and `fleet` (groups, xdist scheduling, grid partitions);
 * `session`: one run without pytest, built in steps (`session.planner`: resolve the candidates,
