@@ -26,13 +26,16 @@ from .evidence import AGREE_LEVEL, FALSE_MATCH, MODEL_TOL, Evidence
 from .fine_structure import DtypeArithmetic, FewRandomBits
 from .law_shape import Scaled, Shifted, TailCut
 from .match import Match, Mechanism
+from .proposals import UniformProposals
 from .scope import api_checks
 
 __all__ = ["MECHANISMS", "NAMES", "Match", "Mechanism", "diagnose", "explain", "FALSE_MATCH",
            "AGREE_LEVEL", "MODEL_TOL"]
 
-#: The rows, most specific first: where two match one check, `explain` names the first.
+#: The rows, most specific first: where two match one check, `explain` names the first
+#: (uniform-proposals predicts every value of its law, the zeros its lattice writes included).
 MECHANISMS: tuple[Mechanism, ...] = (
+    UniformProposals(),
     ExactZeros(), RoundsFirst(), Clamp(), CoarseUniform(), TailCut(), Shifted(), Scaled(),
     DtypeArithmetic(), FewRandomBits(), Dependence(),
 )

@@ -68,6 +68,27 @@ def share_text(observed: float, n: int) -> str:
     return f"{observed:.3g} +- {count_sd(n, observed):.2g}"
 
 
+def chi2_fit(hist, probs) -> float | None:
+    """The chi-square p-value of histogram counts `hist` against bin masses `probs` (bins merged
+    to expect >= 5 each; a count where `probs` has no mass gives 0); None for an empty
+    histogram."""
+    hist = np.asarray(hist)
+    probs = np.asarray(probs, dtype=np.float64)
+    n = float(hist.sum())
+    if n <= 0:
+        return None
+    if np.any((probs <= 0) & (hist > 0)):
+        return 0.0
+    pos, starts = gof_groups(probs, n)
+    if starts.size < 2:
+        return 1.0
+    p_pos = probs[pos] / probs[pos].sum()
+    exp = np.add.reduceat(n * p_pos, starts)
+    obs = np.add.reduceat(hist[pos].astype(np.float64), starts)
+    x2 = float(np.sum((obs - exp) ** 2 / exp))
+    return float(stats.chi2.sf(x2, starts.size - 1))
+
+
 class Evidence:
     """The views of one Summary the catalog reads, each computed once (on first use)."""
 
@@ -113,26 +134,11 @@ class Evidence:
         return None if self.bins is None else self.bins.counts(self.summary)
 
     def fit(self, probs) -> float | None:
-        """The chi-square p-value of the binned histogram against bin masses `probs` (bins
-        merged to expect >= 5 each; a count where `probs` has no mass gives 0); None where the
-        Summary has no main histogram."""
+        """The chi-square p-value of the binned histogram against bin masses `probs`
+        (`chi2_fit`); None where the Summary has no main histogram."""
         if self.hist is None:
             return None
-        hist = self.hist
-        probs = np.asarray(probs, dtype=np.float64)
-        n = float(hist.sum())
-        if n <= 0:
-            return None
-        if np.any((probs <= 0) & (hist > 0)):
-            return 0.0
-        pos, starts = gof_groups(probs, n)
-        if starts.size < 2:
-            return 1.0
-        p_pos = probs[pos] / probs[pos].sum()
-        exp = np.add.reduceat(n * p_pos, starts)
-        obs = np.add.reduceat(hist[pos].astype(np.float64), starts)
-        x2 = float(np.sum((obs - exp) ** 2 / exp))
-        return float(stats.chi2.sf(x2, starts.size - 1))
+        return chi2_fit(self.hist, probs)
 
     @functools.cached_property
     def canonical_fit(self) -> float | None:

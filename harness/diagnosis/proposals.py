@@ -1,0 +1,316 @@
+"""The mechanism of a rejection sampler whose uniforms live in the output dtype:
+`uniform-proposals`.
+
+Such a sampler (torch's `trunc_normal_` on a window holding <= 0.3 of the normal, 2.12 to 2.14)
+proposes ``x = uniform_(a, b)`` and accepts it where ``log(uniform_()) <= c(x)``, c(x) =
+-((x - mean) / std)**2 / 2 - log_peak, everything computed in the tensor's dtype. Its law is not
+the rounded law, in three ways the reference can price exactly:
+
+* the proposals sit on a lattice: torch's uniform kernel draws u = j 2^-D, j uniform on
+  0..2^D - 1, D = 24 (computed in float32 for every dtype up to 32 bits) or 53 (float64), writes
+  from + u (to - from) rounded into the dtype, and a value that rounds up to `to` is written as
+  `from` (torch 2.13's CPU kernel, bit for bit on one random stream: bfloat16 ``uniform_()`` is
+  0 with probability 2^-9, the half cell below 1, and never 1). So RN(a) receives its upper half
+  cell and RN(b)'s lower one, RN(b) nothing;
+* the acceptance test is rounded: c(x) is five operations each rounded into the dtype, and
+  ``uniform_()`` itself lives on the dtype's lattice (in 16 bits the test is enumerated exactly);
+* ``uniform_()`` = 0 (2^-9 in bfloat16, 2^-12 in float16) makes ``log`` -inf, which accepts any
+  proposal: a uniform on [a, b] mixed into the law, the dominant part deep in a tail.
+
+The prediction is that law, value by value, `ProposalLaw` (the proposals counted per output value
+by bisection on j, the acceptance per value), aggregated into the Summary's histogram bins (the
+main bins or a narrow law's fine bins). A match needs a bound atom off the rounded law
+(FALSE_MATCH), both bound atoms within Z_AGREE sd + MODEL_TOL of the prediction, and then
+explains the binned checks where the histogram fits the law (chi-square p >= AGREE_LEVEL), else
+`atoms` alone. Windows holding more than `MAX_VALUES` output values are not enumerated (no
+prediction: a bound atom of such a window holds ~2^-21 of a flat law, a few values at the grid's
+n, too few to depart).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from reference import float_format
+
+from ..families.common import LawBins
+from .bound_atoms import ATOMS, BINNED, bound_departures, bound_value, law_atom, sigma_text
+from .evidence import AGREE_LEVEL, MODEL_TOL, Evidence, agrees, chi2_fit, count_sd, share_text
+from .match import Match, Mechanism
+
+#: The random bits of one uniform: 24 (float32, the accumulator of every dtype up to 32 bits),
+#: 53 (float64).
+DIGITS = {32: 24, 64: 53}
+#: The most output values in [a, b] whose proposal counts are enumerated (every 16-bit window; a
+#: 32-bit one judged on fine bins holds fewer than 256 main bins of 2^12 values).
+MAX_VALUES = 1 << 20
+
+_F32 = float_format("float32")
+
+
+def accumulator_bits(fmt) -> int:
+    """The width of the arithmetic the dtype's kernels compute in: float32 up to 32 bits."""
+    return 64 if fmt.bits == 64 else 32
+
+
+def in_accumulator(x, fmt) -> np.ndarray:
+    """x rounded into the accumulator (float32 below 64 bits; float64 as is)."""
+    x = np.asarray(x, dtype=np.float64)
+    return x if fmt.bits == 64 else _F32.round(x)
+
+
+def in_dtype(x, fmt) -> np.ndarray:
+    """One operation of the dtype's kernels: the exact result rounded into the accumulator, then
+    into the dtype (an identity for the accumulator's own width)."""
+    return fmt.round(in_accumulator(x, fmt))
+
+
+def fused_multiply_add(x: np.ndarray, y: float, z: float) -> np.ndarray:
+    """x y + z in float64 with (almost always) one rounding: the product split exactly into
+    p + e (Dekker), p + z into s + t (Knuth's two-sum), then s + (t + e); it differs from the
+    correctly rounded result only where t + e itself rounds onto a tie of s's lattice."""
+    split = 134217729.0  # 2^27 + 1
+    x = np.asarray(x, dtype=np.float64)
+    p = x * y
+    cx, cy = split * x, split * y
+    x_hi = cx - (cx - x)
+    y_hi = cy - (cy - y)
+    x_lo, y_lo = x - x_hi, y - y_hi
+    e = ((x_hi * y_hi - p) + x_hi * y_lo + x_lo * y_hi) + x_lo * y_lo
+    s = p + z
+    bb = s - p
+    t = (p - (s - bb)) + (z - bb)
+    return s + (t + e)
+
+
+class UniformLattice:
+    """``uniform_(lo, hi)`` in the format: from + j 2^-D (to - from), j = 0..2^D - 1, rounded into
+    the accumulator then the format, a value equal to `to` written as `from`; `counts` gives how
+    many j land on each output value."""
+
+    def __init__(self, fmt, lo: float, hi: float):
+        self.fmt = fmt
+        self.digits = DIGITS[accumulator_bits(fmt)]
+        # torch casts the bounds into the dtype (from float64: via float32 below 32 bits), and
+        # takes their difference in the accumulator.
+        self.lo = float(fmt.round_torch(np.array([lo]))[0])
+        self.hi = float(fmt.round_torch(np.array([hi]))[0])
+        self.width = float(in_accumulator(np.array([self.hi - self.lo]), fmt)[0])
+
+    def raw_values(self, j: np.ndarray) -> np.ndarray:
+        """The rounded proposal of lattice index j (before `to` is moved to `from`): u w + from
+        with one rounding (the kernel's fused multiply-add: float64 without it differs on 1.4%
+        of [10, 1000]), into the accumulator and then the dtype. Below 64 bits u w is exact in
+        float64 (24 + 24 bits); the sum's float64 rounding could only matter on a float32
+        midpoint, which the bit-for-bit test never met."""
+        u = np.ldexp(j.astype(np.float64), -self.digits)
+        if accumulator_bits(self.fmt) == 64:
+            return fused_multiply_add(u, self.width, self.lo)
+        return in_dtype(u * self.width + self.lo, self.fmt)
+
+    def first_index(self, keys: np.ndarray) -> np.ndarray:
+        """The smallest j whose proposal's ordered key is >= each key (2^D where none): the
+        proposals increase with j, so one bisection per key."""
+        fmt = self.fmt
+        lo = np.zeros(keys.size, dtype=np.int64)
+        hi = np.full(keys.size, 1 << self.digits, dtype=np.int64)
+        for _ in range(self.digits + 1):
+            open_ = lo < hi
+            if not open_.any():
+                break
+            mid = (lo + hi) // 2
+            ge = fmt.ordered_keys(self.raw_values(mid)) >= keys
+            hi = np.where(open_ & ge, mid, hi)
+            lo = np.where(open_ & ~ge, mid + 1, lo)
+        return lo
+
+    @functools.cached_property
+    def key_range(self) -> tuple[int, int]:
+        """Keys of `from` and of the largest proposal: `to`, or above it where the accumulator
+        rounded (to - from) up."""
+        top = self.raw_values(np.array([(1 << self.digits) - 1], dtype=np.int64))
+        k = self.fmt.ordered_keys(np.array([self.lo, self.hi, float(top[0])]))
+        return int(k[0]), int(max(k[1], k[2]))
+
+    def counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(keys, values, counts): every output value from `from` to `to` and how many of the 2^D
+        lattice indices write it."""
+        k0, k1 = self.key_range
+        keys = np.arange(k0, k1 + 2, dtype=np.uint64)
+        first = self.first_index(keys)
+        counts = (first[1:] - first[:-1]).astype(np.float64)
+        keys = keys[:-1]
+        values = self.fmt.values_from_keys(keys)
+        top = values == self.hi  # -0 too where `to` is 0: the kernel compares values
+        moved = float(counts[top].sum())
+        counts[top] = 0.0
+        counts[0] += moved  # keys[0] is `from`'s
+        return keys, values, counts
+
+
+@functools.lru_cache(maxsize=8)
+def acceptance_table(fmt_name: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """(log(uniform_()) rounded into the format, sorted; the cumulative count of lattice indices
+    at or below each; 2^D): ``uniform_()`` enumerated in a <= 16-bit format."""
+    fmt = float_format(fmt_name)
+    lattice = UniformLattice(fmt, 0.0, 1.0)
+    _, values, counts = lattice.counts()
+    with np.errstate(divide="ignore"):
+        logs = in_dtype(np.log(values), fmt)  # log(0) = -inf: accepts any proposal
+    order = np.argsort(logs, kind="stable")
+    return logs[order], np.cumsum(counts[order]), 1 << lattice.digits
+
+
+def acceptance(c: np.ndarray, fmt) -> np.ndarray:
+    """P(log(uniform_()) <= c) in the format: enumerated up to 16 bits; above, the uniform's
+    lattice alone (j = 0 always accepts, j >= 1 where j 2^-D <= e^c; the rounding of the log
+    moves it by ~1 ulp of the accumulator)."""
+    if fmt.bits <= 16:
+        logs, cum, total = acceptance_table(fmt.name)
+        idx = np.searchsorted(logs, c, side="right")
+        return np.where(idx > 0, cum[np.maximum(idx - 1, 0)], 0.0) / total
+    scale = float(1 << DIGITS[accumulator_bits(fmt)])
+    with np.errstate(over="ignore"):
+        return np.minimum(1.0, (1.0 + np.floor(np.exp(np.minimum(c, 0.0)) * scale)) / scale)
+
+
+def log_density_test(values: np.ndarray, mean: float, std: float, a: float, b: float,
+                     fmt) -> np.ndarray:
+    """c(x) = -((x - mean) / std)**2 / 2 - log_peak, each operation rounded into the dtype.
+    The scalars follow torch's CPU kernels (measured on 2.13, bfloat16 and float16): a
+    subtracted scalar is cast into the dtype first, a divisor or factor enters the accumulator
+    (float32) as is."""
+    mode = max(a, min(mean, b))
+    log_peak = -0.5 * ((mode - mean) / std) ** 2
+    m, p = (float(x) for x in fmt.round_torch(np.array([mean, log_peak])))
+    s = float(in_accumulator(np.array([std]), fmt)[0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = in_dtype(values - m, fmt)
+        t = in_dtype(t / s, fmt)
+        t = in_dtype(t * t, fmt)
+        t = in_dtype(t * -0.5, fmt)
+        return in_dtype(t - p, fmt)
+
+
+class ProposalLaw:
+    """The law of the rejection sampler with proposals `UniformLattice(fmt, a, b)` and the
+    acceptance test in the dtype: P(v) proportional to count(v) P(accept | v), per output value
+    v of [RN(a), RN(b)] (`keys`, `values`, `probs`); `zero_share`, the share accepted by a
+    uniform of 0 (log 0 = -inf)."""
+
+    def __init__(self, mean: float, std: float, a: float, b: float, fmt):
+        self.fmt = fmt
+        lattice = UniformLattice(fmt, a, b)
+        self.digits = lattice.digits
+        keys, values, counts = lattice.counts()
+        accept = acceptance(log_density_test(values, mean, std, a, b, fmt), fmt)
+        weight = counts * accept
+        total = float(weight.sum())
+        if not total > 0:
+            raise ValueError("no proposal is ever accepted")
+        self.keys, self.values, self.probs = keys, values, weight / total
+        p0 = float(acceptance(np.array([-np.inf]), fmt)[0])
+        self.zero_share = p0 * float(counts.sum()) / total
+
+    @classmethod
+    def of(cls, law) -> "ProposalLaw | None":
+        """The proposal law of a RoundedLaw's parameters (None: an infinite bound, or more than
+        MAX_VALUES output values in the window); cached."""
+        return _proposal_law(float(law.dist.loc), float(law.dist.scale), float(law.dist.a),
+                             float(law.dist.b), law.fmt.name)
+
+    def prob_at(self, value: float) -> float:
+        key = self.fmt.ordered_keys(np.array([value]))[0]
+        hit = self.keys == key
+        return float(self.probs[hit].sum())
+
+    def bin_probs(self, bins: LawBins) -> np.ndarray:
+        """The law's mass in each of `bins` (the main histogram, or a narrow law's fine bins
+        with the two outer bins)."""
+        size = bins.probs.size
+        if not bins.fine:
+            idx = (self.keys >> np.uint64(self.fmt.bits - self.fmt.hist_bits)).astype(np.intp)
+        else:
+            fb = bins.law.fine_bins
+            # uint64 keys (float64's reach 2^64): the difference wraps into int64 exactly
+            rel = (self.keys - np.uint64(fb.key_lo)).astype(np.int64)
+            idx = np.where(rel < 0, 0, np.minimum((np.maximum(rel, 0) >> fb.shift) + 1, size - 1))
+        return np.bincount(idx, weights=self.probs, minlength=size)[:size]
+
+
+@functools.lru_cache(maxsize=32)
+def _proposal_law(mean: float, std: float, a: float, b: float, fmt_name: str):
+    if not (math.isfinite(a) and math.isfinite(b) and std > 0):
+        return None
+    fmt = float_format(fmt_name)
+    if fmt.bits not in (16, 32, 64):
+        return None  # the uniform kernel's width for float8 is not modelled
+    k = fmt.ordered_keys(np.array([a, b]))
+    if int(k[1]) - int(k[0]) + 1 > MAX_VALUES:
+        return None
+    return ProposalLaw(mean, std, a, b, fmt)
+
+
+class UniformProposals(Mechanism):
+    name = "uniform-proposals"
+    explains = BINNED
+    doc = ("A rejection sampler whose proposals uniform_(a, b) and acceptance test are computed "
+           "in the dtype: the proposals on the lattice from + j 2^-D (to - from), D = 24 below "
+           "64 bits, rounded, a rounded `to` written as `from` (RN(a) gets RN(b)'s half cell, "
+           "RN(b) nothing), the test rounded, a uniform of 0 accepting anything. Prediction: "
+           "that law per output value (`ProposalLaw`): its bound atoms and its histogram.")
+
+    def test(self, ev: Evidence) -> Match | None:
+        law = ev.law
+        sides, off = bound_departures(ev)
+        if not off or len(sides) < 2:
+            return None
+        alt = ProposalLaw.of(law)
+        if alt is None:
+            return None
+        predicted = {s: alt.prob_at(bound_value(law, s)) for s in sides}
+        n = ev.n
+        if not all(agrees(ev.atom_count(s) / n, predicted[s], count_sd(n, predicted[s]),
+                          MODEL_TOL) for s in sides):
+            return None
+        note = "; ".join(self.atom_note(ev, s, predicted[s]) for s in sides)
+        if alt.zero_share >= 0.01:
+            note += (f"; {alt.zero_share:.3g} of the values accepted by a uniform of 0 "
+                     f"(log 0 = -inf)")
+        explains = ATOMS
+        p = self.fit(ev, alt)
+        if p is not None and p >= AGREE_LEVEL:
+            explains = BINNED
+            note += "; the histogram fits the uniform-proposal law"
+        return self.match(note, parameter=alt.digits, explains=explains)
+
+    @staticmethod
+    def fit(ev: Evidence, alt: ProposalLaw) -> float | None:
+        """The histogram's chi-square p against the proposal law (None: no histogram)."""
+        if not ev.has("binned"):
+            return None
+        bins = LawBins.of(ev.law)
+        try:
+            hist = bins.counts(ev.summary)
+        except ValueError:
+            return None
+        return chi2_fit(hist, alt.bin_probs(bins))
+
+    @staticmethod
+    def atom_note(ev: Evidence, side: str, predicted: float) -> str:
+        """'atom at RN(a) = 1 (+1 sigma): predicted 0.0177, observed 0.0176 +- 0.00013, the law
+        0.006', or for a bound no proposal stays on, 'RN(b) = 3 (+3 sigma): predicted 0 (its
+        proposals are written as RN(a)), observed 0, the law 0.000223 (234 expected)'."""
+        law, n = ev.law, ev.n
+        value = bound_value(law, side)
+        observed = ev.atom_count(side) / n
+        head = f"RN({side}) = {value:.6g} ({sigma_text(ev, value)}): predicted "
+        if predicted > 0:
+            return (f"atom at {head}{predicted:.3g}, observed {share_text(observed, n)}, the law "
+                    f"{law_atom(law, side):.3g}")
+        return (f"{head}0 (its proposals are written as RN(a)), observed "
+                f"{ev.atom_count(side)}, the law {law_atom(law, side):.3g} "
+                f"({n * law_atom(law, side):.4g} expected)")
