@@ -3,7 +3,8 @@
 Rows do not carry histograms, so a worker that sees a case fail saves the figure data next to the
 report (`save_case_data`, one small .npz per (candidate, case, dtype, device) under
 `<report_dir>/case-data/`); at the end of the run the controller renders one PNG per file that
-belongs to a failing row (`render_figures`), next to index.html.
+belongs to a failing row (`render_figures`), next to index.html, over a pool of as many processes
+as the run had workers: those sit idle by then, and the figures are most of the report's time.
 
 What is saved (and why not the raw 2**20-bin histogram): a float32/float64 histogram has 2**20
 bins and the law puts positive mass on several hundred thousand of them, megabytes per case. A
@@ -41,8 +42,14 @@ MAX_GROUPS = 12000
 BOUNDARY_WINDOW = 48
 #: At most this many impossible bins (samples where the law has no mass) kept, largest counts first.
 MAX_IMPOSSIBLE = 4096
-#: Figures rendered per run at most (each costs ~0.5 s at session end).
+#: Figures rendered per run at most (each costs ~0.3 s of CPU at session end).
 MAX_FIGURES = 60
+#: Processes rendering a report's figures at most: past this, starting them costs more than the
+#: figures left to each save.
+MAX_FIGURE_PROCESSES = 8
+#: Figures per process at least: a process spends ~0.7 s of CPU on its imports, two figures' worth,
+#: so a handful of figures is rendered here rather than in a pool.
+FIGURES_PER_PROCESS = 3
 
 
 # ------------------------------------------------------------------------------------------------
@@ -197,8 +204,19 @@ def load_case_data(path: str, case_ids=()) -> dict:
     for k, v in list(data.items()):
         if v.ndim == 0:
             data[k] = v.item()
-    data["meta"] = meta_from_name(path, case_ids) | {k: v for k, v in meta.items() if v is not None}
+    data["meta"] = _completed_meta(path, meta, case_ids)
     return data
+
+
+def load_case_meta(path: str, case_ids=()) -> dict:
+    """The meta `load_case_data` gives a file, without reading (or decompressing) its arrays."""
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(str(z["meta"])) if "meta" in z.files else {}
+    return _completed_meta(path, meta, case_ids)
+
+
+def _completed_meta(path: str, stored: dict, case_ids) -> dict:
+    return meta_from_name(path, case_ids) | {k: v for k, v in stored.items() if v is not None}
 
 
 def meta_from_name(path: str, case_ids=()) -> dict:
@@ -224,6 +242,23 @@ def _edges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.maximum.accumulate(e)  # -0/+0 and rounding must not make the edges go backwards
 
 
+def stairs(ax, values, edges, **kwargs):
+    """What `ax.stairs(values, edges, baseline=0, ...)` draws (the same StepPatch, so the same
+    pixels), without its cost: `Axes.add_patch` finds the patch's data limits by walking its path
+    one segment at a time in Python (a fifth of a figure's CPU time with a few thousand groups). A
+    step path is straight lines only, so its extent is that of its vertices, given in one array."""
+    from matplotlib.patches import StepPatch
+
+    patch = StepPatch(values, edges, baseline=0, **kwargs)
+    ax.add_artist(patch)
+    vertices = patch.get_path().vertices
+    ax.update_datalim(np.vstack([vertices, [[edges[0], 0.0]]]) if vertices.size
+                      else [(edges[0], 0.0)])
+    patch.sticky_edges.y.append(0)
+    ax.autoscale(enable=None)  # the view follows the data at draw time, as after ax.stairs
+    return patch
+
+
 def _draw_density(ax, lo, hi, width, count, prob, n, label=True):
     """Observed density (filled) over the law's density (line); impossible samples in red."""
     ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(width) & (width > 0)
@@ -233,11 +268,10 @@ def _draw_density(ax, lo, hi, width, count, prob, n, label=True):
     edges = _edges(lo, hi)
     law_d = prob / width
     obs_d = count / (max(n, 1) * width)
-    with np.errstate(divide="ignore"):
-        ax.stairs(np.where(obs_d > 0, obs_d, np.nan), edges, fill=True, color="tab:blue",
-                  alpha=0.45, label="observed" if label else None)
-        ax.stairs(np.where(law_d > 0, law_d, np.nan), edges, color="black", lw=1.1,
-                  label="exact rounded law" if label else None)
+    stairs(ax, np.where(obs_d > 0, obs_d, np.nan), edges, fill=True, facecolor="tab:blue",
+           linewidth=0, alpha=0.45, label="observed" if label else None)
+    stairs(ax, np.where(law_d > 0, law_d, np.nan), edges, fill=False, edgecolor="black", lw=1.1,
+           label="exact rounded law" if label else None)
     bad = (count > 0) & (prob <= 0)
     if bad.any():
         mid = lo[bad] / 2 + hi[bad] / 2
@@ -408,11 +442,25 @@ def figure_name(meta: dict) -> str:
                              for p in parts) + ".png"
 
 
-def render_figures(df, report_dir: str) -> dict:
+def figure_processes(workers: int | None, figures: int) -> int:
+    """How many processes render `figures` figures: the run's workers (xdist's -n; None or 0:
+    the CPUs this process may use), at most MAX_FIGURE_PROCESSES and one per FIGURES_PER_PROCESS
+    figures. 1: rendered here, one after another."""
+    if not workers or workers < 1:
+        try:
+            workers = len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            workers = os.cpu_count() or 1
+    return max(1, min(workers, MAX_FIGURE_PROCESSES, figures // FIGURES_PER_PROCESS))
+
+
+def render_figures(df, report_dir: str, workers: int | None = None) -> dict:
     """Render a PNG for every case-data file that belongs to a failing row of `df`.
 
     Returns {(candidate, case, dtype, device): png file name relative to report_dir}. Files that
-    match no failing row (left from another run) are ignored; a damaged file costs only its figure.
+    match no failing row (left from another run) are ignored; a damaged file costs only its figure
+    (a warning); an OSError of the disk (DISK_ERRNOS) propagates. `workers`: processes to render
+    with (`figure_processes`); the files, the names and the dict are the same for any number.
     """
     paths = sorted(glob.glob(os.path.join(report_dir, CASE_DATA_DIR, "*.npz")))
     if not paths or df is None or not len(df):
@@ -421,27 +469,162 @@ def render_figures(df, report_dir: str) -> dict:
     checks: dict = {}
     for _, r in failing.iterrows():
         checks.setdefault((r["candidate"], r["case"], r["dtype"], r["device"]), []).append(r["check"])
-    out: dict = {}
-    for path in paths:
-        if len(out) >= MAX_FIGURES:
-            warnings.warn(f"reports: more than {MAX_FIGURES} failing cases with data; "
-                          "figures rendered for the first ones only", stacklevel=2)
-            break
+    return _FigureJobs(paths, checks, tuple(df["case"].dropna().unique()), report_dir).run(workers)
+
+
+def _no_figure(path: str, why: str) -> None:
+    warnings.warn(f"reports: no figure for {os.path.basename(path)}: {why}", stacklevel=3)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def render_job(path: str, tmp: str, checks: list, case_ids: tuple):
+    """Render one case-data file into `tmp` (here or in a pool's process): (outcome, warnings),
+    plain picklable values, never an exception but an interrupt. Outcome: ("ok",), ("error",
+    "Type: message"), or ("disk", errno, strerror, filename) for the parent to raise."""
+    with warnings.catch_warnings(record=True) as caught:
         try:
-            data = load_case_data(path, tuple(df["case"].dropna().unique()))
-            meta = data["meta"]
+            render_figure(load_case_data(path, case_ids), tmp, checks)
+            outcome: tuple = ("ok",)
+        except Exception as exc:  # one bad file must not cost the others their figures
+            _remove(tmp)
+            if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+                outcome = ("disk", exc.errno, exc.strerror, exc.filename)
+            else:
+                outcome = ("error", f"{type(exc).__name__}: {exc}")
+    return outcome, [(w.category, str(w.message)) for w in caught]
+
+
+def _pool_start() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+
+
+class _FigureJobs:
+    """The figures of one report, rendered as `render_figure` one after another would leave them:
+    the first MAX_FIGURES files (in name order) that belong to failing rows and render, each under
+    its figure name, whatever the number of processes.
+
+    Each figure is drawn into a hidden temporary file and renamed onto its name in file order as
+    the results come in, so that figures finished ahead of their turn never show (past the cap,
+    after a failed write) and two files of one name end as the later one."""
+
+    def __init__(self, paths: list, checks: dict, case_ids: tuple, report_dir: str):
+        self.paths, self.checks, self.case_ids, self.report_dir = paths, checks, case_ids, report_dir
+        self.next_path = 0  # the next file to look at
+        self.out: dict = {}
+        self.pool = None
+        self.pool_failed = False
+        self.temps: set = set()
+
+    def run(self, workers: int | None) -> dict:
+        try:
+            first = True
+            while len(self.out) < MAX_FIGURES:
+                # Only as many as may still be needed: a later file is drawn only when an earlier
+                # one failed, as in a loop one after another.
+                wave = self._take(MAX_FIGURES - len(self.out))
+                if not wave:
+                    break
+                if first and figure_processes(workers, len(wave)) > 1:
+                    self.pool = self._start_pool(figure_processes(workers, len(wave)))
+                first = False
+                self._finish(wave, [self._submit(args) for *_, args in wave])
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(wait=True, cancel_futures=True)
+            for tmp in self.temps:  # what a failed write or an interrupt left half done
+                _remove(tmp)
+        if len(self.out) >= MAX_FIGURES and self.next_path < len(self.paths):
+            warnings.warn(f"reports: more than {MAX_FIGURES} failing cases with data; "
+                          "figures rendered for the first ones only", stacklevel=3)
+        return self.out
+
+    @staticmethod
+    def _start_pool(processes: int):
+        # spawn, not fork: the controller has torch's and xdist's threads running, whose locks a
+        # fork would copy mid-flight. The pool lives for the whole report: each process pays the
+        # imports (~0.7 s of CPU) once, not once per figure.
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        try:
+            return ProcessPoolExecutor(max_workers=processes, initializer=_pool_start,
+                                       mp_context=multiprocessing.get_context("spawn"))
+        except Exception as exc:  # no process pool here (no semaphores): one after another
+            warnings.warn(f"reports: figures rendered in this process: no process pool "
+                          f"({type(exc).__name__}: {exc})", stacklevel=4)
+            return None
+
+    def _take(self, count: int) -> list:
+        """The next `count` figures to draw, in file order: (path, key, name, job arguments)."""
+        wave = []
+        while len(wave) < count and self.next_path < len(self.paths):
+            path = self.paths[self.next_path]
+            self.next_path += 1
+            try:
+                meta = load_case_meta(path, self.case_ids)
+            except Exception as exc:
+                if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+                    raise  # the disk, not the data: the run reports it as a fault
+                _no_figure(path, f"{type(exc).__name__}: {exc}")
+                continue
             key = tuple(str(meta.get(k)) for k in ("candidate", "case", "dtype", "device"))
-            if key not in checks:
+            if key not in self.checks:
                 continue
             name = figure_name(meta)
-            render_figure(data, os.path.join(report_dir, name), checks[key])
-            out[key] = name
-        except OSError as exc:
-            if exc.errno in DISK_ERRNOS:  # the disk, not the data: the run reports it as a fault
-                raise
-            warnings.warn(f"reports: no figure for {os.path.basename(path)}: "
-                          f"{type(exc).__name__}: {exc}", stacklevel=2)
-        except Exception as exc:  # one bad file must not cost the others their figures
-            warnings.warn(f"reports: no figure for {os.path.basename(path)}: "
-                          f"{type(exc).__name__}: {exc}", stacklevel=2)
-    return out
+            tmp = os.path.join(self.report_dir, f".{name[:-4]}.{self.next_path}.tmp.png")
+            self.temps.add(tmp)
+            wave.append((path, key, name, (path, tmp, self.checks[key], self.case_ids)))
+        return wave
+
+    def _submit(self, args):
+        if self.pool is None:
+            return None
+        try:
+            return self.pool.submit(render_job, *args)
+        except Exception as exc:  # the pool broke on an earlier figure: this one here
+            self._pool_failure(exc)
+            return None
+
+    def _pool_failure(self, exc: BaseException) -> None:
+        if not self.pool_failed:
+            self.pool_failed = True
+            warnings.warn(f"reports: a figure process failed ({type(exc).__name__}: {exc}); its "
+                          "figures are rendered in this process", stacklevel=5)
+
+    def _finish(self, wave: list, futures: list) -> None:
+        for (path, key, name, args), future in zip(wave, futures):
+            result = None
+            if future is not None:
+                try:
+                    result = future.result()
+                except Exception as exc:  # a process killed, a result that would not pickle
+                    self._pool_failure(exc)
+            if result is None:
+                result = render_job(*args)
+            outcome, caught = result
+            for category, message in caught:
+                warnings.warn(message, category, stacklevel=4)
+            if outcome[0] == "disk":  # the disk, not the data: the run reports it as a fault
+                code, strerror, filename = outcome[1:]
+                final = os.path.join(self.report_dir, name)
+                raise OSError(code, strerror, final if filename == args[1] else filename)
+            if outcome[0] == "error":
+                _no_figure(path, outcome[1])
+                continue
+            try:
+                os.replace(args[1], os.path.join(self.report_dir, name))
+            except OSError as exc:
+                if exc.errno in DISK_ERRNOS:
+                    raise
+                _no_figure(path, f"{type(exc).__name__}: {exc}")
+                continue
+            self.temps.discard(args[1])
+            self.out[key] = name

@@ -18,10 +18,12 @@ from .model import MODEL_REPORT, model_markdown
 from .overview import summary_markdown
 
 
-def write_views(df, env: dict, report_dir: str, figures: bool = True) -> None:
-    """summary.md, index.html and (for the case data present) the figures; for a run that
-    explored the parameter space, the failure map (map.png) and the shrunk boundaries."""
-    figs = render_figures(df, report_dir) if figures else {}
+def write_views(df, env: dict, report_dir: str, figures: bool = True,
+                workers: int | None = None) -> None:
+    """summary.md, index.html and (for the case data present) the figures, over `workers`
+    processes (`reports.figures.figure_processes`: None, the CPUs here); for a run that explored
+    the parameter space, the failure map (map.png) and the shrunk boundaries."""
+    figs = render_figures(df, report_dir, workers) if figures else {}
     boundaries = read_boundaries(report_dir)
     map_image = None
     if figures and has_explored(df):
@@ -65,7 +67,8 @@ def write_run(rows: list[dict], report_dir: str, run: dict | None = None) -> str
         json.dump(env, fh, indent=2, default=str)
     try:
         with writing(report_dir):
-            write_views(df, env, report_dir)
+            # The run's workers are idle by now: its figures are rendered over as many processes.
+            write_views(df, env, report_dir, workers=run.get("xdist_workers"))
     except DiskFault:  # the disk, not the view: the run reports it as a fault
         raise
     except Exception:  # the table is the record; a broken view must not cost the run its report

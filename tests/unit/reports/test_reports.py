@@ -282,6 +282,171 @@ def test_index_html_with_figure(tmp_path, trap_case_data):
     assert "href='#fig-torch-abs-bounds-trap-bfloat16-cpu'" in page
 
 
+# ------------------------------------------------------------------------------------------------
+# Figures over a process pool: the same files and the same dict as one after another
+
+
+def _exit_in_a_child(*args):
+    """A figure job whose process dies (as one the OOM killer takes): the pool breaks."""
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:
+        os._exit(3)
+    return _RENDER_JOB(*args)
+
+
+_RENDER_JOB = F.render_job
+
+
+def _figure_dir(d: Path, src: str, candidates, damaged=()) -> Path:
+    """A report dir whose case data is `src` under each candidate's name (and meta), plus damaged
+    files: `<c>` in `damaged` gets a file that is no npz at all, or, for a name ending in
+    '-noarray', one whose meta reads but whose arrays are incomplete."""
+    import json
+
+    with np.load(src) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays["meta"]))
+    for c in candidates:
+        path = case_data_path(str(d), c, "abs-bounds-trap", "bfloat16", "cpu")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        mine = dict(arrays, meta=np.array(json.dumps(meta | {"candidate": c})))
+        if c in damaged and c.endswith("-noarray"):
+            del mine["g_lo"]
+        if c in damaged and not c.endswith("-noarray"):
+            Path(path).write_bytes(b"not an npz")
+        else:
+            np.savez(path, **mine)
+    return d
+
+
+def _failing(candidates) -> pd.DataFrame:
+    return pd.DataFrame([row("abs-bounds-trap", "bfloat16", "bounds", "fail", candidate=c)
+                         for c in candidates])
+
+
+def _render(d: Path, workers: int):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        figs = F.render_figures(_failing(CANDIDATES), str(d), workers)
+    return figs, [str(w.message) for w in caught]
+
+
+CANDIDATES = ["c0", "c1-broken", "c2-noarray", "c3", "c4"]
+
+
+def test_figure_processes_follow_the_runs_workers():
+    assert F.figure_processes(2, 60) == 2
+    assert F.figure_processes(1, 60) == 1  # one worker: rendered here, as before
+    assert F.figure_processes(64, 60) == F.MAX_FIGURE_PROCESSES
+    assert F.figure_processes(8, 2 * F.FIGURES_PER_PROCESS) == 2  # a few figures: few processes
+    assert F.figure_processes(8, F.FIGURES_PER_PROCESS - 1) == 1
+    for unknown in (None, 0):  # no -n: the CPUs here
+        assert 1 <= F.figure_processes(unknown, 60) <= F.MAX_FIGURE_PROCESSES
+
+
+def test_figures_over_a_pool_are_those_of_one_process(tmp_path, trap_case_data, monkeypatch):
+    """A pool of two draws the same PNGs (byte for byte), under the same names, and returns the
+    same dict in the same order as one process; a damaged file costs its figure only, as a
+    warning, whether the parent (no npz) or the pool's process (arrays missing) finds it; a file
+    of a passing case gets none; no temporary is left behind."""
+    monkeypatch.setattr(F, "FIGURES_PER_PROCESS", 1)
+    dirs = {}
+    for workers in (1, 2):
+        d = _figure_dir(tmp_path / f"w{workers}", trap_case_data, CANDIDATES + ["passing"],
+                        damaged=("c1-broken", "c2-noarray"))
+        figs, said = _render(d, workers)
+        assert list(figs) == [(c, "abs-bounds-trap", "bfloat16", "cpu") for c in ("c0", "c3", "c4")]
+        assert [s for s in said if "c1-broken" in s or "c2-noarray" in s] == [
+            s for s in said if s.startswith("reports: no figure for")], said
+        assert any("c1-broken" in s for s in said) and any("KeyError: 'g_lo'" in s for s in said)
+        assert sorted(p.name for p in d.iterdir()) == ["case-data", *sorted(figs.values())]
+        dirs[workers] = (d, figs)
+    (d1, figs1), (d2, figs2) = dirs[1], dirs[2]
+    assert list(figs1.items()) == list(figs2.items())
+    for name in figs1.values():
+        assert (d1 / name).read_bytes() == (d2 / name).read_bytes()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_figure_cap_counts_figures_drawn(tmp_path, trap_case_data, monkeypatch, workers):
+    """MAX_FIGURES figures, the first ones in file order that draw: a damaged file does not take
+    a place, and nothing past the cap is drawn (warned once)."""
+    monkeypatch.setattr(F, "FIGURES_PER_PROCESS", 1)
+    monkeypatch.setattr(F, "MAX_FIGURES", 2)
+    d = _figure_dir(tmp_path, trap_case_data, CANDIDATES, damaged=("c1-broken", "c2-noarray"))
+    figs, said = _render(d, workers)
+    assert [k[0] for k in figs] == ["c0", "c3"]
+    assert sorted(p.name for p in d.glob("*.png")) == sorted(figs.values())
+    assert sum("more than 2 failing cases" in s for s in said) == 1
+
+
+def test_a_killed_figure_process_costs_no_figure(tmp_path, trap_case_data, monkeypatch):
+    """The pool's processes die (killed, out of memory): the figures are drawn here instead, the
+    same ones, with a warning that says so."""
+    monkeypatch.setattr(F, "FIGURES_PER_PROCESS", 1)
+    want, _ = _render(_figure_dir(tmp_path / "here", trap_case_data, CANDIDATES), 1)
+    monkeypatch.setattr(F, "render_job", _exit_in_a_child)
+    d = _figure_dir(tmp_path / "pool", trap_case_data, CANDIDATES)
+    figs, said = _render(d, 2)
+    assert list(figs.items()) == list(want.items()) and len(figs) == len(CANDIDATES)
+    assert sum("a figure process failed (BrokenProcessPool" in s for s in said) == 1, said
+    assert sorted(p.name for p in d.iterdir()) == ["case-data", *sorted(figs.values())]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_full_disk_under_the_figures_is_an_oserror(small_disk, tmp_path, trap_case_data,
+                                                     monkeypatch, workers):
+    """Figures on a 64 KiB filesystem (the case data elsewhere): the first figure that does not
+    fit raises its ENOSPC, from a pool's process as from this one (the sink makes it a partial
+    report), and leaves no temporary behind."""
+    import errno
+
+    monkeypatch.setattr(F, "FIGURES_PER_PROCESS", 1)
+    data = _figure_dir(tmp_path / "data", trap_case_data, CANDIDATES)
+    report = small_disk / "report"
+    report.mkdir()
+    (report / CASE_DATA_DIR).symlink_to(data / CASE_DATA_DIR)
+    with pytest.raises(OSError) as info:
+        F.render_figures(_failing(CANDIDATES), str(report), workers)
+    assert info.value.errno == errno.ENOSPC
+    assert [p.name for p in report.iterdir() if p.name.startswith(".")] == []
+
+
+def test_stairs_draw_what_axes_stairs_draws():
+    """The density steps are the StepPatch `ax.stairs` makes, with the same data limits (the
+    figures stay the same pixel for pixel), gaps (NaN) included."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    values = np.array([1.0, np.nan, 3.0, 0.5, np.nan])
+    edges = np.array([-1.0, 0.0, 0.5, 2.0, 2.5, 4.0])
+    fig = Figure()
+    a, b = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    for ax in (a, b):
+        ax.set_yscale("log")
+    a.stairs(values, edges, fill=True, color="tab:blue", alpha=0.45, label="x")
+    a.stairs(values, edges, color="black", lw=1.1)
+    F.stairs(b, values, edges, fill=True, facecolor="tab:blue", linewidth=0, alpha=0.45,
+              label="x")
+    F.stairs(b, values, edges, fill=False, edgecolor="black", lw=1.1)
+    assert len(a.patches) == len(b.patches) == 2
+    for p, q in zip(a.patches, b.patches):
+        assert np.array_equal(p.get_path().vertices, q.get_path().vertices)
+        assert np.array_equal(p.get_path().codes, q.get_path().codes)
+        assert (p.get_fill(), p.get_facecolor(), p.get_edgecolor(), p.get_linewidth(),
+                p.get_label(), p.sticky_edges.y) == \
+               (q.get_fill(), q.get_facecolor(), q.get_edgecolor(), q.get_linewidth(),
+                q.get_label(), q.sticky_edges.y)
+    assert np.array_equal(a.dataLim.get_points(), b.dataLim.get_points())
+    assert a.dataLim.minposy == b.dataLim.minposy
+    assert np.allclose(a.get_ylim(), b.get_ylim()) and np.allclose(a.get_xlim(), b.get_xlim())
+
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
