@@ -19,7 +19,9 @@ IEEE, round to nearest even), so P(X = v) is known value by value (`PushedLaw.va
 From it: where the window holds at most `ENUMERATE` output values, every one is summed; else a
 deterministic quadrature, `BLOCKS` runs of `RUN` consecutive output values, one at each
 equal-mass quantile of the law, each run standing for 1 / `BLOCKS` of it (E_X[g(X)] as the
-average of the runs' mass-weighted means of g). Where the step is exact (std 1, mean 0) the
+average of the runs' mass-weighted means of g); where the output is finer than the source (fewer
+than half of a run's values have a preimage: uniform proposals near 0), the run is the distinct
+images of `RUN` consecutive source indices instead, consecutive values of the support. Where the step is exact (std 1, mean 0) the
 quadrature gives the law's collision probability within 3e-4 and its last-bit classes within
 1e-6 (relative); between two quadratures 4x and 16x finer, the classes of z 0.3 in float32 move
 by <= 3e-3 (relative).
@@ -115,9 +117,9 @@ def first_index(image, targets: np.ndarray, lo: int, hi: int,
 
 
 class PushedLaw:
-    """The shared part: the window, the runs, and what the resolution checks read from them.
-    A subclass defines `value_probs(keys)` and `quantiles()` (the output values at BLOCKS
-    equal-mass quantiles)."""
+    """The shared part: the window, the preimages, the runs, and what the resolution checks read
+    from them. A subclass names its source (the integers the map is monotone on: `span`,
+    `image`, `guess`) and prices a preimage (`mass`)."""
 
     def __init__(self, dist, dtype: str):
         if dtype not in ARITHMETIC:
@@ -132,9 +134,44 @@ class PushedLaw:
             else math.inf
         self.unit = TruncatedNormal(0.0, 1.0, dist.alpha, dist.beta)
 
-    def value_probs(self, keys: np.ndarray) -> np.ndarray:  # pragma: no cover - subclasses
+    # -- what a subclass defines ---------------------------------------------------------------
+    span: tuple[int, int] = (0, 0)  # the source's first and last index
+
+    def image(self, index: np.ndarray) -> np.ndarray:  # pragma: no cover - subclasses
+        """The output value (the dtype's numpy type) of each source index."""
         raise NotImplementedError
 
+    def guess(self, values: np.ndarray) -> np.ndarray:  # pragma: no cover - subclasses
+        """A source index near the preimage of each output value (float64)."""
+        raise NotImplementedError
+
+    def mass(self, values: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
+        """P(X = v) of output values v whose preimage is the source indices [start, stop)."""
+        raise NotImplementedError  # pragma: no cover - subclasses
+
+    # -- preimages -----------------------------------------------------------------------------
+    def first_source(self, targets: np.ndarray) -> np.ndarray:
+        """The first source index whose image is >= each target value."""
+        targets = np.asarray(targets, dtype=self.real)
+        return first_index(self.image, targets, *self.span,
+                           guess=self.guess(targets.astype(np.float64)))
+
+    def value_probs(self, keys: np.ndarray) -> np.ndarray:
+        """P(X = v) at output `keys` (shape (runs, L)), zero outside [RN(a), RN(b)]: a run of
+        consecutive keys shares its L + 1 preimage boundaries, any other key has its own two."""
+        keys = np.asarray(keys, dtype=np.int64)
+        if np.all(np.diff(keys, axis=-1) == 1):
+            bounds = self.first_source(self.keys.values(
+                np.concatenate([keys, keys[..., -1:] + 1], axis=-1)))
+            start, stop = bounds[..., :-1], bounds[..., 1:]
+        else:
+            start = self.first_source(self.keys.values(keys))
+            stop = self.first_source(self.keys.values(keys + 1))
+        values = self.keys.values(keys).astype(np.float64)
+        mass = np.where(stop > start, self.mass(values, start, stop), 0.0)
+        return np.where((values >= self.lo) & (values <= self.hi), mass, 0.0)
+
+    # -- the runs ------------------------------------------------------------------------------
     def quantiles(self) -> np.ndarray:
         """X's values at the BLOCKS equal-mass quantiles of the truncated normal."""
         z = self.unit.ppf((np.arange(BLOCKS) + 0.5) / BLOCKS)
@@ -150,22 +187,31 @@ class PushedLaw:
         k = self.keys.of(np.array([lo, hi]))
         return int(k[0]), int(k[1])
 
-    def in_window(self, keys: np.ndarray) -> np.ndarray:
-        values = self.keys.values(keys).astype(np.float64)
-        return (values >= self.lo) & (values <= self.hi)
-
     @functools.cached_property
     def runs(self) -> tuple[np.ndarray, np.ndarray]:
         """(keys, probs), each (runs, L): every output value of the window as one run where it
-        holds at most ENUMERATE of them, else BLOCKS runs of RUN consecutive values centred on
-        the equal-mass quantiles; runs the law gives no mass are dropped."""
+        holds at most ENUMERATE of them, else BLOCKS runs at the equal-mass quantiles, each RUN
+        consecutive output values, or, where fewer than half of those have a preimage (the
+        output finer than the source there: uniform proposals near 0), the distinct images of
+        RUN consecutive source indices (consecutive values of the support: a run of output
+        values would miss it); runs the law gives no mass are dropped."""
         klo, khi = self.window_keys
         if khi - klo + 1 <= ENUMERATE:
             keys = np.arange(klo, khi + 1, dtype=np.int64)[None, :]
-        else:
-            centre = self.keys.of(self.quantiles())
-            keys = centre[:, None] + np.arange(-(RUN // 2), RUN // 2)[None, :]
+            return keys, self.value_probs(keys)
+        centres = self.quantiles()
+        keys = self.keys.of(centres)[:, None] + np.arange(-(RUN // 2), RUN // 2)[None, :]
         probs = self.value_probs(keys)
+        sparse = np.count_nonzero(probs, axis=1) < RUN // 2
+        if sparse.any():
+            first = np.clip(self.guess(centres[sparse]) - RUN // 2, self.span[0],
+                            self.span[1] - RUN + 1)
+            images = self.image(first[:, None] + np.arange(RUN)[None, :])
+            support = self.keys.of(images.astype(np.float64))
+            repeat = np.zeros(support.shape, dtype=bool)
+            repeat[:, 1:] = support[:, 1:] == support[:, :-1]
+            keys[sparse] = support
+            probs[sparse] = np.where(repeat, 0.0, self.value_probs(support))
         held = probs.sum(axis=1) > 0
         return keys[held], probs[held]
 
@@ -210,31 +256,29 @@ class PushedLaw:
 
 class AffineLaw(PushedLaw):
     """x = RN(RN(z std) + mean) in the dtype, z the standard normal rounded to it, conditioned on
-    RN(a) <= x <= RN(b) (the module docstring)."""
+    RN(a) <= x <= RN(b) (the module docstring). The source: z's ordered keys within +-Z_RANGE."""
 
     def __init__(self, dist, dtype: str):
         super().__init__(dist, dtype)
         self.scale = self.real(float(dist.scale))
         self.loc = self.real(float(dist.loc))
         zk = self.keys.of(np.array([-Z_RANGE, Z_RANGE]))
-        self.z_keys = (int(zk[0]), int(zk[1]))
+        self.span = (int(zk[0]), int(zk[1]))
 
-    def image(self, z_keys: np.ndarray) -> np.ndarray:
-        """x = RN(RN(z std) + mean) of the z values at `z_keys`, in the dtype's arithmetic."""
+    def image(self, index: np.ndarray) -> np.ndarray:
+        """x = RN(RN(z std) + mean) of the z values at keys `index`, in the dtype's arithmetic."""
         with np.errstate(all="ignore"):
-            return self.keys.values(z_keys) * self.scale + self.loc
+            return self.keys.values(index) * self.scale + self.loc
+
+    def guess(self, values: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            z = (np.asarray(values, dtype=np.float64) - float(self.loc)) / float(self.scale)
+        return self.keys.of(np.clip(np.nan_to_num(z), -Z_RANGE, Z_RANGE))
 
     def quantiles(self) -> np.ndarray:
         z = self.unit.ppf((np.arange(BLOCKS) + 0.5) / BLOCKS).astype(self.real)
         with np.errstate(all="ignore"):
             return (z * self.scale + self.loc).astype(np.float64)
-
-    def first_z(self, targets) -> np.ndarray:
-        targets = np.asarray(targets, dtype=self.real)
-        with np.errstate(all="ignore"):
-            z = (targets.astype(np.float64) - float(self.loc)) / float(self.scale)
-        guess = self.keys.of(np.clip(np.nan_to_num(z), -Z_RANGE, Z_RANGE))
-        return first_index(self.image, targets, *self.z_keys, guess=guess)
 
     def interval_mass(self, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
         """The standard normal's mass on the rounding cells of the z values with keys in
@@ -256,46 +300,36 @@ class AffineLaw(PushedLaw):
     @functools.cached_property
     def accepted(self) -> float:
         """The normal's mass on the z values whose image lies in [RN(a), RN(b)]."""
-        ends = self.first_z(np.array([self.lo, self.keys.next_up(self.hi)]))
+        ends = self.first_source(np.array([self.lo, self.keys.next_up(self.hi)]))
         return float(self.interval_mass(ends[:1], ends[1:])[0])
 
-    def value_probs(self, keys: np.ndarray) -> np.ndarray:
-        """P(X = v) at consecutive runs of output `keys` (shape (runs, L)): each run's L + 1
-        preimage boundaries found once; zero outside [RN(a), RN(b)]."""
-        keys = np.asarray(keys, dtype=np.int64)
-        bounds = np.concatenate([keys, keys[..., -1:] + 1], axis=-1)
-        starts = self.first_z(self.keys.values(bounds))
-        mass = self.interval_mass(starts[..., :-1], starts[..., 1:]) / self.accepted
-        return np.where(self.in_window(keys), mass, 0.0)
+    def mass(self, values: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
+        return self.interval_mass(start, stop) / self.accepted
 
 
 class UniformProposals(PushedLaw):
-    """Rejection from the dtype's uniform proposals on [RN(a), RN(b)] (the module docstring)."""
+    """Rejection from the dtype's uniform proposals on [RN(a), RN(b)] (the module docstring).
+    The source: the proposal index j, 0 <= j < 2^d."""
 
     def __init__(self, dist, dtype: str):
         super().__init__(dist, dtype)
         if not (math.isfinite(self.lo) and math.isfinite(self.hi) and self.hi > self.lo):
             raise ValueError("uniform proposals need a finite window")
         self.bits = self.keys.uniform_bits
+        self.span = (0, (1 << self.bits) - 1)
         self.step = self.real(2.0**-self.bits)
         self.width = self.real(self.hi) - self.real(self.lo)
 
-    def image(self, j: np.ndarray) -> np.ndarray:
+    def image(self, index: np.ndarray) -> np.ndarray:
         """x_j = RN(RN(j 2^-d (b - a)) + a), in the dtype's arithmetic (j 2^-d is exact)."""
         with np.errstate(all="ignore"):
-            return (j.astype(self.real) * self.step) * self.width + self.real(self.lo)
+            return (index.astype(self.real) * self.step) * self.width + self.real(self.lo)
 
-    def value_probs(self, keys: np.ndarray) -> np.ndarray:
-        keys = np.asarray(keys, dtype=np.int64)
-        bounds = np.concatenate([keys, keys[..., -1:] + 1], axis=-1)
-        targets = self.keys.values(bounds)
-        top = (1 << self.bits) - 1
+    def guess(self, values: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
-            j = (targets.astype(np.float64) - self.lo) / (self.hi - self.lo) * 2.0**self.bits
-        guess = np.clip(np.nan_to_num(j), 0, top).astype(np.int64)
-        starts = first_index(self.image, targets, 0, top, guess=guess)
-        counts = np.diff(starts, axis=-1).astype(np.float64)
-        values = self.keys.values(keys).astype(np.float64)
+            j = (np.asarray(values, dtype=np.float64) - self.lo) / (self.hi - self.lo)
+        return np.clip(np.nan_to_num(j * 2.0**self.bits), *self.span).astype(np.int64)
+
+    def mass(self, values: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
         density = np.asarray(self.dist.pdf(values), dtype=np.float64)
-        mass = counts * density * (float(self.width) * 2.0**-self.bits)
-        return np.where(self.in_window(keys), mass, 0.0)
+        return (stop - start) * density * (float(self.width) * 2.0**-self.bits)

@@ -128,7 +128,7 @@ PUSHED_LAWS = 3
 #: where the omnibus chi-square spends 15 df on alternatives nobody predicted.
 LR_DEPART = math.log(PUSHED_LAWS / FALSE_MATCH)
 #: The pushed laws are computed only where the low_bits row fails at the default alpha (each
-#: costs ~0.3 s of quadrature).
+#: costs ~0.1-0.2 s of CPU).
 LOW_BITS_GATE = 1e-3
 
 

@@ -58,7 +58,7 @@ def test_the_bisection_finds_the_first_index_whatever_the_guess():
     rng = np.random.default_rng(5)
     uniform = UniformProposals(TruncatedNormal(0.0, 1e3, -1.0, 1.0), "float32")
     affine = AffineLaw(TruncatedNormal(100.0, 1.0, 98.0, 102.0), "float64")
-    for pushed, (lo, hi) in ((uniform, (0, (1 << 24) - 1)), (affine, affine.z_keys)):
+    for pushed, (lo, hi) in ((uniform, (0, (1 << 24) - 1)), (affine, affine.span)):
         on = pushed.image(rng.integers(lo, hi + 1, 4000)).astype(pushed.real)
         keys = pushed.keys.of(on)
         targets = np.concatenate([on, pushed.keys.values(keys + 1), pushed.keys.values(keys - 1),
@@ -134,6 +134,20 @@ def test_uniform_proposals_against_every_proposal():
     assert np.allclose(pushed.low_bit_shares(4), classes, rtol=1e-3, atol=1e-9)
     assert pushed.low_bit_shares(4)[0] / low_bit_law(rounded_law(dist, "float32"), 4)[0] \
         == pytest.approx(5.0, rel=0.01)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_where_the_output_is_finer_than_the_proposals_the_runs_follow_the_proposals(dtype):
+    """huge-std near 0: one output value in 2^k holds a proposal, so a run of consecutive output
+    values would miss them; the runs of consecutive proposals keep the exact shares (|x| in
+    [2^-k-1, 2^-k) ends in k + 1 zero bits, evenly over those classes: 0000 5/16, 1000 3/16,
+    0100 and 1100 1/8, the other even classes 1/16, the odd ones none) and the collision
+    probability (2^-d: every proposal a value of its own)."""
+    dist = TruncatedNormal(0.0, 1e3, -1.0, 1.0)
+    pushed = UniformProposals(dist, dtype)
+    exact = np.array([5, 0, 1, 0, 2, 0, 1, 0, 3, 0, 1, 0, 2, 0, 1, 0]) / 16
+    assert np.allclose(pushed.low_bit_shares(4), exact, rtol=1e-4, atol=1e-12)
+    assert -math.log2(pushed.collision_prob) == pytest.approx(pushed.bits, abs=1e-6)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
