@@ -102,7 +102,11 @@ class RoundsFirst(Mechanism):
         if math.isfinite(law.rn_b):
             hi = float(fmt.cell_edges(np.array([law.rn_b]))[1][0])
         alt = ev.alternative(ev.mean, ev.std, lo, hi)
-        predicted = {s: law_atom(alt, s) for s in sides}
+        # read the atoms at the law's RN(a), RN(b): the alternative's ends are their cells' outer
+        # edges, ties, and where RN(a)'s significand is odd (float16 -0.04 -> -0.0400085) the
+        # tie rounds to the even value beyond, so the alternative's own rn_a is that value, which
+        # holds no mass
+        predicted = {s: float(alt.atom_probs(np.array([bound_value(law, s)]))[0]) for s in sides}
         if not atoms_agree(ev, sides, predicted):
             return None
         fits = ev.fits(alt)

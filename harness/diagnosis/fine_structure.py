@@ -1,23 +1,29 @@
 """The mechanisms seen only at the resolution of single values: `few-random-bits` (k from the
 collision rate) and `dtype-arithmetic` (a step done in a coarser arithmetic than the output's:
-last bits forced to zero, every value on a coarser format's lattice, or a 16-bit value rounded
-twice on its way from float64).
+last bits forced to zero, every value on a coarser format's lattice, a 16-bit value rounded
+twice on its way from float64, or a last step done in the output dtype whose law the reference
+pushes value by value: mean + std z, or uniform proposals on [a, b], `harness.diagnosis.affine`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
-from reference import TruncatedNormal, rounded_law
+from reference import rounded_law
 from reference.dtypes import float_format
 
 from ..families.resolution import (COLLISIONS, LATTICES, LOW_BITS, check_collisions,
-                                   check_lattices, check_low_bits, low_bit_law, pair_law)
+                                   check_lattices, check_low_bits, low_bit_cells, low_bit_law,
+                                   pair_law)
+from .affine import ARITHMETIC, BLOCKS, RUN, AffineLaw, PushedLaw, PushedProposals
 from .bound_atoms import BINNED
-from .evidence import AGREE_LEVEL, EMPTY_EXPECTED, FALSE_MATCH, MODEL_TOL, Evidence, agrees
+from .evidence import (AGREE_LEVEL, EMPTY_EXPECTED, FALSE_MATCH, MODEL_TOL, Evidence, agrees,
+                       count_sd)
 from .match import Match, Mechanism
 
 
@@ -112,39 +118,89 @@ def full_lattice(ev: Evidence) -> str | None:
     return best
 
 
-#: The affine step's quadrature: this many equal-mass quantiles of the standardized law, and a
-#: run of this many consecutive values of the dtype from each (2^20 values in all).
-AFFINE_BLOCKS = 4096
-AFFINE_RUN = 256
-#: numpy's types of the dtypes whose arithmetic the quadrature repeats (IEEE, round to nearest).
-NUMPY_TYPES = {"float64": (np.float64, np.int64), "float32": (np.float32, np.int32)}
+#: The laws of a last step done in the output dtype that `DtypeArithmetic` tests the last bits
+#: against (`pushed_laws`): the affine step, the affine step on the redraws only, uniform proposals.
+PUSHED_LAWS = 3
+#: Their departure: the last bits' classes favour one of them over the law by a likelihood ratio
+#: of at least PUSHED_LAWS / FALSE_MATCH. Under the law the ratio's mean is 1, so (Markov) an
+#: exact sampler reaches it for any of them with probability <= FALSE_MATCH, whatever the
+#: prediction's own error; it is the most powerful test of the law against each (Neyman-Pearson),
+#: where the omnibus chi-square spends 15 df on alternatives nobody predicted.
+LR_DEPART = math.log(PUSHED_LAWS / FALSE_MATCH)
+#: The pushed laws are computed only where the low_bits row fails at the default alpha (each
+#: costs ~0.1-0.2 s of CPU).
+LOW_BITS_GATE = 1e-3
 
 
-def affine_classes(dist, dtype: str, bits: int) -> np.ndarray | None:
-    """The shares of the last-`bits`-bit classes of y = z * std + mean computed in `dtype` (two
-    roundings), z a value of the dtype drawn from the standardized law: a deterministic
-    quadrature, runs of AFFINE_RUN consecutive values of z (the law's density is flat over a
-    run) from AFFINE_BLOCKS equal-mass quantiles. None for a dtype numpy has no arithmetic for."""
-    if dtype not in NUMPY_TYPES:
-        return None
-    real, whole = NUMPY_TYPES[dtype]
-    unit = TruncatedNormal(0.0, 1.0, dist.alpha, dist.beta)
-    quantiles = unit.ppf((np.arange(AFFINE_BLOCKS) + 0.5) / AFFINE_BLOCKS).astype(real)
-    runs = quantiles.view(whole)[:, None] + np.arange(AFFINE_RUN, dtype=whole)[None, :]
-    z = runs.view(real)
-    with np.errstate(all="ignore"):
-        y = z * real(dist.scale) + real(dist.loc)
-    y = y[np.isfinite(y)]
-    if y.size == 0:
-        return None
-    classes = np.bitwise_and(y.view(whole), (1 << bits) - 1).astype(np.int64)
-    return np.bincount(classes, minlength=1 << bits) / y.size
+@dataclass(frozen=True)
+class Pushed:
+    """One pushed law: how the note names it, its last bits' class shares, and the law itself
+    where it also predicts the equal pairs and the 16-bit lattices (None: the classes only)."""
+
+    label: str
+    shares: np.ndarray
+    law: PushedLaw | None
+    exact: bool
+
+
+def pushed_laws(ev: Evidence, bits: int) -> Iterator[Pushed]:
+    """The pushed laws of `ev`'s case in its dtype, computed one at a time (`harness.diagnosis.
+    affine`): mean + std z in the dtype; the same on the redraws only, the first draw exact (a
+    mixture, the first draw's share the normal's mass inside [a, b]: torch's float32 `normal_` on
+    a strided view goes through float64, its redraws into a fresh contiguous tensor do not);
+    rejection from the dtype's uniform proposals on [a, b]."""
+    dtype = ev.law.fmt.name
+    if dtype not in ARITHMETIC:
+        return
+    affine = AffineLaw(ev.dist, dtype)
+    shares = affine.low_bit_shares(bits)
+    exact = affine.runs[0].shape[0] == 1
+    yield Pushed(f"mean + std z in {dtype}", shares, affine, exact)
+    first = float(special.ndtr(ev.dist.beta) - special.ndtr(ev.dist.alpha))
+    if first < 1.0:
+        mixed = first * low_bit_law(ev.law, bits) + (1.0 - first) * shares
+        yield Pushed(f"the first draw exact, its redraws ({1.0 - first:.3g} of the values) mean "
+                     f"+ std z in {dtype}", mixed, None, exact)
+    try:
+        uniform = PushedProposals(ev.dist, dtype)
+    except ValueError:
+        return
+    yield Pushed(f"uniform proposals RN(a) + (RN(b) - RN(a)) j 2^-{uniform.bits} in {dtype}, "
+                 f"accepted by the density", uniform.low_bit_shares(bits), uniform,
+                 uniform.runs[0].shape[0] == 1)
+
+
+def log_likelihood_ratio(counts: np.ndarray, shares: np.ndarray, law: np.ndarray) -> float:
+    """log of the multinomial likelihood of `counts` under `shares` over that under `law`
+    (+inf where the law forbids an observed class, -inf where the prediction does)."""
+    seen = counts > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = counts[seen] * (np.log(shares[seen]) - np.log(law[seen]))
+    if np.any(np.isnan(terms)):
+        return -math.inf
+    return float(np.sum(terms))
+
+
+def class_fit(counts: np.ndarray, shares: np.ndarray, inflation: float) -> float:
+    """Chi-square p-value of the class counts against `shares` (classes expecting < 5 pooled,
+    `low_bit_cells`), the statistic divided by `inflation` for the prediction's own error; 0
+    where a class the prediction forbids holds a value."""
+    if np.any((shares <= 0) & (counts > 0)):
+        return 0.0
+    n = float(counts.sum())
+    cells = low_bit_cells(n * shares)
+    if len(cells) < 2:
+        return 0.0
+    obs = np.array([counts[c].sum() for c in cells])
+    exp = np.array([n * shares[c].sum() for c in cells])
+    chi2 = float(np.sum((obs - exp) ** 2 / exp)) / inflation
+    return float(stats.chi2.sf(chi2, len(cells) - 1))
 
 
 class DtypeArithmetic(Mechanism):
     name = "dtype-arithmetic"
     explains = frozenset({LOW_BITS.name, LATTICES.name, COLLISIONS.name})
-    doc = ("A step done in an arithmetic coarser than the output's. Three signatures, each "
+    doc = ("A step done in an arithmetic coarser than the output's. Five signatures, each "
            "predicted by the reference: (1) the last t bits of every value zero (a last step "
            "that truncates): the law puts >= -ln(FALSE_MATCH) values' worth of mass on the "
            "classes with one of them set, and equal pairs 2^t times the law's; (2) every value "
@@ -152,8 +208,10 @@ class DtypeArithmetic(Mechanism):
            "the collision rate of the rounded law in F; (3) a 16-bit value cast from float64 "
            "through float32 (rounded twice): the histogram fits the law of torch's cast "
            "(`rounded_law(..., rounding='torch')`) and not the single rounding; (4) mean + std z "
-           "in the output dtype: the last bits' classes follow those of the affine step "
-           "repeated in the dtype's own arithmetic on runs of consecutive z (`affine_classes`).")
+           "in the output dtype (or on the redraws only): the last bits' classes follow the "
+           "affine step's law, value by value (`harness.diagnosis.affine.AffineLaw`), and so do "
+           "the equal pairs and the 16-bit lattices where they fail; (5) rejection from the "
+           "dtype's uniform proposals on [a, b] (`PushedProposals`): the same three.")
 
     def test(self, ev: Evidence) -> Match | None:
         if ev.has("resolution") and ev.summary.resolution.low_bit_counts is not None:
@@ -162,11 +220,18 @@ class DtypeArithmetic(Mechanism):
 
     def low_bit_pattern(self, ev: Evidence) -> Match | None:
         t = zero_low_bits(ev)
-        if t == 0:
-            return self.affine_step(ev)
+        # every value on a coarser format's lattice is (2) whatever pushed the values there
+        lattice = full_lattice(ev) if t else None
+        pushed = None
+        if lattice is None:
+            try:
+                pushed = self.pushed_step(ev, t)
+            except (ValueError, ArithmeticError):
+                pushed = None  # a law the quadrature cannot push: (1) still stands
+        if pushed is not None or t == 0:
+            return pushed
         state = ev.summary.resolution
         scanned = int(np.asarray(state.low_bit_counts).sum())
-        lattice = full_lattice(ev)
         law_q2 = float(ev.law.collision_prob)
         if lattice is not None:
             coarse = rounded_law(ev.dist, lattice)
@@ -177,11 +242,7 @@ class DtypeArithmetic(Mechanism):
                     f"{1.0 - float(ev.law.lattice_mass(lattice)):.3g} of its values off it)")
         else:
             q2, why, trailing = (2**t) * law_q2, f"2^{t} x the law's", t
-            off_share = float(np.sum(low_bit_law(ev.law, int(state.low_bits))[
-                np.arange(1 << int(state.low_bits)) % (1 << t) != 0]))
-            head = (f"the last {t} bit(s) of every one of {scanned} scanned values zero (the law "
-                    f"puts {off_share:.3g} of its values elsewhere: {scanned * off_share:.4g} "
-                    f"expected, 0 observed)")
+            head = zero_bits_text(ev, t)
         explains = {LOW_BITS.name} | ({LATTICES.name} if lattice is not None else set())
         count = scanned_pairs(ev)
         if count is not None:
@@ -194,36 +255,45 @@ class DtypeArithmetic(Mechanism):
                          f"{sd:.2g})")
         return self.match(head, parameter=trailing, explains=frozenset(explains))
 
-    def affine_step(self, ev: Evidence) -> Match | None:
-        """(4): the last bits' classes depart from the law's and follow those of mean + std z
-        computed in the output dtype (`affine_classes`)."""
+    def pushed_step(self, ev: Evidence, t: int) -> Match | None:
+        """(4), (5): the last bits' classes depart from the law's (the last t bits of every value
+        zero, or a likelihood ratio >= e^LR_DEPART for the pushed law) and fit those of a last
+        step done in the output dtype (`pushed_laws`); the first that fits is the match, and it
+        explains collisions and lattices too where their counts agree with its prediction and
+        the prediction moves them off the law's (`pairs_follow`, `lattices_follow`)."""
         out = ev.outcome(check_low_bits)
-        if not out.applicable or out.p_value >= FALSE_MATCH:
+        if not out.applicable or (t == 0 and out.p_value >= LOW_BITS_GATE):
             return None
         state = ev.summary.resolution
-        shares = affine_classes(ev.dist, ev.law.fmt.name, int(state.low_bits))
-        if shares is None:
-            return None
+        bits = int(state.low_bits)
         counts = np.asarray(state.low_bit_counts, dtype=np.float64)
         n = float(counts.sum())
-        expected = n * shares
-        cells = expected >= 5.0
-        if cells.sum() < 2 or counts[~cells].sum() > 0:
-            return None
-        # the quadrature's own error, as if its AFFINE_BLOCKS x AFFINE_RUN values were a sample
-        inflation = 1.0 + n / (AFFINE_BLOCKS * AFFINE_RUN)
-        chi2 = float(np.sum((counts[cells] - expected[cells]) ** 2 / expected[cells]) / inflation)
-        p = float(stats.chi2.sf(chi2, int(cells.sum()) - 1))
-        if p < AGREE_LEVEL:
-            return None
-        law_shares = low_bit_law(ev.law, int(state.low_bits))
-        j = int(np.argmax(np.abs(shares - law_shares)))
-        width = f"0{int(state.low_bits)}b"
-        note = (f"last {int(state.low_bits)} bits: class {j:{width}} observed "
-                f"{counts[j] / n:.4g} of the values, mean + std z in {ev.law.fmt.name} predicts "
-                f"{shares[j]:.4g}, the law {law_shares[j]:.4g}; all {int(cells.sum())} classes "
-                f"as predicted (chi2 p {p:.2g}), the law's rejected (p {out.p_value:.2g})")
-        return self.match(note, explains=frozenset({LOW_BITS.name}))
+        law_shares = low_bit_law(ev.law, bits)
+        for pushed in pushed_laws(ev, bits):
+            ratio = log_likelihood_ratio(counts, pushed.shares, law_shares)
+            if t == 0 and not ratio >= LR_DEPART:
+                continue
+            # the quadrature's own error, as if its BLOCKS x RUN values were a sample
+            inflation = 1.0 if pushed.exact else 1.0 + n / (BLOCKS * RUN)
+            p = class_fit(counts, pushed.shares, inflation)
+            if p < AGREE_LEVEL:
+                continue
+            j = int(np.argmax(np.abs(pushed.shares - law_shares)))
+            why = (zero_bits_text(ev, t) if t else
+                   f"the law's rejected (p {out.p_value:.2g}; likelihood ratio e^{ratio:.3g} for "
+                   f"the prediction)")
+            note = (f"last {bits} bits: class {j:0{bits}b} observed {counts[j] / n:.4g} of the "
+                    f"values, {pushed.label} predicts {pushed.shares[j]:.4g}, the law "
+                    f"{law_shares[j]:.4g}; all classes as predicted (chi2 p {p:.2g}); {why}")
+            explains = {LOW_BITS.name}
+            if pushed.law is not None:
+                for check, text in (pairs_follow(ev, pushed.law), lattices_follow(ev, pushed.law)):
+                    if text:
+                        note += "; " + text
+                    if check:
+                        explains.add(check)
+            return self.match(note, explains=frozenset(explains))
+        return None
 
     def double_rounding(self, ev: Evidence) -> Match | None:
         law = ev.law
@@ -237,3 +307,63 @@ class DtypeArithmetic(Mechanism):
                           f"(rounded twice: p {p:.2g}), not the single rounding "
                           f"(p {ev.canonical_fit:.2g})", parameter=None, explains=BINNED)
 
+
+
+def zero_bits_text(ev: Evidence, t: int) -> str:
+    state = ev.summary.resolution
+    scanned = int(np.asarray(state.low_bit_counts).sum())
+    off_share = float(np.sum(low_bit_law(ev.law, int(state.low_bits))[
+        np.arange(1 << int(state.low_bits)) % (1 << t) != 0]))
+    return (f"the last {t} bit(s) of every one of {scanned} scanned values zero (the law puts "
+            f"{off_share:.3g} of its values elsewhere: {scanned * off_share:.4g} expected, 0 "
+            f"observed)")
+
+
+def moves(observed: float, predicted: float, law: float) -> bool:
+    """Whether a prediction is off the law's value by more than MODEL_TOL of it, on the side the
+    observation is: a prediction within the model tolerance of the law cannot account for a
+    failing row, however well the count agrees with it."""
+    return abs(predicted - law) > MODEL_TOL * abs(law) and (predicted - law) * (observed - law) > 0
+
+
+def pairs_follow(ev: Evidence, pushed: PushedLaw) -> tuple[str | None, str]:
+    """(COLLISIONS' name or None, a note): whether the equal pairs agree with the pushed law's
+    collision rate (MODEL_TOL) and that rate `moves` them off the law's (no note where the law
+    expects less than one equal pair: float64)."""
+    count = scanned_pairs(ev)
+    if count is None:
+        return None, ""
+    law_mean, _ = predicted_pairs(ev, float(ev.law.collision_prob))
+    if law_mean < 1.0:
+        return None, ""
+    q2 = float(pushed.collision_prob)
+    mean, sd = predicted_pairs(ev, q2)
+    text = (f"equal pairs {count}, predicted {mean:.4g} +- {sd:.2g} (2^{-math.log2(q2):.2f} "
+            f"equally likely values), the law {law_mean:.4g}")
+    follows = agrees(count, mean, sd, MODEL_TOL) and moves(count, mean, law_mean)
+    return (COLLISIONS.name if follows else None), text
+
+
+def lattices_follow(ev: Evidence, pushed: PushedLaw) -> tuple[str | None, str]:
+    """(LATTICES' name or None, a note): whether every coarse lattice's count agrees with the
+    pushed law's mass on it (MODEL_TOL) and, on the lattice farthest from the law (the one the
+    row fails on), the prediction `moves` the count off the law's; None where a lattice has no
+    prediction (float32 in float64)."""
+    state = ev.summary.resolution
+    if not state.lattice_names or state.lattice_counts is None or int(state.scanned) == 0:
+        return None, ""
+    n = int(state.scanned)
+    parts, follows, worst = [], True, (-1.0, False)
+    for name, count in zip(state.lattice_names, state.lattice_counts):
+        mass = pushed.lattice_mass(name)
+        if mass is None:
+            return None, ""
+        law_mass = float(ev.law.lattice_mass(name))
+        share = int(count) / n
+        follows &= agrees(share, mass, count_sd(n, mass), MODEL_TOL)
+        off = abs(share - law_mass) / max(count_sd(n, law_mass), 1e-300)
+        if off > worst[0]:
+            worst = (off, moves(share, mass, law_mass))
+        parts.append(f"{name} values {int(count)}, predicted {n * mass:.4g} (the law "
+                     f"{n * law_mass:.4g})")
+    return (LATTICES.name if follows and worst[1] else None), "; ".join(parts)
