@@ -23,31 +23,17 @@ import numpy as np
 import pytest
 import torch
 
-from candidates import resolve
-from harness.cases import case_by_label
 from harness.diagnosis.affine import AffineLaw, PushedProposals, first_index
 from harness.diagnosis.catalog import FALSE_MATCH, MECHANISMS, diagnose, explain
 from harness.diagnosis.evidence import Evidence
 from harness.diagnosis.fine_structure import LR_DEPART, log_likelihood_ratio, pushed_laws
 from harness.families.resolution import low_bit_law
-from harness.runner import CaseRunner, RunConfig
 from reference import TruncatedNormal, rounded_law
+from summaries import named, stage_one
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def stage_one(name: str, case: str, dtype, n: int, run_seed: int | None = None):
-    config = RunConfig(samples=n) if run_seed is None else RunConfig(samples=n, run_seed=run_seed)
-    runner = CaseRunner(resolve(name), case_by_label(case), dtype, "cpu", config)
-    summary = runner.summary(1)
-    assert not isinstance(summary, Exception), summary
-    return runner, summary
-
-
-def named(matches, name):
-    found = [m for m in matches if m.name == name]
-    assert found, f"{name} not among {[(m.name, m.note) for m in matches]}"
-    return found[0]
 
 
 # -- the reference side ---------------------------------------------------------------------------

@@ -22,24 +22,12 @@ from candidates import resolve
 from harness.cases import case_by_label
 from harness.diagnosis.catalog import FALSE_MATCH, MECHANISMS, NAMES, diagnose, explain
 from harness.runner import CaseRunner, RunConfig
+from summaries import named, stage_one
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def stage_one(name: str, case: str, dtype, n: int, run_seed: int | None = None):
-    """(runner, its stage-1 Summary) of `name` on `case`."""
-    config = RunConfig(samples=n) if run_seed is None else RunConfig(samples=n, run_seed=run_seed)
-    runner = CaseRunner(resolve(name), case_by_label(case), dtype, "cpu", config)
-    summary = runner.summary(1)
-    assert not isinstance(summary, Exception), summary
-    return runner, summary
-
-
-def named(matches, name):
-    found = [m for m in matches if m.name == name]
-    assert found, f"{name} not among {[(m.name, m.note) for m in matches]}"
-    return found[0]
 
 
 #: candidate -> (case, dtype, n, the mechanism the docs give, its parameter or None, a check

@@ -20,27 +20,16 @@ import numpy as np
 import pytest
 import torch
 
-from candidates import resolve
-from harness.cases import case_by_label
 from harness.diagnosis.bound_atoms import BINNED
 from harness.diagnosis.catalog import FALSE_MATCH, MECHANISMS, diagnose, explain
 from harness.diagnosis.proposals import (ProposalLaw, UniformLattice, acceptance_table, in_dtype,
                                          log_density_test)
-from harness.runner import CaseRunner, RunConfig
 from reference import float_format
+from summaries import stage_one
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def stage_one(name: str, case: str, dtype, n: int, run_seed: int | None = None, **settings):
-    """(runner, its stage-1 Summary) of `name` on `case` (`settings`: more of RunConfig)."""
-    if run_seed is not None:
-        settings["run_seed"] = run_seed
-    config = RunConfig(samples=n, **settings)
-    runner = CaseRunner(resolve(name), case_by_label(case), dtype, "cpu", config)
-    summary = runner.summary(1)
-    assert not isinstance(summary, Exception), summary
-    return runner, summary
 
 
 def test_the_lattice_is_torchs_uniform_bit_for_bit():
