@@ -111,7 +111,10 @@ class RoundsFirst(Mechanism):
             return None
         fits = ev.fits(alt)
         if fits is None:
-            return None  # a law judged on fine bins: the alternative cannot be fitted
+            # a law judged on fine bins: the alternative summed value by value onto them
+            fits = ev.fits_by_value(alt)
+        if fits is None:
+            return None
         note = "; ".join(atom_text(ev, s, predicted[s], "its whole cell") for s in off)
         if fits:
             return self.match(note + "; the histogram fits the rounds-first law")

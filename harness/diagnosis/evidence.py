@@ -89,6 +89,20 @@ def chi2_fit(hist, probs) -> float | None:
     return float(stats.chi2.sf(x2, starts.size - 1))
 
 
+def fine_bin_index(keys: np.ndarray, bins: LawBins) -> np.ndarray:
+    """The bin of `bins` (a narrow law's fine bins, with one bin below the support and one above)
+    that holds each ordered key."""
+    fb = bins.law.fine_bins
+    # uint64 keys (float64's reach 2^64): the difference wraps into int64 exactly
+    rel = (np.asarray(keys).astype(np.uint64) - np.uint64(fb.key_lo)).astype(np.int64)
+    return np.where(rel < 0, 0, np.minimum((np.maximum(rel, 0) >> fb.shift) + 1,
+                                           bins.probs.size - 1))
+
+
+#: The most values of a fine-binned window a law is summed over, value by value.
+MAX_FINE_VALUES = 1 << 20
+
+
 class Evidence:
     """The views of one Summary the catalog reads, each computed once (on first use)."""
 
@@ -155,6 +169,30 @@ class Evidence:
         if self.bins is None or law.fine_bins is not None:
             return None
         p = self.fit(law.hist_bin_probs())
+        return None if p is None else p >= AGREE_LEVEL
+
+    def fits_by_value(self, law) -> bool | None:
+        """Whether the fine histogram of a narrow law fits `law`, summed value by value over the
+        Summary's law's support onto its fine bins (None: not a fine-binned law, a window of
+        more than MAX_FINE_VALUES values, or no fine histogram)."""
+        if not self.has("binned"):
+            return None
+        bins = LawBins.of(self.law)
+        fmt = self.law.fmt
+        if not bins.fine or not (math.isfinite(self.law.rn_a) and math.isfinite(self.law.rn_b)):
+            return None
+        k0, k1 = (int(k) for k in fmt.ordered_keys(np.array([self.law.rn_a, self.law.rn_b])))
+        if k1 < k0 or k1 - k0 + 1 > MAX_FINE_VALUES:
+            return None
+        keys = np.arange(k0, k1 + 1, dtype=np.int64)
+        probs = law.atom_probs(fmt.values_from_keys(keys))
+        try:
+            hist = bins.counts(self.summary)
+        except ValueError:
+            return None
+        probs = np.bincount(fine_bin_index(keys, bins), weights=probs,
+                            minlength=bins.probs.size)[:bins.probs.size]
+        p = chi2_fit(hist, probs)
         return None if p is None else p >= AGREE_LEVEL
 
     def bin_of(self, value: float) -> int:

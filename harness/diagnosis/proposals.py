@@ -38,7 +38,8 @@ from reference import float_format
 
 from ..families.common import LawBins
 from .bound_atoms import ATOMS, BINNED, bound_departures, bound_value, law_atom, sigma_text
-from .evidence import AGREE_LEVEL, MODEL_TOL, Evidence, agrees, chi2_fit, count_sd, share_text
+from .evidence import (AGREE_LEVEL, MODEL_TOL, Evidence, agrees, chi2_fit, count_sd,
+                       fine_bin_index, share_text)
 from .match import Match, Mechanism
 
 #: The random bits of one uniform: 24 (float32, the accumulator of every dtype up to 32 bits),
@@ -234,10 +235,7 @@ class ProposalLaw:
         if not bins.fine:
             idx = (self.keys >> np.uint64(self.fmt.bits - self.fmt.hist_bits)).astype(np.intp)
         else:
-            fb = bins.law.fine_bins
-            # uint64 keys (float64's reach 2^64): the difference wraps into int64 exactly
-            rel = (self.keys - np.uint64(fb.key_lo)).astype(np.int64)
-            idx = np.where(rel < 0, 0, np.minimum((np.maximum(rel, 0) >> fb.shift) + 1, size - 1))
+            idx = fine_bin_index(self.keys, bins)
         return np.bincount(idx, weights=self.probs, minlength=size)[:size]
 
 
