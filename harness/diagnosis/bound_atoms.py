@@ -52,14 +52,15 @@ def sigma_text(ev: Evidence, value: float) -> str:
     return f"{(value - ev.mean) / ev.std:+.3g} sigma"
 
 
-def atom_text(ev: Evidence, side: str, predicted: float, why: str) -> str:
+def atom_text(ev: Evidence, side: str, predicted: float, why: str = "") -> str:
     """'atom at RN(a) = -2 (-2 sigma): predicted 6.6e-4 (its whole cell), observed 6.5e-4 +-
-    2.5e-5, the law 2.2e-4'."""
+    2.5e-5, the law 2.2e-4' (without the parenthesis where `why` is empty)."""
     law, n = ev.law, ev.n
     value = bound_value(law, side)
     observed = ev.atom_count(side) / n
+    because = f" ({why})" if why else ""
     return (f"atom at RN({side}) = {value:.6g} ({sigma_text(ev, value)}): predicted "
-            f"{predicted:.3g} ({why}), observed {share_text(observed, n)}, the law "
+            f"{predicted:.3g}{because}, observed {share_text(observed, n)}, the law "
             f"{law_atom(law, side):.3g}")
 
 

@@ -144,6 +144,18 @@ class Evidence:
         return None if bins.fine else bins
 
     @functools.cached_property
+    def judged_hist(self) -> tuple[LawBins, np.ndarray] | None:
+        """(bins, counts) of the histogram the law is judged on: the main bins, or a narrow
+        law's fine bins (None: no binned family, or a Summary folded without the fine bins)."""
+        if not self.has("binned"):
+            return None
+        bins = LawBins.of(self.law)
+        try:
+            return bins, bins.counts(self.summary)
+        except ValueError:
+            return None
+
+    @functools.cached_property
     def hist(self) -> np.ndarray | None:
         return None if self.bins is None else self.bins.counts(self.summary)
 
@@ -175,21 +187,17 @@ class Evidence:
         """Whether the fine histogram of a narrow law fits `law`, summed value by value over the
         Summary's law's support onto its fine bins (None: not a fine-binned law, a window of
         more than MAX_FINE_VALUES values, or no fine histogram)."""
-        if not self.has("binned"):
-            return None
-        bins = LawBins.of(self.law)
+        judged = self.judged_hist
         fmt = self.law.fmt
-        if not bins.fine or not (math.isfinite(self.law.rn_a) and math.isfinite(self.law.rn_b)):
+        if judged is None or not judged[0].fine or not (
+                math.isfinite(self.law.rn_a) and math.isfinite(self.law.rn_b)):
             return None
+        bins, hist = judged
         k0, k1 = (int(k) for k in fmt.ordered_keys(np.array([self.law.rn_a, self.law.rn_b])))
         if k1 < k0 or k1 - k0 + 1 > MAX_FINE_VALUES:
             return None
         keys = np.arange(k0, k1 + 1, dtype=np.int64)
         probs = law.atom_probs(fmt.values_from_keys(keys))
-        try:
-            hist = bins.counts(self.summary)
-        except ValueError:
-            return None
         probs = np.bincount(fine_bin_index(keys, bins), weights=probs,
                             minlength=bins.probs.size)[:bins.probs.size]
         p = chi2_fit(hist, probs)

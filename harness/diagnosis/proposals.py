@@ -37,9 +37,9 @@ import numpy as np
 from reference import float_format
 
 from ..families.common import LawBins
-from .bound_atoms import ATOMS, BINNED, bound_departures, bound_value, law_atom, sigma_text
-from .evidence import (AGREE_LEVEL, MODEL_TOL, Evidence, agrees, chi2_fit, count_sd,
-                       fine_bin_index, share_text)
+from .bound_atoms import (ATOMS, BINNED, atom_text, atoms_agree, bound_departures, bound_value,
+                          law_atom, sigma_text)
+from .evidence import AGREE_LEVEL, Evidence, chi2_fit, fine_bin_index
 from .match import Match, Mechanism
 
 #: The random bits of one uniform: 24 (float32, the accumulator of every dtype up to 32 bits),
@@ -270,9 +270,7 @@ class UniformProposals(Mechanism):
         if alt is None:
             return None
         predicted = {s: alt.prob_at(bound_value(law, s)) for s in sides}
-        n = ev.n
-        if not all(agrees(ev.atom_count(s) / n, predicted[s], count_sd(n, predicted[s]),
-                          MODEL_TOL) for s in sides):
+        if not atoms_agree(ev, sides, predicted):
             return None
         note = "; ".join(self.atom_note(ev, s, predicted[s]) for s in sides)
         if alt.zero_share >= 0.01:
@@ -288,13 +286,10 @@ class UniformProposals(Mechanism):
     @staticmethod
     def fit(ev: Evidence, alt: ProposalLaw) -> float | None:
         """The histogram's chi-square p against the proposal law (None: no histogram)."""
-        if not ev.has("binned"):
+        judged = ev.judged_hist
+        if judged is None:
             return None
-        bins = LawBins.of(ev.law)
-        try:
-            hist = bins.counts(ev.summary)
-        except ValueError:
-            return None
+        bins, hist = judged
         return chi2_fit(hist, alt.bin_probs(bins))
 
     @staticmethod
@@ -302,13 +297,11 @@ class UniformProposals(Mechanism):
         """'atom at RN(a) = 1 (+1 sigma): predicted 0.0177, observed 0.0176 +- 0.00013, the law
         0.006', or for a bound no proposal stays on, 'RN(b) = 3 (+3 sigma): predicted 0 (its
         proposals are written as RN(a)), observed 0, the law 0.000223 (234 expected)'."""
+        if predicted > 0:
+            return atom_text(ev, side, predicted)
         law, n = ev.law, ev.n
         value = bound_value(law, side)
-        observed = ev.atom_count(side) / n
-        head = f"RN({side}) = {value:.6g} ({sigma_text(ev, value)}): predicted "
-        if predicted > 0:
-            return (f"atom at {head}{predicted:.3g}, observed {share_text(observed, n)}, the law "
-                    f"{law_atom(law, side):.3g}")
-        return (f"{head}0 (its proposals are written as RN(a)), observed "
+        return (f"RN({side}) = {value:.6g} ({sigma_text(ev, value)}): predicted "
+                f"0 (its proposals are written as RN(a)), observed "
                 f"{ev.atom_count(side)}, the law {law_atom(law, side):.3g} "
                 f"({n * law_atom(law, side):.4g} expected)")
