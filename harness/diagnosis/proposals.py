@@ -37,6 +37,7 @@ import numpy as np
 from reference import float_format
 
 from ..families.common import LawBins
+from .affine import first_index
 from .bound_atoms import (ATOMS, BINNED, atom_text, atoms_agree, bound_departures, bound_value,
                           law_atom, sigma_text)
 from .evidence import AGREE_LEVEL, Evidence, chi2_fit, fine_bin_index
@@ -115,18 +116,8 @@ class UniformLattice:
     def first_index(self, keys: np.ndarray) -> np.ndarray:
         """The smallest j whose proposal's ordered key is >= each key (2^D where none): the
         proposals increase with j, so one bisection per key."""
-        fmt = self.fmt
-        lo = np.zeros(keys.size, dtype=np.int64)
-        hi = np.full(keys.size, 1 << self.digits, dtype=np.int64)
-        for _ in range(self.digits + 1):
-            open_ = lo < hi
-            if not open_.any():
-                break
-            mid = (lo + hi) // 2
-            ge = fmt.ordered_keys(self.raw_values(mid)) >= keys
-            hi = np.where(open_ & ge, mid, hi)
-            lo = np.where(open_ & ~ge, mid + 1, lo)
-        return lo
+        return first_index(lambda j: self.fmt.ordered_keys(self.raw_values(j)), keys, 0,
+                           (1 << self.digits) - 1)
 
     @functools.cached_property
     def key_range(self) -> tuple[int, int]:
