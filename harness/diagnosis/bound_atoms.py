@@ -204,6 +204,8 @@ class CoarseUniform(Mechanism):
             if not (share > BEYOND_CELL * law_atom(law, side)
                     and departs(count, ev.n, law_atom(law, side))):
                 continue
+            if share > 0.5:
+                continue  # a lattice of one point: every draw on the bound is a point mass
             far = float(support.max if side == "a" else support.min)
             if not math.isfinite(far):
                 continue

@@ -20,24 +20,31 @@ from __future__ import annotations
 import weakref
 
 from ..checks.hard import HANG
+from ..families.binned import GOF
 from .bound_atoms import Clamp, CoarseUniform, ExactZeros, RoundsFirst
 from .dependence import Dependence
+from .directed_rounding import DirectedRounding
 from .evidence import AGREE_LEVEL, FALSE_MATCH, MODEL_TOL, Evidence
 from .fine_structure import DtypeArithmetic, FewRandomBits
+from .inverse_cdf import InverseCdfInDtype
 from .law_shape import Scaled, Shifted, TailCut
 from .match import Match, Mechanism
+from .misplaced import Hole, OutOfBounds, PointMass
+from .position_class import PositionClass
 from .proposals import UniformProposals
 from .scope import api_checks
 
 __all__ = ["MECHANISMS", "NAMES", "Match", "Mechanism", "diagnose", "explain", "FALSE_MATCH",
            "AGREE_LEVEL", "MODEL_TOL"]
 
-#: The rows, most specific first: where two match one check, `explain` names the first
-#: (uniform-proposals predicts every value of its law, the zeros its lattice writes included).
+#: The rows, most specific first: where two match one check, `explain` names the first, a law
+#: that fits the histogram before a match on the atoms alone (uniform-proposals predicts every
+#: value of its law, the zeros its lattice writes included).
 MECHANISMS: tuple[Mechanism, ...] = (
     UniformProposals(),
-    ExactZeros(), RoundsFirst(), Clamp(), CoarseUniform(), TailCut(), Shifted(), Scaled(),
-    DtypeArithmetic(), FewRandomBits(), Dependence(),
+    ExactZeros(), RoundsFirst(), Clamp(), CoarseUniform(), InverseCdfInDtype(), TailCut(), Shifted(), Scaled(),
+    DtypeArithmetic(), FewRandomBits(), Dependence(), DirectedRounding(), PointMass(), Hole(),
+    OutOfBounds(), PositionClass(),
 )
 #: Every name a row's `mechanism` may hold.
 NAMES = tuple(m.name for m in MECHANISMS) + ("stall", "api", "unexplained")
@@ -80,8 +87,9 @@ def diagnose(summary, law) -> tuple[Match, ...]:
 
 def explain(check: str, verdict: str, message: str, matches) -> tuple[str, str]:
     """(mechanism, note) for one row: `stall` for a call that did not return, `api` for the API
-    checks and a draw that raised, else the first match that explains `check`, else
-    ("unexplained", ""). Pass and skip rows explain nothing: ("", "")."""
+    checks and a draw that raised, else the first match that explains `check` (those whose law
+    fits the histogram first, in catalog order), else ("unexplained", ""). Pass and skip rows
+    explain nothing: ("", "")."""
     if verdict in ("pass", "skip"):
         return "", ""
     text = (message or "").lower()
@@ -89,7 +97,10 @@ def explain(check: str, verdict: str, message: str, matches) -> tuple[str, str]:
         return "stall", (message or "")[:200]
     if check in API_CHECKS or any(word in text for word in RAISE_WORDS):
         return "api", ""
-    for match in matches or ():
+    matches = tuple(matches or ())
+    # A whole alternative law that fits the histogram outranks a match on the atoms alone: two
+    # mechanisms can share a bound atom's signature, not a histogram.
+    for match in sorted(matches, key=lambda m: GOF.name not in m.explains):
         if check in match.explains:
             return match.name, match.note
     return "unexplained", ""

@@ -5,14 +5,21 @@ repetition families.
 Its prediction is the law's own: independent draws give a lag correlation of 0 (sd 1/sqrt(pairs))
 and the law's expected number of repeated rows and windows; the match is a departure from it at
 the false-match rate, with the dependence figure (the largest |r|, or the repeats' obs/exp) as
-its parameter (the worst component's effect: a correlation r, or a count's obs/exp).
+its parameter (the worst component's effect: a correlation r, or a count's obs/exp). Where whole
+rows repeat, it also predicts what the copies do to every count: each value counted 1 / (1 - d)
+times (d the share of repeated rows) inflates the histogram's chi-square by that factor, and the
+binned and position checks' failures are the copies'.
 """
 
 from __future__ import annotations
 
+import math
+
 from ..families.independence import INDEPENDENCE, check_independence
+from ..families.position import POSITION
 from ..families.repetition import REPETITION, check_repetition
-from .evidence import FALSE_MATCH, Evidence
+from .bound_atoms import BINNED
+from .evidence import FALSE_MATCH, MODEL_TOL, Evidence, agrees, chi2_statistic
 from .match import Match, Mechanism
 
 
@@ -37,4 +44,33 @@ class Dependence(Mechanism):
                 figure = out.effect if figure is None else figure
         if not parts:
             return None
-        return self.match("; ".join(parts)[:400], parameter=figure)
+        note = "; ".join(parts)[:400]
+        copies = self.copies_inflate(ev)
+        if copies is not None:
+            return self.match(f"{note}; {copies}", parameter=figure,
+                              explains=self.explains | BINNED | {POSITION.name})
+        return self.match(note, parameter=figure)
+
+    @staticmethod
+    def copies_inflate(ev: Evidence) -> str | None:
+        """Where a share d of the rows repeat rows of their call, each value is counted c =
+        1 / (1 - d) times over: every count's variance grows c-fold, and the histogram's
+        chi-square over its degrees of freedom reads c. The note where it does (None: no
+        repeated rows, no main histogram, or a chi-square that disagrees)."""
+        if not ev.has("independence") or ev.bins is None:
+            return None
+        state = ev.summary.independence
+        rows, repeats = int(state.n_rows_compared), int(state.n_duplicate_rows)
+        if rows <= 0 or repeats <= 0 or repeats >= rows:
+            return None
+        copies = rows / (rows - repeats)
+        found = chi2_statistic(ev.hist, ev.bins.probs)
+        if found is None or found[1] < 1 or not math.isfinite(found[0]):
+            return None
+        x2, df = found
+        ratio = x2 / df
+        if not agrees(ratio, copies, copies * math.sqrt(2.0 / df), MODEL_TOL):
+            return None
+        return (f"{repeats} of {rows} rows repeat: each value counted {copies:.3g} times "
+                f"predicts the histogram's chi-square at {copies:.3g} x its {df} df, observed "
+                f"{ratio:.4g} x")

@@ -68,25 +68,35 @@ def share_text(observed: float, n: int) -> str:
     return f"{observed:.3g} +- {count_sd(n, observed):.2g}"
 
 
-def chi2_fit(hist, probs) -> float | None:
-    """The chi-square p-value of histogram counts `hist` against bin masses `probs` (bins merged
-    to expect >= 5 each; a count where `probs` has no mass gives 0); None for an empty
-    histogram."""
+def chi2_statistic(hist, probs) -> tuple[float, int] | None:
+    """(X2, df) of histogram counts `hist` against bin masses `probs`, bins merged to expect
+    >= 5 each (X2 inf where a count falls where `probs` has no mass; df 0 for one merged bin);
+    None for an empty histogram."""
     hist = np.asarray(hist)
     probs = np.asarray(probs, dtype=np.float64)
     n = float(hist.sum())
     if n <= 0:
         return None
     if np.any((probs <= 0) & (hist > 0)):
-        return 0.0
+        return math.inf, 1
     pos, starts = gof_groups(probs, n)
     if starts.size < 2:
-        return 1.0
+        return 0.0, 0
     p_pos = probs[pos] / probs[pos].sum()
     exp = np.add.reduceat(n * p_pos, starts)
     obs = np.add.reduceat(hist[pos].astype(np.float64), starts)
-    x2 = float(np.sum((obs - exp) ** 2 / exp))
-    return float(stats.chi2.sf(x2, starts.size - 1))
+    return float(np.sum((obs - exp) ** 2 / exp)), int(starts.size) - 1
+
+
+def chi2_fit(hist, probs) -> float | None:
+    """The chi-square p-value of histogram counts `hist` against bin masses `probs`
+    (`chi2_statistic`; a count where `probs` has no mass gives 0); None for an empty
+    histogram."""
+    found = chi2_statistic(hist, probs)
+    if found is None:
+        return None
+    x2, df = found
+    return 1.0 if df == 0 else float(stats.chi2.sf(x2, df))
 
 
 def fine_bin_index(keys: np.ndarray, bins: LawBins) -> np.ndarray:

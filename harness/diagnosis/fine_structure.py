@@ -22,8 +22,8 @@ from ..families.resolution import (COLLISIONS, LATTICES, LOW_BITS, check_collisi
                                    pair_law)
 from .affine import ARITHMETIC, BLOCKS, RUN, AffineLaw, PushedLaw, PushedProposals
 from .bound_atoms import BINNED
-from .evidence import (AGREE_LEVEL, EMPTY_EXPECTED, FALSE_MATCH, MODEL_TOL, Evidence, agrees,
-                       count_sd)
+from .evidence import (AGREE_LEVEL, EMPTY_EXPECTED, FALSE_MATCH, MODEL_TOL, Z_AGREE, Evidence,
+                       agrees, count_sd)
 from .match import Match, Mechanism
 
 
@@ -58,9 +58,29 @@ class FewRandomBits(Mechanism):
            "equal pairs at the rate 2^-k, where the law's own rate is sum_v P(Y = v)^2. k from "
            "the collision rate; prediction: C pairs compared give C 2^-k equal pairs, while the "
            "last bits, the coarser lattices and the binned histogram stay the law's (the map "
-           "from the bits to the values is one to one where the law has >= 2 bits more).")
+           "from the bits to the values is one to one where the law has >= 2 bits more). Where "
+           "the histogram holds every value (16-bit) and k is small, k from the counts "
+           "themselves: every written value holds c 2^-k of the draws, c >= 1 an integer, and "
+           "the c sum to 2^k (`count_lattice`).")
 
     def test(self, ev: Evidence) -> Match | None:
+        return self.from_collisions(ev) or self.from_counts(ev)
+
+    def from_counts(self, ev: Evidence) -> Match | None:
+        """k where the values' counts sit on the lattice n c 2^-k and the law departs."""
+        if ev.bins is None or ev.summary.hist_bits != ev.law.fmt.bits or not ev.binned_departs:
+            return None
+        found = count_lattice(ev.hist, ev.n)
+        if found is None:
+            return None
+        k, p, written = found
+        note = (f"{written} distinct values written, each with a whole multiple of 2^-{k} of "
+                f"the {ev.n} draws (the lattice's fit p {p:.2g}, its units summing to 2^{k}): "
+                f"the values are a function of k = {k} random bits; the law departs (p "
+                f"{ev.canonical_fit:.2g})")
+        return self.match(note, parameter=k, explains=BINNED | COUNTED)
+
+    def from_collisions(self, ev: Evidence) -> Match | None:
         count = scanned_pairs(ev)
         if count is None or count == 0:
             return None
@@ -83,6 +103,42 @@ class FewRandomBits(Mechanism):
                 f"{out.details['resolution']}; k = {k} random bits predict {mean:.4g} +- "
                 f"{sd:.2g}; last bits and coarser lattices as the law's")
         return self.match(note, parameter=k)
+
+
+#: A count lattice is read at k only where every written value's count has sd <= 1 / (2 Z) of
+#: a unit, Z = Z_AGREE: c units of n 2^-k draws have sd sqrt(c n 2^-k), so n 2^-k >= 4 Z^2 c.
+#: Then a count off the lattice misses its nearest multiple by ~Z sd, and rounding to it
+#: cannot make a law's counts fit.
+RESOLVED = 4.0 * Z_AGREE**2
+#: The fewest values a count lattice is read on (a few values can sit near multiples by chance).
+LATTICE_VALUES = 16
+#: The checks a few-bit lattice of counts explains besides the binned ones: the values repeat.
+COUNTED = frozenset({COLLISIONS.name, LATTICES.name, LOW_BITS.name})
+
+
+def count_lattice(hist, n: int) -> tuple[int, float, int] | None:
+    """(k, p, values written): the smallest k whose lattice holds the counts of a histogram of
+    one bin per value, i.e. every count > 0 is Bin(n, c 2^-k) for an integer c >= 1 and the
+    c sum to 2^k (p: the chi-square fit with each c the count's nearest multiple); only k where
+    every count resolves its multiple (n 2^-k >= RESOLVED c) are read. None for fewer than
+    LATTICE_VALUES values written, or where no such k fits at AGREE_LEVEL."""
+    written = np.asarray(hist, dtype=np.float64)
+    written = written[written > 0]
+    if n <= 0 or written.size < LATTICE_VALUES:
+        return None
+    k = 0
+    while n * 2.0 ** -(k + 1) >= RESOLVED:
+        k += 1
+        unit = n * 2.0**-k
+        units = np.maximum(np.rint(written / unit), 1.0)
+        if int(units.sum()) != 1 << k or unit < RESOLVED * float(units.max()):
+            continue
+        expected = unit * units
+        x2 = float(np.sum((written - expected) ** 2 / (expected * (1.0 - units * 2.0**-k))))
+        p = float(stats.chi2.sf(x2, written.size))
+        if p >= AGREE_LEVEL:
+            return k, p, int(written.size)
+    return None
 
 
 def zero_low_bits(ev: Evidence) -> int:

@@ -40,6 +40,16 @@ READERS = {
     "predict the collision rate and the low-bit classes the resolution family counts",
     ("harness/diagnosis/law_shape.py", "binned"): "shifted, scaled and tail-cut fit the histogram",
     ("harness/diagnosis/law_shape.py", "moments"): "and read the moments' power sums",
+    ("harness/diagnosis/catalog.py", "binned"): "explain ranks a match whose law fits the "
+    "histogram (it explains gof) before one on the atoms alone",
+    ("harness/diagnosis/dependence.py", "position"): "repeated rows inflate the position "
+    "check's counts too, which dependence then explains",
+    ("harness/diagnosis/misplaced.py", "localized"): "point-mass and hole read the finest exact "
+    "bins and the spikes and scan outcomes",
+    ("harness/diagnosis/misplaced.py", "resolution"): "point-mass predicts the equal pairs and "
+    "the lattice counts of its mixture",
+    ("harness/diagnosis/position_class.py", "position"): "position-class fits the rest of the "
+    "tensor, without the departing class, to the law",
 }
 
 

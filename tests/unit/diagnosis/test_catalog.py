@@ -10,17 +10,24 @@ deterministic; over run seeds, each departure sits at z >= 12 at these n (measur
 of rounds-first z 15, the shift z 18, the scale z 17, the cut tails 245 expected values where
 20.7 suffice), and a true mechanism fails its agreement with probability <= AGREE_LEVEL = 1e-6
 by construction. Exact side: each row of the catalog matches an exact Summary with probability
-<= 2 FALSE_MATCH = 2e-9 (two sides at most); 11 rows over the 14 Summaries below give <= 3.1e-7.
+<= 2 FALSE_MATCH = 2e-9 (two sides at most); 17 rows over the 14 Summaries below give <= 4.8e-7.
+The count lattice's own test draws its counts from fixed numpy seeds (deterministic); over
+seeds, a true lattice fails its fit with probability <= AGREE_LEVEL = 1e-6, and the law's
+counts (a departure the catalog also requires) fit no lattice with k <= 12 at n = 2^20: each
+k's nearest multiples miss by ~unit/4 on ~30 000 values.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from candidates import resolve
 from harness.cases import case_by_label
 from harness.diagnosis.catalog import FALSE_MATCH, MECHANISMS, NAMES, diagnose, explain
+from harness.diagnosis.fine_structure import count_lattice
+from reference import TruncatedNormal, rounded_law
 from harness.runner import CaseRunner, RunConfig
 from summaries import named, stage_one
 
@@ -51,6 +58,16 @@ KNOWN = {
                                 "tails"),
     "antithetic-neighbours": ("normal-2sigma", torch.float32, 1 << 16, "dependence", None,
                               "independence"),
+    "round-toward-zero": ("normal-2sigma", torch.bfloat16, 1 << 20, "directed-rounding", None,
+                          "gof"),
+    "point-mass-1e-4-at-a": ("normal-2sigma", torch.float32, 1 << 20, "point-mass", None,
+                             "atoms"),
+    "fallback-mean-1e-5": ("large-mean", torch.float32, 1 << 22, "point-mass", None, "spikes"),
+    "hole-2e-5": ("normal-2sigma", torch.float32, 1 << 22, "hole", None, "scan"),
+    "remainder-loop": ("normal-2sigma:61x67", torch.float32, 1 << 20, "position-class", None,
+                       "position"),
+    "small-tensor-path": ("normal-2sigma:7", torch.float32, 1 << 16, "out-of-bounds", None,
+                          "bounds"),
 }
 
 
@@ -129,7 +146,7 @@ SEEDS = (11, 12)
 
 @pytest.mark.parametrize("case,dtype,n", EXACT)
 def test_the_exact_sampler_matches_nothing(case, dtype, n):
-    """Failure chance: <= 11 rows x 2 FALSE_MATCH x 14 Summaries = 3.1e-7 (module docstring)."""
+    """Failure chance: <= 17 rows x 2 FALSE_MATCH x 14 Summaries = 4.8e-7 (module docstring)."""
     assert len(MECHANISMS) * 2 * FALSE_MATCH * len(EXACT) * len(SEEDS) <= 1e-6
     for seed in SEEDS:
         runner, summary = stage_one("exact", case, dtype, n, run_seed=seed)
@@ -157,3 +174,40 @@ def test_torch_tiny_std_float32_reads_rounds_first_on_its_fine_bins():
     match = named(matches, "rounds-first")
     assert "the histogram fits" in match.note, match.note
     assert explain("gof", "fail", "", matches)[0] == "rounds-first"
+
+
+def test_a_count_lattice_reads_its_bits_and_the_law_reads_none():
+    """Every value a whole multiple of 2^-7 of the draws (a function of 7 random bits) gives
+    k = 7; the rounded law's own counts at the same n fit no lattice."""
+    rng = np.random.default_rng(7)
+    units = np.bincount(rng.integers(0, 100, size=128), minlength=100)  # sums to 2^7
+    n = 1 << 20
+    found = count_lattice(rng.multinomial(n, units / 128.0), n)
+    assert found is not None and found[0] == 7 and found[2] == np.count_nonzero(units), found
+    law = rounded_law(TruncatedNormal(0.0, 1.0, -2.0, 2.0), torch.bfloat16)
+    probs = np.asarray(law.hist_bin_probs(), dtype=np.float64)
+    assert count_lattice(rng.multinomial(n, probs / probs.sum()), n) is None
+    assert count_lattice(np.array([0, n, 0]), n) is None  # one value: no bits to count
+
+
+def test_jax_16_bit_reads_as_its_mantissa_bits():
+    """jax draws its uniforms in the output dtype: 7 random bits in bfloat16, 10 in float16,
+    every written value a whole multiple of 2^-k of the draws (deterministic at the default run
+    seed; a true lattice fails its fit with probability <= 1e-6)."""
+    pytest.importorskip("jax")
+    for dtype, bits in ((torch.bfloat16, 7), (torch.float16, 10)):
+        runner, summary = stage_one("jax", "normal-2sigma", dtype, 1 << 20)
+        matches = diagnose(summary, runner.law)
+        assert named(matches, "few-random-bits").parameter == bits
+        assert explain("gof", "fail", "", matches)[0] == "few-random-bits"
+
+
+def test_torch_legacy_16_bit_reads_as_its_inverse_cdf_in_the_dtype():
+    """torch <= 2.11's algorithm on normal-2sigma: the uniform, erfinv, the scale and the shift
+    each rounded into the 16-bit dtype; its pushed law fits the histogram (deterministic at the
+    default run seed; a true law fails the fit with probability <= 1e-6)."""
+    for dtype in (torch.bfloat16, torch.float16):
+        runner, summary = stage_one("torch-legacy", "normal-2sigma", dtype, 1 << 20)
+        matches = diagnose(summary, runner.law)
+        match = named(matches, "inverse-cdf-in-dtype")
+        assert explain("gof", "fail", "", matches) == ("inverse-cdf-in-dtype", match.note)

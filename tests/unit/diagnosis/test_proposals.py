@@ -35,11 +35,13 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def test_the_lattice_is_torchs_uniform_bit_for_bit():
     """uniform_(a, b) and the float32/float64 uniform_() on one generator seed: the float
     uniform is j 2^-D, and the lattice's value of that j (a rounded `to` written as `from`) is
-    what torch wrote, in every dtype (float64: the kernel's fused multiply-add)."""
+    what torch wrote, in every dtype (float64: the kernel's fused multiply-add), bounds the
+    dtype cannot hold included (the kernel computes on them as float32 holds them)."""
     for dtype, source in ((torch.bfloat16, torch.float32), (torch.float16, torch.float32),
                           (torch.float32, torch.float32), (torch.float64, torch.float64)):
         fmt = float_format(dtype)
-        for lo, hi in ((1.0, 3.0), (3.0, 4.0), (-1.0, 1.0), (10.0, 1000.0), (0.3, 0.30001)):
+        for lo, hi in ((1.0, 3.0), (3.0, 4.0), (-1.0, 1.0), (10.0, 1000.0), (0.3, 0.30001),
+                       (-0.9544997361036416, 0.9544997361036416), (-0.3, 0.7)):
             lattice = UniformLattice(fmt, lo, hi)
             u = torch.empty(1 << 16, dtype=source).uniform_(
                 generator=torch.Generator().manual_seed(7)).double().numpy()
@@ -48,7 +50,7 @@ def test_the_lattice_is_torchs_uniform_bit_for_bit():
             j = np.ldexp(u, lattice.digits)
             assert np.array_equal(j, np.round(j))
             values = lattice.raw_values(j.astype(np.int64))
-            values = np.where(values == lattice.hi, lattice.lo, values)
+            values = np.where(values == lattice.hi, lattice.start, values)
             assert np.array_equal(values, wrote), (dtype, lo, hi)
 
 

@@ -1,0 +1,76 @@
+"""The `inverse-cdf-in-dtype` mechanism: an inverse-CDF sampler whose every step is rounded
+into the output dtype (torch's `trunc_normal_` up to 2.11, timm's copy of it):
+
+    u = uniform_(2 Phi(alpha) - 1, 2 Phi(beta) - 1)         (torch's uniform kernel)
+    x = RN(RN(RN(erfinv(u)) s) + mean), s = std sqrt(2)       (each step via float32)
+    x = clamp(x, a, b)
+
+Its law is pushed value by value over the dtype's values of u (16-bit: at most 2^16): the
+uniform's lattice counted per value as `uniform-proposals` counts it
+(`harness.diagnosis.proposals.UniformLattice`: 2^24 equally likely indices, a value rounding up
+to `to` written as `from`), each carried through the steps to its output value, every product
+and sum computed in float32 and rounded into the dtype (the arithmetic of a 16-bit tensor op,
+with torch's scalar conventions: a factor enters float32 as is, an added scalar is cast into the
+dtype first). The histogram, which holds every
+value in 16-bit, must fit that law (chi-square p >= AGREE_LEVEL) where it departs from the
+rounded law at the false-match rate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+
+from .bound_atoms import BINNED
+from .evidence import AGREE_LEVEL, Evidence, chi2_fit
+from .match import Match, Mechanism
+from .proposals import UniformLattice, in_accumulator, in_dtype
+
+
+def pushed_bin_probs(law) -> np.ndarray:
+    """The per-value histogram's masses under the dtype's inverse CDF (the module's steps)."""
+    fmt, dist = law.fmt, law.dist
+    mean, std, a, b = float(dist.loc), float(dist.scale), float(dist.a), float(dist.b)
+    low = math.erf((a - mean) / std / math.sqrt(2.0))
+    high = math.erf((b - mean) / std / math.sqrt(2.0))
+    probs = np.zeros(1 << fmt.hist_bits, dtype=np.float64)
+    if not high > low:
+        return probs
+    _, u, counts = UniformLattice(fmt, low, high).counts()
+    lo32, hi32 = (float(v) for v in in_accumulator(np.array([a, b]), fmt))
+    lo, hi = (float(v) for v in fmt.round_torch(np.array([a, b])))
+    with np.errstate(over="ignore", invalid="ignore"):
+        z = in_dtype(special.erfinv(u), fmt)
+        x = in_dtype(z * float(in_accumulator(np.array([std * math.sqrt(2.0)]), fmt)[0]), fmt)
+        x = in_dtype(x + float(fmt.round_torch(np.array([mean]))[0]), fmt)
+        x = np.where(x < lo32, lo, np.where(x > hi32, hi, x))
+    keep = ~np.isnan(x) & (counts > 0)
+    keys = fmt.ordered_keys(x[keep]).astype(np.int64)
+    np.add.at(probs, keys, counts[keep])
+    total = probs.sum()
+    return probs / total if total > 0 else probs
+
+
+class InverseCdfInDtype(Mechanism):
+    name = "inverse-cdf-in-dtype"
+    explains = BINNED
+    doc = ("An inverse CDF whose uniform, erfinv, scale, shift and clamp are each rounded into "
+           "the output dtype (torch <= 2.11, timm). Prediction: the law pushed value by value "
+           "over the dtype's lattice of u; the per-value histogram (16-bit) departs from the "
+           "rounded law and fits the pushed one.")
+
+    def test(self, ev: Evidence) -> Match | None:
+        if ev.bins is None or ev.summary.hist_bits != ev.law.fmt.bits or not ev.binned_departs:
+            return None
+        probs = pushed_bin_probs(ev.law)
+        p = chi2_fit(ev.hist, probs)
+        if p is None or p < AGREE_LEVEL:
+            return None
+        written = int(np.count_nonzero(probs))
+        note = (f"the histogram fits the inverse CDF computed in the dtype (chi-square p "
+                f"{p:.2g}): {written} values reachable from the dtype's uniforms, where the law "
+                f"writes {int(np.count_nonzero(ev.bins.probs))}; not the rounded law (p "
+                f"{ev.canonical_fit:.2g})")
+        return self.match(note, parameter=written)
