@@ -29,7 +29,7 @@ from .fine_structure import DtypeArithmetic, FewRandomBits
 from .inverse_cdf import InverseCdfInDtype
 from .law_shape import Scaled, Shifted, TailCut
 from .match import Match, Mechanism
-from .misplaced import Hole, OutOfBounds, PointMass
+from .misplaced import Hole, OutsideSupport, PointMass
 from .position_class import PositionClass
 from .proposals import UniformProposals
 from .scope import api_checks
@@ -44,7 +44,7 @@ MECHANISMS: tuple[Mechanism, ...] = (
     UniformProposals(),
     ExactZeros(), RoundsFirst(), Clamp(), CoarseUniform(), InverseCdfInDtype(), TailCut(), Shifted(), Scaled(),
     DtypeArithmetic(), FewRandomBits(), Dependence(), DirectedRounding(), PointMass(), Hole(),
-    OutOfBounds(), PositionClass(),
+    OutsideSupport(), PositionClass(),
 )
 #: Every name a row's `mechanism` may hold.
 NAMES = tuple(m.name for m in MECHANISMS) + ("stall", "api", "unexplained")

@@ -1,8 +1,8 @@
 """The mechanisms of values written in the wrong place, the rest of the law intact:
 `point-mass` (one value, or one narrow bin, gets an extra share p of the draws: a fallback
 value, a clamped NaN), `hole` (a narrow interval inside the support is never written: a table
-entry skipped, a lattice with a gap) and `out-of-bounds` (values outside [RN(a), RN(b)], the
-others the law's).
+entry skipped, a lattice with a gap) and `outside-support` (values where the law has no mass,
+outside [RN(a), RN(b)] or beyond its reach, the others the law's).
 
 Each is a one-parameter mixture of the rounded law, read on the finest exact bins the Summary
 holds (`harness.families.localized.LocalBins`: every value in 16-bit, the law's mass bins of
@@ -170,34 +170,37 @@ class Hole(Mechanism):
         return self.match(note, parameter=mass)
 
 
-class OutOfBounds(Mechanism):
-    name = "out-of-bounds"
+class OutsideSupport(Mechanism):
+    name = "outside-support"
     explains = BINNED | {BOUNDS.name}
-    doc = ("Values written outside [RN(a), RN(b)], where the law has no mass (an unclamped "
-           "path, an overflow, a bound applied to the wrong dtype). The share outside is the "
-           "parameter; it explains the bounds check, and the binned checks where the values "
-           "inside fit the law.")
+    doc = ("Values written where the rounded law has no mass: outside [RN(a), RN(b)] (an "
+           "unclamped path, an overflow), or beyond the law's reach inside them (a value 10^4 "
+           "sigma out that no draw of the law rounds to). The share is the parameter; it "
+           "explains the bounds check, and the binned checks where the values inside fit the "
+           "law or none is inside.")
 
     def test(self, ev: Evidence) -> Match | None:
-        if not ev.has("support") or ev.n <= 0:
+        local = local_counts(ev)
+        if local is None or not ev.has("support"):
             return None
+        bins, counts = local
         support = ev.summary.support
-        outside = int(support.n_outside_rounded) + int(support.n_posinf) + int(support.n_neginf)
+        off = bins.probs <= 0
+        outside = int(counts[off].sum()) + int(support.n_posinf) + int(support.n_neginf)
         if outside <= 0:
             return None
-        share = outside / ev.n
-        worst = float(support.worst_outside)
-        where = (f"worst {worst:.6g} ({(worst - ev.mean) / ev.std:+.3g} sigma)"
-                 if math.isfinite(worst) else "infinite values")
-        note = (f"{outside} of {ev.n} values outside [RN(a), RN(b)] = [{float(ev.law.rn_a):.6g}, "
-                f"{float(ev.law.rn_b):.6g}] ({share:.3g}; the law 0), {where}")
-        local = local_counts(ev)
-        if local is not None:
-            bins, counts = local
-            inside = np.where(bins.probs > 0, counts, 0)
-            p = chi2_fit(inside, bins.probs) if inside.sum() > 0 else None
-            if p is not None and p >= AGREE_LEVEL:
-                return self.match(note + f"; the values inside fit the law (chi-square p "
-                                  f"{p:.2g})", parameter=share)
+        n = int(counts.sum())
+        share = min(outside / n, 1.0)
+        low, high = float(support.min), float(support.max)
+        note = (f"{outside} of {n} values where the law has no mass ({share:.3g}; the law 0), "
+                f"written from {low:.6g} ({(low - ev.mean) / ev.std:+.3g} sigma) to {high:.6g} "
+                f"({(high - ev.mean) / ev.std:+.3g} sigma); the law's values lie in "
+                f"[{float(ev.law.rn_a):.6g}, {float(ev.law.rn_b):.6g}]")
+        inside = np.where(off, 0, counts)
+        if inside.sum() == 0:
+            return self.match(note + "; none is inside", parameter=share)
+        p = chi2_fit(inside, bins.probs)
+        if p is not None and p >= AGREE_LEVEL:
+            return self.match(note + f"; the values inside fit the law (chi-square p {p:.2g})",
+                              parameter=share)
         return self.match(note, parameter=share, explains=frozenset({BOUNDS.name}))
-

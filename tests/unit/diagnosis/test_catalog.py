@@ -66,7 +66,7 @@ KNOWN = {
     "hole-2e-5": ("normal-2sigma", torch.float32, 1 << 22, "hole", None, "scan"),
     "remainder-loop": ("normal-2sigma:61x67", torch.float32, 1 << 20, "position-class", None,
                        "position"),
-    "small-tensor-path": ("normal-2sigma:7", torch.float32, 1 << 16, "out-of-bounds", None,
+    "small-tensor-path": ("normal-2sigma:7", torch.float32, 1 << 16, "outside-support", None,
                           "bounds"),
 }
 
