@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..families.common import cached_on_law
 from .bound_atoms import BINNED
 from .evidence import AGREE_LEVEL, Evidence
 from .match import Match, Mechanism
@@ -62,7 +63,8 @@ class DirectedRounding(Mechanism):
         if ev.bins is None or ev.summary.hist_bits != ev.law.fmt.bits or not ev.binned_departs:
             return None  # wider bins move by half a value's cell at each edge: too little to read
         for mode in MODES:
-            p = ev.fit(directed_bin_probs(ev.law, mode))
+            p = ev.fit(cached_on_law(ev.law, f"_directed_{mode.replace(' ', '_')}",
+                                     lambda law, mode=mode: directed_bin_probs(law, mode)))
             if p is not None and p >= AGREE_LEVEL:
                 note = (f"the histogram fits the law rounded {mode} (chi-square p {p:.2g}), not "
                         f"rounded to nearest (p {ev.canonical_fit:.2g})")

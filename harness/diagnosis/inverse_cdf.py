@@ -23,6 +23,7 @@ import math
 import numpy as np
 from scipy import special
 
+from ..families.common import cached_on_law
 from .bound_atoms import BINNED
 from .evidence import AGREE_LEVEL, Evidence, chi2_fit
 from .match import Match, Mechanism
@@ -64,7 +65,7 @@ class InverseCdfInDtype(Mechanism):
     def test(self, ev: Evidence) -> Match | None:
         if ev.bins is None or ev.summary.hist_bits != ev.law.fmt.bits or not ev.binned_departs:
             return None
-        probs = pushed_bin_probs(ev.law)
+        probs = cached_on_law(ev.law, "_inverse_cdf_in_dtype", pushed_bin_probs)
         p = chi2_fit(ev.hist, probs)
         if p is None or p < AGREE_LEVEL:
             return None
