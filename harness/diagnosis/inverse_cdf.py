@@ -11,7 +11,8 @@ uniform's lattice counted per value as `uniform-proposals` counts it
 to `to` written as `from`), each carried through the steps to its output value, every product
 and sum computed in float32 and rounded into the dtype (the arithmetic of a 16-bit tensor op,
 with torch's scalar conventions: a factor enters float32 as is, an added scalar is cast into the
-dtype first). The histogram, which holds every
+dtype first). A second construction runs the same steps on the standard law, the bounds in sigma
+units, and then scales and shifts in the dtype (timm's `trunc_normal_tf_`). The histogram, which holds every
 value in 16-bit, must fit that law (chi-square p >= AGREE_LEVEL) where it departs from the
 rounded law at the false-match rate.
 """
@@ -30,15 +31,13 @@ from .match import Match, Mechanism
 from .proposals import UniformLattice, in_accumulator, in_dtype
 
 
-def pushed_bin_probs(law) -> np.ndarray:
-    """The per-value histogram's masses under the dtype's inverse CDF (the module's steps)."""
-    fmt, dist = law.fmt, law.dist
-    mean, std, a, b = float(dist.loc), float(dist.scale), float(dist.a), float(dist.b)
+def pushed_values(fmt, mean: float, std: float, a: float, b: float):
+    """(values, counts): the output value of each of the dtype's u values on TN(mean, std, a,
+    b), and how many of the uniform's 2^D lattice indices write that u (None: an empty range)."""
     low = math.erf((a - mean) / std / math.sqrt(2.0))
     high = math.erf((b - mean) / std / math.sqrt(2.0))
-    probs = np.zeros(1 << fmt.hist_bits, dtype=np.float64)
     if not high > low:
-        return probs
+        return None
     _, u, counts = UniformLattice(fmt, low, high).counts()
     lo32, hi32 = (float(v) for v in in_accumulator(np.array([a, b]), fmt))
     lo, hi = (float(v) for v in fmt.round_torch(np.array([a, b])))
@@ -47,6 +46,36 @@ def pushed_bin_probs(law) -> np.ndarray:
         x = in_dtype(z * float(in_accumulator(np.array([std * math.sqrt(2.0)]), fmt)[0]), fmt)
         x = in_dtype(x + float(fmt.round_torch(np.array([mean]))[0]), fmt)
         x = np.where(x < lo32, lo, np.where(x > hi32, hi, x))
+    return x, counts
+
+
+def scaled_in_dtype(fmt, x: np.ndarray, mean: float, std: float) -> np.ndarray:
+    """``x.mul_(std).add_(mean)`` on a 16-bit tensor: each step via float32."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = in_dtype(x * float(in_accumulator(np.array([std]), fmt)[0]), fmt)
+        return in_dtype(x + float(fmt.round_torch(np.array([mean]))[0]), fmt)
+
+
+#: The two constructions: the law's own parameters (torch <= 2.11, timm's trunc_normal_), or
+#: the standard law on the bounds in sigma units, then scaled and shifted in the dtype (timm's
+#: trunc_normal_tf_).
+VARIANTS = ("on the law", "standard, then scaled")
+
+
+def pushed_bin_probs(law, variant: str = VARIANTS[0]) -> np.ndarray:
+    """The per-value histogram's masses under the dtype's inverse CDF (the module's steps)."""
+    fmt, dist = law.fmt, law.dist
+    mean, std, a, b = float(dist.loc), float(dist.scale), float(dist.a), float(dist.b)
+    probs = np.zeros(1 << fmt.hist_bits, dtype=np.float64)
+    if variant == VARIANTS[0]:
+        pushed = pushed_values(fmt, mean, std, a, b)
+    else:
+        pushed = pushed_values(fmt, 0.0, 1.0, (a - mean) / std, (b - mean) / std)
+        if pushed is not None:
+            pushed = scaled_in_dtype(fmt, pushed[0], mean, std), pushed[1]
+    if pushed is None:
+        return probs
+    x, counts = pushed
     keep = ~np.isnan(x) & (counts > 0)
     keys = fmt.ordered_keys(x[keep]).astype(np.int64)
     np.add.at(probs, keys, counts[keep])
@@ -65,13 +94,16 @@ class InverseCdfInDtype(Mechanism):
     def test(self, ev: Evidence) -> Match | None:
         if ev.bins is None or ev.summary.hist_bits != ev.law.fmt.bits or not ev.binned_departs:
             return None
-        probs = cached_on_law(ev.law, "_inverse_cdf_in_dtype", pushed_bin_probs)
-        p = chi2_fit(ev.hist, probs)
-        if p is None or p < AGREE_LEVEL:
-            return None
-        written = int(np.count_nonzero(probs))
-        note = (f"the histogram fits the inverse CDF computed in the dtype (chi-square p "
-                f"{p:.2g}): {written} values reachable from the dtype's uniforms, where the law "
-                f"writes {int(np.count_nonzero(ev.bins.probs))}; not the rounded law (p "
-                f"{ev.canonical_fit:.2g})")
-        return self.match(note, parameter=written)
+        for variant in VARIANTS:
+            probs = cached_on_law(ev.law, f"_inverse_cdf_in_dtype_{VARIANTS.index(variant)}",
+                                  lambda law, v=variant: pushed_bin_probs(law, v))
+            p = chi2_fit(ev.hist, probs)
+            if p is None or p < AGREE_LEVEL:
+                continue
+            written = int(np.count_nonzero(probs))
+            note = (f"the histogram fits the inverse CDF computed in the dtype ({variant}; "
+                    f"chi-square p {p:.2g}): {written} values reachable from the dtype's "
+                    f"uniforms, where the law writes {int(np.count_nonzero(ev.bins.probs))}; "
+                    f"not the rounded law (p {ev.canonical_fit:.2g})")
+            return self.match(note, parameter=written)
+        return None
