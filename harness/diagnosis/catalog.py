@@ -42,9 +42,9 @@ __all__ = ["MECHANISMS", "NAMES", "Match", "Mechanism", "diagnose", "explain", "
 #: value of its law, the zeros its lattice writes included).
 MECHANISMS: tuple[Mechanism, ...] = (
     UniformProposals(),
-    ExactZeros(), RoundsFirst(), Clamp(), CoarseUniform(), InverseCdfInDtype(), TailCut(), Shifted(), Scaled(),
-    DtypeArithmetic(), FewRandomBits(), Dependence(), DirectedRounding(), PointMass(), Hole(),
-    OutsideSupport(), PositionClass(),
+    ExactZeros(), RoundsFirst(), Clamp(), CoarseUniform(), InverseCdfInDtype(), TailCut(),
+    Shifted(), Scaled(), DtypeArithmetic(), FewRandomBits(), Dependence(), DirectedRounding(),
+    PointMass(), Hole(), OutsideSupport(), PositionClass(),
 )
 #: Every name a row's `mechanism` may hold.
 NAMES = tuple(m.name for m in MECHANISMS) + ("stall", "api", "unexplained")

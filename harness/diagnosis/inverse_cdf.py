@@ -11,10 +11,10 @@ uniform's lattice counted per value as `uniform-proposals` counts it
 to `to` written as `from`), each carried through the steps to its output value, every product
 and sum computed in float32 and rounded into the dtype (the arithmetic of a 16-bit tensor op,
 with torch's scalar conventions: a factor enters float32 as is, an added scalar is cast into the
-dtype first). A second construction runs the same steps on the standard law, the bounds in sigma
-units, and then scales and shifts in the dtype (timm's `trunc_normal_tf_`). The histogram, which holds every
-value in 16-bit, must fit that law (chi-square p >= AGREE_LEVEL) where it departs from the
-rounded law at the false-match rate.
+dtype first). A second construction runs the same steps on the standard law, the bounds in
+sigma units, and then scales and shifts in the dtype (timm's `trunc_normal_tf_`). The histogram,
+which holds every value in 16-bit, must fit one of them (chi-square p >= AGREE_LEVEL) where it
+departs from the rounded law at the false-match rate.
 """
 
 from __future__ import annotations

@@ -13,8 +13,6 @@ elsewhere as well is never named by them.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
