@@ -14,9 +14,8 @@ elsewhere as well is never named by them.
 from __future__ import annotations
 
 import numpy as np
-import torch
 
-from reference.dtypes import torch_dtype
+from reference.dtypes import float_format
 
 from ..checks.hard import BOUNDS
 from ..families.localized import LocalBins, check_scan, check_spikes
@@ -110,7 +109,7 @@ class PointMass(Mechanism):
             return False
         scanned = int(state.scanned)
         for name, count in zip(state.lattice_names, state.lattice_counts):
-            on = float(torch.tensor(value, dtype=torch.float64).to(torch_dtype(name))) == value
+            on = float(float_format(name).round(np.array([value]))[0]) == value
             predicted = (1.0 - share) * float(ev.law.lattice_mass(name)) + share * on
             if not agrees(int(count) / scanned, predicted, count_sd(scanned, predicted)):
                 return False
