@@ -122,6 +122,8 @@ class Evidence:
         self.dist = law.dist
         self.n = int(summary.n)
         self.dtype = summary.dtype
+        #: what one mechanism's test found, by its name, where another mechanism reads it too
+        self.memo: dict = {}
 
     # -- the law's parameters ------------------------------------------------------------------
     @property

@@ -25,6 +25,7 @@ from .bound_atoms import BINNED
 from .evidence import (AGREE_LEVEL, EMPTY_EXPECTED, FALSE_MATCH, MODEL_TOL, Z_AGREE, Evidence,
                        agrees, count_sd)
 from .match import Match, Mechanism
+from .uniform_bits import MAX_BITS, SPACES, collision_rate
 
 
 def predicted_pairs(ev: Evidence, q2: float) -> tuple[float, float]:
@@ -54,14 +55,18 @@ def quiet_at(ev: Evidence, check) -> bool:
 class FewRandomBits(Mechanism):
     name = "few-random-bits"
     explains = frozenset({COLLISIONS.name})
-    doc = ("The values are a function of k random bits (a float32 uniform has 24, JAX's 23): "
-           "equal pairs at the rate 2^-k, where the law's own rate is sum_v P(Y = v)^2. k from "
-           "the collision rate; prediction: C pairs compared give C 2^-k equal pairs, while the "
-           "last bits, the coarser lattices and the binned histogram stay the law's (the map "
-           "from the bits to the values is one to one where the law has >= 2 bits more). Where "
-           "the histogram holds every value (16-bit) and k is small, k from the counts "
-           "themselves: every written value holds c 2^-k of the draws, c >= 1 an integer, and "
-           "the c sum to 2^k (`count_lattice`).")
+    doc = ("The values are a function of k random bits (a float32 uniform has 23 or 24, a "
+           "32-bit word rounded into float32 more near 0): equal pairs at the rate of an "
+           "inverse CDF driven by them, u = RN(j 2^-k) carried through erf or Phi space in the "
+           "dtype (`harness.diagnosis.uniform_bits`): 2^-k where every value holds at most one "
+           "lattice point, more where the dtype's rounding of u, v or x merges them, the law's "
+           "own rate where each value holds many. k and the space: the first of the common "
+           "widths, then the widths from the observed rate up, whose rate the equal pairs agree "
+           "with (MODEL_TOL) and which moves them off the law's; the binned histogram is the "
+           "law's, and so are the last bits and the coarser lattices unless `dtype-arithmetic` "
+           "reads them. Where the histogram holds every value (16-bit) and k is small, k from "
+           "the counts themselves: every written value holds c 2^-k of the draws, c >= 1 an "
+           "integer, and the c sum to 2^k (`count_lattice`).")
 
     def test(self, ev: Evidence) -> Match | None:
         return self.from_collisions(ev) or self.from_counts(ev)
@@ -81,6 +86,10 @@ class FewRandomBits(Mechanism):
         return self.match(note, parameter=k, explains=BINNED | COUNTED)
 
     def from_collisions(self, ev: Evidence) -> Match | None:
+        """k where the equal pairs agree with the k-bit inverse CDF's collision rate
+        (`harness.diagnosis.uniform_bits`) and that rate moves them off the law's; the last bits
+        and the coarser lattices either the law's or read by `dtype-arithmetic` (a step in the
+        dtype changes which values are written, not how many lattice points share one)."""
         count = scanned_pairs(ev)
         if count is None or count == 0:
             return None
@@ -88,21 +97,49 @@ class FewRandomBits(Mechanism):
         if (not out.applicable or out.p_value >= FALSE_MATCH
                 or count <= out.details["pairs_expected"]):
             return None
-        bits, own = float(out.details["bits"]), float(out.details["law_bits"])
-        k = round(bits)
-        if own < k + 2:
+        if ev.binned_departs or not last_bits_accounted(ev):
             return None
-        mean, sd = predicted_pairs(ev, 2.0**-k)
-        if not agrees(count, mean, sd, MODEL_TOL):
-            return None
-        if not (quiet_at(ev, check_low_bits) and quiet_at(ev, check_lattices)):
-            return None
-        if ev.binned_departs:
-            return None
-        note = (f"{count} equal pairs, the law's {out.details['pairs_expected']:.4g}: "
-                f"{out.details['resolution']}; k = {k} random bits predict {mean:.4g} +- "
-                f"{sd:.2g}; last bits and coarser lattices as the law's")
-        return self.match(note, parameter=k)
+        law_mean, _ = predicted_pairs(ev, float(ev.law.collision_prob))
+        for bits in candidate_bits(ev.law.fmt, float(out.details["bits"])):
+            for space in SPACES:
+                model = collision_rate(ev.law, bits, space)
+                mean, sd = predicted_pairs(ev, model.rate)
+                sd = math.hypot(sd, mean * model.rel_sd)
+                if agrees(count, mean, sd, MODEL_TOL) and moves(count, mean, law_mean):
+                    note = (f"{count} equal pairs, the law's {out.details['pairs_expected']:.4g}: "
+                            f"{out.details['resolution']}; an inverse CDF of k = {bits} random "
+                            f"bits ({space} space, the uniform rounded into {ev.law.fmt.name}) "
+                            f"predicts {mean:.4g} +- {sd:.2g} (2^{-math.log2(model.rate):.2f} "
+                            f"equally likely values)")
+                    return self.match(note, parameter=bits)
+        return None
+
+
+def candidate_bits(fmt, observed_bits: float) -> list[int]:
+    """The widths of uniform a k-bit reading tries, in order: the dtype's mantissa (with and
+    without its implicit bit) and a 32-bit word first, the widths common uniforms have, then
+    the four from the observed rate up (the k-bit rate is at least 2^-k where the dtype holds
+    every u, so k below it cannot agree)."""
+    cap = 32 if fmt.bits <= 32 else MAX_BITS
+    low = max(1, math.floor(observed_bits))
+    widths = [fmt.man_bits, fmt.man_bits + 1, 32, 52, 53] + list(range(low, low + 4))
+    seen: list[int] = []
+    for k in widths:
+        if k <= cap and k not in seen:
+            seen.append(k)
+    return seen
+
+
+def last_bits_accounted(ev: Evidence) -> bool:
+    """Whether the last bits and the coarser lattices are the law's, or `dtype-arithmetic` reads
+    each of them that is not."""
+    loud = [c for c in (check_low_bits, check_lattices) if not quiet_at(ev, c)]
+    if not loud:
+        return True
+    match = DtypeArithmetic().test(ev)
+    names = {LOW_BITS.name: check_low_bits, LATTICES.name: check_lattices}
+    return match is not None and all(
+        name in match.explains for name, c in names.items() if c in loud)
 
 
 #: A count lattice is read at k only where every written value's count has sd <= 1 / (2 Z) of
@@ -270,6 +307,12 @@ class DtypeArithmetic(Mechanism):
            "dtype's uniform proposals on [a, b] (`PushedProposals`): the same three.")
 
     def test(self, ev: Evidence) -> Match | None:
+        held = ev.memo.get(self.name)  # `few-random-bits` reads it too
+        if held is None:
+            held = ev.memo[self.name] = (self.read(ev),)
+        return held[0]
+
+    def read(self, ev: Evidence) -> Match | None:
         if ev.has("resolution") and ev.summary.resolution.low_bit_counts is not None:
             return self.low_bit_pattern(ev)
         return self.double_rounding(ev)

@@ -17,7 +17,7 @@ import numpy as np
 
 from reference.dtypes import float_format
 
-from ..checks.hard import BOUNDS
+from ..checks.hard import BOUNDS, FINITE
 from ..families.localized import LocalBins, check_scan, check_spikes
 from ..families.resolution import COLLISIONS, LATTICES
 from .bound_atoms import BINNED, bound_value, law_atom
@@ -169,12 +169,14 @@ class Hole(Mechanism):
 
 class OutsideSupport(Mechanism):
     name = "outside-support"
-    explains = BINNED | {BOUNDS.name}
+    explains = BINNED | {BOUNDS.name, FINITE.name}
     doc = ("Values written where the rounded law has no mass: outside [RN(a), RN(b)] (an "
-           "unclamped path, an overflow), or beyond the law's reach inside them (a value 10^4 "
-           "sigma out that no draw of the law rounds to). The share is the parameter; it "
-           "explains the bounds check, and the binned checks where the values inside fit the "
-           "law or none is inside.")
+           "unclamped path, an overflow), beyond the law's reach inside them (a value 10^4 "
+           "sigma out that no draw of the law rounds to), or not finite where the law gives "
+           "NaN and the infinities no mass (erfinv(1) = inf kept by a clip to an infinite "
+           "bound). The share is the parameter; it explains the bounds check, the finite check "
+           "where such values are among them, and the binned checks where the values inside "
+           "fit the law or none is inside.")
 
     def test(self, ev: Evidence) -> Match | None:
         local = local_counts(ev)
@@ -183,21 +185,40 @@ class OutsideSupport(Mechanism):
         bins, counts = local
         support = ev.summary.support
         off = bins.probs <= 0
-        outside = int(counts[off].sum()) + int(support.n_posinf) + int(support.n_neginf)
-        if outside <= 0:
+        nonfinite = not_finite(ev)
+        outside = int(counts[off].sum())
+        if int(counts.sum()) < ev.n:  # bins that leave the infinities out
+            outside += int(support.n_posinf) + int(support.n_neginf)
+        if outside <= 0 and nonfinite <= 0:
             return None
         n = int(counts.sum())
-        share = min(outside / n, 1.0)
+        share = min(max(outside, nonfinite) / n, 1.0)
         low, high = float(support.min), float(support.max)
+        span = (f"written from {low:.6g} ({(low - ev.mean) / ev.std:+.3g} sigma) to {high:.6g} "
+                f"({(high - ev.mean) / ev.std:+.3g} sigma)" if low <= high else "none finite")
         note = (f"{outside} of {n} values where the law has no mass ({share:.3g}; the law 0), "
-                f"written from {low:.6g} ({(low - ev.mean) / ev.std:+.3g} sigma) to {high:.6g} "
-                f"({(high - ev.mean) / ev.std:+.3g} sigma); the law's values lie in "
-                f"[{float(ev.law.rn_a):.6g}, {float(ev.law.rn_b):.6g}]")
+                f"{span}; the law's values lie in [{float(ev.law.rn_a):.6g}, "
+                f"{float(ev.law.rn_b):.6g}]")
+        checks = {BOUNDS.name}
+        if nonfinite:
+            checks.add(FINITE.name)
+            note += (f"; {nonfinite} not finite (NaN {support.n_nan}, +inf {support.n_posinf}, "
+                     f"-inf {support.n_neginf}), where the law gives them no mass")
         inside = np.where(off, 0, counts)
         if inside.sum() == 0:
-            return self.match(note + "; none is inside", parameter=share)
+            return self.match(note + "; none is inside", parameter=share,
+                              explains=frozenset(BINNED | checks))
         p = chi2_fit(inside, bins.probs)
         if p is not None and p >= AGREE_LEVEL:
             return self.match(note + f"; the values inside fit the law (chi-square p {p:.2g})",
-                              parameter=share)
-        return self.match(note, parameter=share, explains=frozenset({BOUNDS.name}))
+                              parameter=share, explains=frozenset(BINNED | checks))
+        return self.match(note, parameter=share, explains=frozenset(checks))
+
+
+def not_finite(ev: Evidence) -> int:
+    """The NaN and infinite values written where the law gives them no mass (an infinity has
+    mass where the window reaches past the dtype's largest value)."""
+    support = ev.summary.support
+    p_pos, p_neg = (float(p) for p in ev.law.atom_probs(np.array([np.inf, -np.inf])))
+    return (int(support.n_nan) + (int(support.n_posinf) if p_pos <= 0 else 0)
+            + (int(support.n_neginf) if p_neg <= 0 else 0))

@@ -155,12 +155,16 @@ def test_the_exact_sampler_matches_nothing(case, dtype, n):
 
 
 def test_jax_float32_reads_as_23_random_bits():
-    """jax.random.truncated_normal in float32 (no x64): its uniforms hold 23 random bits."""
+    """jax.random.truncated_normal in float32 (no x64): its uniforms hold 23 random bits, also
+    on abs-bounds-trap (std 0.02), whose last bits `dtype-arithmetic` reads (mean + std z in
+    float32)."""
     pytest.importorskip("jax")
-    runner, summary = stage_one("jax", "normal-2sigma", torch.float32, 1 << 19)
-    match = named(diagnose(summary, runner.law), "few-random-bits")
-    assert match.parameter == 23, match.note
-    assert explain("collisions", "fail", "", diagnose(summary, runner.law))[0] == "few-random-bits"
+    for case in ("normal-2sigma", "abs-bounds-trap"):
+        runner, summary = stage_one("jax", case, torch.float32, 1 << 19)
+        matches = diagnose(summary, runner.law)
+        match = named(matches, "few-random-bits")
+        assert match.parameter == 23, match.note
+        assert explain("collisions", "fail", "", matches)[0] == "few-random-bits"
 
 
 @pytest.mark.skipif(tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 12),
@@ -200,6 +204,16 @@ def test_jax_16_bit_reads_as_its_mantissa_bits():
         matches = diagnose(summary, runner.law)
         assert named(matches, "few-random-bits").parameter == bits
         assert explain("gof", "fail", "", matches)[0] == "few-random-bits"
+
+
+def test_infinities_the_law_never_writes_read_as_outside_support():
+    """torch <= 2.11's algorithm on tail-5 (b = inf) in bfloat16: 2 Phi(beta) - 1 = 1 and
+    erfinv(1) = inf, which the clamp to b = inf keeps; the law gives +inf no mass, so the finite
+    row names outside-support (deterministic: every value is +inf)."""
+    runner, summary = stage_one("torch-legacy", "tail-5", torch.bfloat16, 1 << 16)
+    matches = diagnose(summary, runner.law)
+    mechanism, note = explain("finite", "fail", "", matches)
+    assert mechanism == "outside-support" and f"+inf {summary.n}," in note, note
 
 
 def test_torch_legacy_16_bit_reads_as_its_inverse_cdf_in_the_dtype():
