@@ -2,7 +2,7 @@
 step rounded into the dtype, pushed value by value by the reference's arithmetic (the judge never
 calls the library).
 
-Two families of constructions, each read from the library's source:
+Three families of constructions, each read from the library's source:
 
 * an inverse CDF whose uniform is itself drawn in the 16-bit dtype (JAX's
   ``jax.random.truncated_normal``, keras' jax backend; MLX's ``random::truncated_normal``):
@@ -13,7 +13,10 @@ Two families of constructions, each read from the library's source:
 * the standard law rounded into the dtype, then scaled and shifted in the dtype (TensorFlow's
   ``truncated_normal``: its standard truncated normal drawn in float32 and cast; keras' torch
   backend: four standard normals drawn in the dtype, the first in the open (-2, 2) kept, else the
-  first of the four, then ``mul_(stddev).add_(mean)``).
+  first of the four, then ``mul_(stddev).add_(mean)``; TensorFlow's parameterized sampler on its
+  normal-rejection branch, the bounds computed in the dtype);
+* TensorFlow's parameterized sampler on its exponential-rejection branch, every step in the
+  dtype, its proposals and its test drawn from the dtype's 2^m uniforms (`TfExponentialRejection`).
 
 A library's float32 erf and erfinv are polynomial approximations, not the correctly rounded
 functions: where an error of `APPROX` (relative) could move a value across a rounding boundary
