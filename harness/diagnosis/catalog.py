@@ -28,6 +28,7 @@ from .evidence import AGREE_LEVEL, FALSE_MATCH, MODEL_TOL, Evidence
 from .fine_structure import DtypeArithmetic, FewRandomBits
 from .inverse_cdf import InverseCdfInDtype
 from .law_shape import Scaled, Shifted, TailCut
+from .library_laws import LibraryConstruction
 from .match import Match, Mechanism
 from .misplaced import Hole, OutsideSupport, PointMass
 from .position_class import PositionClass
@@ -43,7 +44,8 @@ __all__ = ["MECHANISMS", "NAMES", "Match", "Mechanism", "diagnose", "explain", "
 MECHANISMS: tuple[Mechanism, ...] = (
     UniformProposals(),
     ExactZeros(), RoundsFirst(), Clamp(), CoarseUniform(), InverseCdfInDtype(), TailCut(),
-    Shifted(), Scaled(), DtypeArithmetic(), FewRandomBits(), Dependence(), DirectedRounding(),
+    Shifted(), Scaled(), DtypeArithmetic(), FewRandomBits(), LibraryConstruction(), Dependence(),
+    DirectedRounding(),
     PointMass(), Hole(), OutsideSupport(), PositionClass(),
 )
 #: Every name a row's `mechanism` may hold.
