@@ -1,0 +1,424 @@
+"""The `coarse-construction` mechanism: an inverse-CDF sampler whose uniform's image is rounded
+into a 32/64-bit dtype where that dtype holds few values, so that the sample takes only the few
+values the construction can reach, each with the share of the uniform's lattice that writes it.
+
+The libraries' inverse CDFs (JAX, MLX, timm and torch <= 2.11, Paddle) draw
+
+    u = RN(j 2^-k)                               (k random bits: 23, 24 or 32 in float32)
+    v = RN(lo + RN(span u))                      (erf or Phi space, in the dtype)
+    x = the steps from v to the output value     (erfinv or Phi^-1, scale, shift, clip)
+
+and on a window far from the mean, [lo, hi] sits near +-1 where the dtype's grid is coarse:
+erf(3 / sqrt2) .. erf(4 / sqrt2) holds ~45 000 float32 values, erf(10 / sqrt2) and beyond round
+to 1 (every draw writes one value), and a window narrower than an ulp holds a handful. There the
+law of x is a short list, enumerated exactly: the dtype's values v in [lo, hi] (at most
+`MAX_VALUES`), each with the count of lattice points j that write it (bisection on the
+non-decreasing map j -> v, as `harness.diagnosis.uniform_bits` finds a run), each carried to its
+output value by the reference's arithmetic (scipy's erfinv and ndtri in float64, every step
+rounded into the dtype like the library's kernel; the judge never calls the library).
+
+From that law each check's statistic is predicted and set against the Summary, and a check is
+explained only where its prediction agrees: the equal pairs at sum p^2 (`predicted_pairs`,
+MODEL_TOL) and the equal successive elements at the same rate; the judged histogram (main or fine
+bins) and the localized mass bins by a chi-square fit at AGREE_LEVEL; the coarser lattices and
+the last bits' classes where they agree with the law's shares. A library's float32 erfinv is an
+approximation a few ulps off the correctly rounded one: the output values it could move across a
+bin's edge (an error of `APPROX` relative) pool their bins in each fit, and the last bits, which
+the approximation decides, are explained only where the reference's happen to fit.
+
+The mechanism departs only where the equal pairs or the judged histogram depart from the rounded
+law at FALSE_MATCH (the events `few-random-bits` already departs on).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special, stats
+
+from ..families.binned import GOF
+from ..families.common import LawBins, cached_on_law
+from ..families.independence import INDEPENDENCE, check_independence
+from ..families.localized import LocalBins
+from ..families.resolution import (COLLISIONS, LATTICES, LOW_BITS, check_collisions, low_bit_cells,
+                                   low_bit_law)
+from .affine import first_index
+from .bound_atoms import BINNED
+from .evidence import (AGREE_LEVEL, FALSE_MATCH, MODEL_TOL, Evidence, agrees, chi2_fit, count_sd,
+                       fine_bin_index)
+from .fine_structure import moves, predicted_pairs, scanned_pairs
+from .match import Match, Mechanism
+from .proposals import in_accumulator
+
+#: The most dtype values of v a law is enumerated over (beyond: many values, not this regime).
+MAX_VALUES = 1 << 20
+#: The relative error allowed to a library's erfinv in float32 (XLA's, MLX's and torch's are
+#: polynomials a few ulps off the correctly rounded value) and in float64.
+APPROX = {32: 2.0 ** -20, 64: 2.0 ** -46}
+#: The checks the localized mass bins decide, and those the main (or fine) histogram decides.
+LOCAL = frozenset({"spikes", "scan"})
+HISTOGRAM = BINNED - LOCAL
+
+
+def rn(fmt, x) -> np.ndarray:
+    """x rounded into the dtype (one operation of the dtype's arithmetic: float64 holds the
+    exact sum or product of two float32 values)."""
+    return fmt.round(np.asarray(x, dtype=np.float64))
+
+
+def scalar(fmt, x: float) -> float:
+    return float(rn(fmt, np.array([x]))[0])
+
+
+@dataclass(frozen=True)
+class Construction:
+    """One library's inverse CDF. `space`: erf (v in erf(alpha / sqrt2) .. erf(beta / sqrt2),
+    sqrt2 erfinv) or cdf (Phi, then erfinv(2 p - 1)); `bits`: the uniform's width by dtype
+    width; `ends_in_dtype`: the ends computed in the dtype from the bounds in sigma units
+    (JAX, MLX, Paddle) or in float64 and rounded once (torch's Python scalars); `standard`: the
+    standard law on the bounds in sigma units, then ``x * std + mean`` in the dtype; `finish`:
+    the steps from z = erfinv(v) to the output (a function of fmt, z and the law)."""
+
+    label: str
+    space: str
+    bits: dict
+    ends_in_dtype: bool
+    standard: bool
+    finish: Callable
+
+
+def torch_finish(fmt, z, mean, std, a, b):
+    """timm / torch <= 2.11: ``mul_(std sqrt2)``, ``add_(mean)``, ``clamp_(a, b)`` in the dtype."""
+    x = rn(fmt, rn(fmt, z * scalar(fmt, std * math.sqrt(2.0))) + scalar(fmt, mean))
+    return np.clip(x, scalar(fmt, a), scalar(fmt, b))
+
+
+def sigma_clip(open_clip: bool):
+    """JAX (open) and MLX (closed): sqrt2 z clipped to the bounds in sigma units in the dtype."""
+
+    def finish(fmt, z, mean, std, a, b):
+        lower, upper = scalar(fmt, (a - mean) / std), scalar(fmt, (b - mean) / std)
+        if open_clip:
+            lower = float(fmt.next_up(np.array([lower]))[0])
+            upper = float(fmt.next_down(np.array([upper]))[0])
+        return np.clip(rn(fmt, scalar(fmt, math.sqrt(2.0)) * z), lower, upper)
+
+    return finish
+
+
+def paddle_finish(fmt, z, mean, std, a, b):
+    """Paddle: ``sqrt2 erfinv(2 p - 1) std + mean`` in the dtype (no clip)."""
+    return rn(fmt, rn(fmt, rn(fmt, scalar(fmt, math.sqrt(2.0)) * z) * scalar(fmt, std))
+              + scalar(fmt, mean))
+
+
+#: The constructions tried, in order (bits: by the dtype's width).
+CONSTRUCTIONS = (
+    Construction("torch's uniform_ on [erf(alpha/sqrt2), erf(beta/sqrt2)), erfinv, x std sqrt2 "
+                 "+ mean, clamp, in the dtype (timm's trunc_normal_)", "erf", {32: 24, 64: 53},
+                 ends_in_dtype=False, standard=False, finish=torch_finish),
+    Construction("the same on the standard law, then x std + mean in the dtype (timm's "
+                 "trunc_normal_tf_)", "erf", {32: 24, 64: 53}, ends_in_dtype=False,
+                 standard=True, finish=torch_finish),
+    Construction("JAX's uniform j 2^-k on [erf(lower/sqrt2), erf(upper/sqrt2)) in the dtype, "
+                 "sqrt2 erfinv clipped open, then x std + mean", "erf", {32: 23, 64: 52},
+                 ends_in_dtype=True, standard=True, finish=sigma_clip(open_clip=True)),
+    Construction("MLX's uniform (a 32-bit word / 2^32 in float32) on [erf(lower/sqrt2), "
+                 "erf(upper/sqrt2)], sqrt2 erfinv clipped, then x std + mean", "erf",
+                 {32: 32, 64: 53}, ends_in_dtype=True, standard=True,
+                 finish=sigma_clip(open_clip=False)),
+    Construction("Paddle's uniform on [Phi(alpha), Phi(beta)] in the dtype, sqrt2 erfinv(2p - 1) "
+                 "std + mean", "cdf", {32: 24, 64: 53}, ends_in_dtype=True, standard=False,
+                 finish=paddle_finish),
+)
+
+
+@dataclass(frozen=True)
+class CoarseLaw:
+    """A construction's law: its output values' ordered keys (ascending, distinct), their
+    probabilities, and for each the key range an APPROX error of erfinv could move it over."""
+
+    keys: np.ndarray
+    probs: np.ndarray
+    lo_keys: np.ndarray
+    hi_keys: np.ndarray
+    v_values: int
+
+    @property
+    def q2(self) -> float:
+        return float(np.sum(self.probs ** 2))
+
+
+def ends(fmt, c: Construction, alpha: float, beta: float) -> tuple[float, float]:
+    """(lo, hi) of the uniform's image, as the library computes them."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if not c.ends_in_dtype:
+            f = special.erf(np.array([alpha, beta]) / math.sqrt(2.0)) if c.space == "erf" else \
+                special.ndtr(np.array([alpha, beta]))
+            lo, hi = (float(v) for v in rn(fmt, f))
+            return lo, hi
+        t = rn(fmt, rn(fmt, np.array([alpha, beta])) / scalar(fmt, math.sqrt(2.0)))
+        e = rn(fmt, special.erf(t))
+        if c.space == "cdf":
+            e = rn(fmt, rn(fmt, 1.0 + e) / 2.0)
+        return float(e[0]), float(e[1])
+
+
+def construction_law(law, c: Construction) -> CoarseLaw | None:
+    """The law of `c` on a RoundedLaw, enumerated over the dtype's values of v (None: more than
+    MAX_VALUES of them, an empty window, or a construction for another width)."""
+    fmt, dist = law.fmt, law.dist
+    bits = c.bits.get(fmt.bits)
+    mean, std, a, b = (float(dist.loc), float(dist.scale), float(dist.a), float(dist.b))
+    if bits is None or not std > 0:
+        return None
+    m0, s0, a0, b0 = (0.0, 1.0, (a - mean) / std, (b - mean) / std) if c.standard else \
+        (mean, std, a, b)
+    lo, hi = ends(fmt, c, (a0 - m0) / s0, (b0 - m0) / s0)
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
+        return None
+    k0, k1 = (int(k) for k in fmt.ordered_keys(np.array([lo, hi])))
+    if k1 - k0 + 1 > MAX_VALUES:
+        return None
+    span = scalar(fmt, hi - lo)
+    top = (1 << bits) - 1
+
+    def v_of(j):
+        with np.errstate(over="ignore", invalid="ignore"):
+            u = rn(fmt, in_accumulator(np.ldexp(np.asarray(j, dtype=np.float64), -bits), fmt))
+            return np.clip(rn(fmt, lo + rn(fmt, span * u)), lo, hi)
+
+    base = np.uint64(k0)
+    rel = np.arange(k1 - k0 + 2, dtype=np.int64)
+    v = fmt.values_from_keys(rel[:-1].astype(np.uint64) + base)
+    guess = np.round((np.append(v, hi) - lo) / span * 2.0 ** bits) if span > 0 else None
+
+    def rel_key(j):
+        # uint64 keys (float64's reach 2^64): the difference wraps into int64 exactly
+        return (fmt.ordered_keys(v_of(j)).astype(np.uint64) - base).astype(np.int64)
+
+    first = first_index(rel_key, rel, 0, top, guess)
+    counts = np.diff(first).astype(np.float64)
+    keep = counts > 0
+    v, counts = v[keep], counts[keep]
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        w = v if c.space == "erf" else rn(fmt, rn(fmt, 2.0 * v) - 1.0)
+        z = special.erfinv(w)
+        outs = [c.finish(fmt, rn(fmt, z * (1.0 + s * APPROX[max(fmt.bits, 32)])), m0, s0, a0, b0)
+                for s in (0, -1, 1)]
+        if c.standard:
+            outs = [rn(fmt, rn(fmt, x * scalar(fmt, std)) + scalar(fmt, mean)) for x in outs]
+    good = ~np.isnan(outs[0])
+    if not np.any(good):
+        return None
+    out_keys = [fmt.ordered_keys(x[good]).astype(np.uint64) for x in outs]
+    weights = counts[good]
+    uniq, inverse = np.unique(out_keys[0], return_inverse=True)
+    probs = np.bincount(inverse, weights=weights, minlength=uniq.size)
+    lo_k = np.full(uniq.size, np.iinfo(np.uint64).max, dtype=np.uint64)
+    hi_k = np.zeros(uniq.size, dtype=np.uint64)
+    for ks in out_keys:
+        np.minimum.at(lo_k, inverse, ks)
+        np.maximum.at(hi_k, inverse, ks)
+    return CoarseLaw(uniq, probs / probs.sum(), lo_k, hi_k, int(keep.sum()))
+
+
+def pooled_fit(hist, law_probs_by_bin, bin_lo, bin_hi) -> float | None:
+    """Chi-square p of `hist` against bin masses, the bins between each value's bin_lo and bin_hi
+    pooled (an erfinv error could move the value across their edges)."""
+    size = hist.size
+    joined = np.zeros(size + 1, dtype=np.int64)
+    spans = bin_hi > bin_lo
+    np.add.at(joined, bin_lo[spans] + 1, 1)
+    np.add.at(joined, bin_hi[spans] + 1, -1)
+    # joined[i] > 0: bin i is pooled with bin i - 1
+    inside = np.cumsum(joined)[:size] > 0
+    group = np.cumsum(~inside) - 1
+    groups = int(group[-1]) + 1
+    return chi2_fit(np.bincount(group, weights=hist, minlength=groups),
+                    np.bincount(group, weights=law_probs_by_bin, minlength=groups))
+
+
+class CoarseConstruction(Mechanism):
+    name = "coarse-construction"
+    explains = BINNED | {COLLISIONS.name, LATTICES.name, LOW_BITS.name, INDEPENDENCE.name}
+    doc = ("A library's inverse CDF whose uniform's image is rounded into a 32/64-bit dtype "
+           "where the dtype holds few values (windows far out, near erf = +-1, or narrower than "
+           "an ulp): its law enumerated value by value over the dtype's values of v, each with "
+           "its share of the uniform's lattice (`harness.diagnosis.coarse_construction`). "
+           "Prediction: equal pairs and equal successive elements at sum p^2, the histogram, the "
+           "mass bins, the lattices and the last bits from that law; each check explained only "
+           "where its prediction agrees.")
+
+    def test(self, ev: Evidence) -> Match | None:
+        if not ev.has("resolution") or ev.law.fmt.bits < 32 or not self.departs(ev):
+            return None
+        best = None
+        for index, c in enumerate(CONSTRUCTIONS):
+            coarse = cached_on_law(ev.law, f"_coarse_construction_{index}",
+                                   lambda law, c=c: construction_law(law, c) or False)
+            if not coarse:
+                continue
+            found = self.read(ev, coarse)
+            if found is not None and (best is None or len(found[0]) > len(best[0])):
+                best = (found[0], f"{c.label}: {found[1]}", coarse)
+        if best is None:
+            return None
+        explains, note, coarse = best
+        return self.match(note, parameter=coarse.keys.size, explains=frozenset(explains))
+
+    @staticmethod
+    def departs(ev: Evidence) -> bool:
+        out = ev.outcome(check_collisions)
+        if out.applicable and out.p_value < FALSE_MATCH:
+            return True
+        judged = ev.judged_hist
+        if judged is None:
+            return False
+        p = chi2_fit(judged[1], judged[0].probs)
+        return p is not None and p < FALSE_MATCH
+
+    def read(self, ev: Evidence, coarse: CoarseLaw) -> tuple[set, str] | None:
+        """(the checks whose statistic agrees with `coarse`, the note); None where neither the
+        equal pairs nor the histogram does (the construction is not this sampler)."""
+        explains, parts = set(), [f"{coarse.keys.size} values written (from {coarse.v_values} "
+                                  f"values of v)"]
+        pairs = self.pairs(ev, coarse)
+        if pairs is not None:
+            ok, text = pairs
+            parts.append(text)
+            if ok:
+                explains.add(COLLISIONS.name)
+        hist = self.histogram(ev, coarse)
+        if hist is not None:
+            ok, text = hist
+            parts.append(text)
+            if ok:
+                explains |= HISTOGRAM
+        if not explains:
+            return None
+        local = self.local(ev, coarse)
+        if local is not None:
+            ok, text = local
+            parts.append(text)
+            if ok:
+                explains |= LOCAL
+        for check, fn in ((INDEPENDENCE.name, self.successive), (LATTICES.name, self.lattices),
+                          (LOW_BITS.name, self.low_bits)):
+            found = fn(ev, coarse)
+            if found is not None:
+                ok, text = found
+                parts.append(text)
+                if ok:
+                    explains.add(check)
+        return explains, "; ".join(parts)
+
+    @staticmethod
+    def pairs(ev: Evidence, coarse: CoarseLaw):
+        count = scanned_pairs(ev)
+        out = ev.outcome(check_collisions)
+        if count is None or not out.applicable:
+            return None
+        mean, sd = predicted_pairs(ev, coarse.q2)
+        law_mean, _ = predicted_pairs(ev, float(ev.law.collision_prob))
+        ok = agrees(count, mean, sd, MODEL_TOL) and moves(count, mean, law_mean)
+        return ok, (f"equal pairs {count}, predicted {mean:.4g} +- {sd:.2g} "
+                    f"(2^{-math.log2(coarse.q2):.2f} equally likely values), the law "
+                    f"{law_mean:.4g}")
+
+    @staticmethod
+    def histogram(ev: Evidence, coarse: CoarseLaw):
+        judged = ev.judged_hist
+        if judged is None:
+            return None
+        bins, hist = judged
+        fmt = ev.law.fmt
+        if bins.fine:
+            index = [fine_bin_index(k.astype(np.uint64), bins)
+                     for k in (coarse.keys, coarse.lo_keys, coarse.hi_keys)]
+        else:
+            shift = fmt.bits - ev.summary.hist_bits
+            index = [(k >> np.uint64(shift)).astype(np.int64) for k in (coarse.keys, coarse.lo_keys, coarse.hi_keys)]
+        size = bins.probs.size
+        probs = np.bincount(index[0], weights=coarse.probs, minlength=size)[:size]
+        p = pooled_fit(np.asarray(hist, dtype=np.float64), probs, index[1], index[2])
+        if p is None:
+            return None
+        return p >= AGREE_LEVEL, f"the histogram's fit p {p:.2g}"
+
+    @staticmethod
+    def local(ev: Evidence, coarse: CoarseLaw):
+        bins = LocalBins.of(ev.law)
+        counts = bins.counts(ev.summary)
+        if counts is None or bins.exact:
+            return None
+        index = [np.asarray(bins.mass.bin_of_keys(k.astype(np.uint64)), dtype=np.int64)
+                 for k in (coarse.keys, coarse.lo_keys, coarse.hi_keys)]
+        size = bins.probs.size
+        probs = np.bincount(index[0], weights=coarse.probs, minlength=size)[:size]
+        p = pooled_fit(np.asarray(counts, dtype=np.float64), probs, index[1], index[2])
+        if p is None:
+            return None
+        return p >= AGREE_LEVEL, f"the mass bins' fit p {p:.2g}"
+
+    @staticmethod
+    def successive(ev: Evidence, coarse: CoarseLaw):
+        if not ev.has("independence"):
+            return None
+        out = ev.outcome(check_independence)
+        state = ev.summary.independence
+        pairs, equal = int(state.n_pairs_successive), int(state.n_equal_successive)
+        if not out.applicable or pairs <= 0:
+            return None
+        name = "p[equal elements in successive calls]"
+        others = [p for key, p in out.details.items()
+                  if key.startswith("p[") and key != name]
+        mean = pairs * coarse.q2
+        sd = math.sqrt(pairs * coarse.q2 * (1.0 - coarse.q2))
+        ok = agrees(equal, mean, sd, MODEL_TOL) and all(p >= AGREE_LEVEL for p in others)
+        return ok, f"equal successive elements {equal}, predicted {mean:.4g} +- {sd:.2g}"
+
+    @staticmethod
+    def lattices(ev: Evidence, coarse: CoarseLaw):
+        state = ev.summary.resolution
+        if not state.lattice_names or state.lattice_counts is None or int(state.scanned) == 0:
+            return None
+        n, fmt = int(state.scanned), ev.law.fmt
+        values = fmt.values_from_keys(coarse.keys.astype(np.uint64))
+        ok, parts = True, []
+        from reference.dtypes import float_format
+
+        for name, count in zip(state.lattice_names, state.lattice_counts):
+            target = float_format(name)
+            with np.errstate(over="ignore", invalid="ignore"):
+                on = target.round(values) == values
+            mass = float(coarse.probs[on].sum())
+            ok &= agrees(int(count) / n, mass, count_sd(n, mass), MODEL_TOL)
+            parts.append(f"{name} values {int(count)}, predicted {n * mass:.4g}")
+        return ok, "; ".join(parts)
+
+    @staticmethod
+    def low_bits(ev: Evidence, coarse: CoarseLaw):
+        state = ev.summary.resolution
+        if state.low_bit_counts is None:
+            return None
+        bits = int(state.low_bits)
+        counts = np.asarray(state.low_bit_counts, dtype=np.float64)
+        n = float(counts.sum())
+        if n <= 0:
+            return None
+        patterns = ev.law.fmt.bits_from_keys(coarse.keys.astype(np.uint64)).astype(np.int64)
+        shares = np.bincount(patterns & ((1 << bits) - 1), weights=coarse.probs,
+                             minlength=1 << bits)
+        if np.any((shares <= 0) & (counts > 0)):
+            return False, "the last bits: a class the law leaves empty is written"
+        cells = low_bit_cells(n * shares)
+        if len(cells) < 2:
+            return None
+        obs = np.array([counts[c].sum() for c in cells])
+        exp = np.array([n * shares[c].sum() for c in cells])
+        p = float(stats.chi2.sf(float(np.sum((obs - exp) ** 2 / exp)), len(cells) - 1))
+        return p >= AGREE_LEVEL, f"the last {bits} bits' fit p {p:.2g}"
