@@ -22,6 +22,7 @@ import weakref
 from ..checks.hard import HANG
 from ..families.binned import GOF
 from .bound_atoms import Clamp, CoarseUniform, ExactZeros, RoundsFirst
+from .coarse_construction import CoarseConstruction
 from .dependence import Dependence
 from .directed_rounding import DirectedRounding
 from .evidence import AGREE_LEVEL, FALSE_MATCH, MODEL_TOL, Evidence
@@ -40,13 +41,15 @@ __all__ = ["MECHANISMS", "NAMES", "Match", "Mechanism", "diagnose", "explain", "
 
 #: The rows, most specific first: where two match one check, `explain` names the first, a law
 #: that fits the histogram before a match on the atoms alone (uniform-proposals predicts every
-#: value of its law, the zeros its lattice writes included).
+#: value of its law, the zeros its lattice writes included). coarse-construction comes last and
+#: claims only the checks no earlier row explains (its law fits the histogram, which would
+#: otherwise put it before the rows that read one check each).
 MECHANISMS: tuple[Mechanism, ...] = (
     UniformProposals(),
     ExactZeros(), RoundsFirst(), Clamp(), CoarseUniform(), InverseCdfInDtype(), TailCut(),
     Shifted(), Scaled(), DtypeArithmetic(), FewRandomBits(), LibraryConstruction(), Dependence(),
     DirectedRounding(),
-    PointMass(), Hole(), OutsideSupport(), PositionClass(),
+    PointMass(), Hole(), OutsideSupport(), PositionClass(), CoarseConstruction(),
 )
 #: Every name a row's `mechanism` may hold.
 NAMES = tuple(m.name for m in MECHANISMS) + ("stall", "api", "unexplained")
@@ -71,6 +74,8 @@ def diagnose(summary, law) -> tuple[Match, ...]:
         return held[1]
     evidence = Evidence(summary, law)
     found = []
+    # the matches so far: a late row that reads the whole law leaves to them what they explain
+    evidence.memo["earlier"] = found
     for mechanism in MECHANISMS:
         try:
             match = mechanism.test(evidence)

@@ -26,7 +26,8 @@ approximation a few ulps off the correctly rounded one: the output values it cou
 bin's edge (an error of `APPROX` relative) pool their bins in each fit, and the last bits, which
 the approximation decides, are explained only where the reference's happen to fit.
 
-The mechanism departs only where the equal pairs or the judged histogram depart from the rounded
+It is the catalog's last row and claims only the checks no earlier row explains. The mechanism
+departs only where the equal pairs or the judged histogram depart from the rounded
 law at FALSE_MATCH (the events `few-random-bits` already departs on).
 """
 
@@ -39,16 +40,30 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-from ..families.binned import GOF
-from ..families.common import LawBins, cached_on_law
+from reference.dtypes import float_format
+
+from ..families.common import cached_on_law
 from ..families.independence import INDEPENDENCE, check_independence
 from ..families.localized import LocalBins
-from ..families.resolution import (COLLISIONS, LATTICES, LOW_BITS, check_collisions, low_bit_cells,
-                                   low_bit_law)
+from ..families.resolution import (
+    COLLISIONS,
+    LATTICES,
+    LOW_BITS,
+    check_collisions,
+    low_bit_cells,
+)
 from .affine import first_index
 from .bound_atoms import BINNED
-from .evidence import (AGREE_LEVEL, FALSE_MATCH, MODEL_TOL, Evidence, agrees, chi2_fit, count_sd,
-                       fine_bin_index)
+from .evidence import (
+    AGREE_LEVEL,
+    FALSE_MATCH,
+    MODEL_TOL,
+    Evidence,
+    agrees,
+    chi2_fit,
+    count_sd,
+    fine_bin_index,
+)
 from .fine_structure import moves, predicted_pairs, scanned_pairs
 from .match import Match, Mechanism
 from .proposals import in_accumulator
@@ -268,6 +283,11 @@ class CoarseConstruction(Mechanism):
         if best is None:
             return None
         explains, note, coarse = best
+        # the catalog's earlier rows keep what they explain (`catalog.diagnose`)
+        for match in ev.memo.get("earlier", ()):
+            explains -= match.explains
+        if not explains:
+            return None
         return self.match(note, parameter=coarse.keys.size, explains=frozenset(explains))
 
     @staticmethod
@@ -341,7 +361,8 @@ class CoarseConstruction(Mechanism):
                      for k in (coarse.keys, coarse.lo_keys, coarse.hi_keys)]
         else:
             shift = fmt.bits - ev.summary.hist_bits
-            index = [(k >> np.uint64(shift)).astype(np.int64) for k in (coarse.keys, coarse.lo_keys, coarse.hi_keys)]
+            index = [(k >> np.uint64(shift)).astype(np.int64)
+                     for k in (coarse.keys, coarse.lo_keys, coarse.hi_keys)]
         size = bins.probs.size
         probs = np.bincount(index[0], weights=coarse.probs, minlength=size)[:size]
         p = pooled_fit(np.asarray(hist, dtype=np.float64), probs, index[1], index[2])
@@ -389,8 +410,6 @@ class CoarseConstruction(Mechanism):
         n, fmt = int(state.scanned), ev.law.fmt
         values = fmt.values_from_keys(coarse.keys.astype(np.uint64))
         ok, parts = True, []
-        from reference.dtypes import float_format
-
         for name, count in zip(state.lattice_names, state.lattice_counts):
             target = float_format(name)
             with np.errstate(over="ignore", invalid="ignore"):
