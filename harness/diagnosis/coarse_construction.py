@@ -26,9 +26,10 @@ approximation a few ulps off the correctly rounded one: the output values it cou
 bin's edge (an error of `APPROX` relative) pool their bins in each fit, and the last bits, which
 the approximation decides, are explained only where the reference's happen to fit.
 
-It is the catalog's last row and claims only the checks no earlier row explains. The mechanism
-departs only where the equal pairs or the judged histogram depart from the rounded
-law at FALSE_MATCH (the events `few-random-bits` already departs on).
+It is the catalog's last row and claims only the checks no earlier row explains. It reads only
+32/64-bit Summaries, and departs only where the equal pairs (the collisions check) or the judged
+histogram (main or fine bins, chi-square) depart from the rounded law at FALSE_MATCH: two events,
+<= 2 FALSE_MATCH for an exact sampler, so an exact sampler's law never costs the enumeration.
 """
 
 from __future__ import annotations
@@ -182,50 +183,84 @@ def ends(fmt, c: Construction, alpha: float, beta: float) -> tuple[float, float]
         return float(e[0]), float(e[1])
 
 
+@dataclass(frozen=True)
+class Steps:
+    """A construction on one law: the uniform's width, the ends of its image, and the law it is
+    run on (the standard one where the library scales afterwards)."""
+
+    c: Construction
+    fmt: object
+    bits: int
+    lo: float
+    hi: float
+    span: float
+    on: tuple  # (mean, std, a, b) the construction runs on
+    scale: tuple  # (mean, std) of the final x std + mean (None: none)
+
+    @classmethod
+    def of(cls, law, c: Construction) -> Steps | None:
+        fmt, dist = law.fmt, law.dist
+        bits = c.bits.get(fmt.bits)
+        mean, std, a, b = (float(dist.loc), float(dist.scale), float(dist.a), float(dist.b))
+        if bits is None or not std > 0:
+            return None
+        on = (0.0, 1.0, (a - mean) / std, (b - mean) / std) if c.standard else (mean, std, a, b)
+        lo, hi = ends(fmt, c, (on[2] - on[0]) / on[1], (on[3] - on[0]) / on[1])
+        if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
+            return None
+        return cls(c, fmt, bits, lo, hi, scalar(fmt, hi - lo), on,
+                   (mean, std) if c.standard else None)
+
+    def v_of(self, j) -> np.ndarray:
+        """The uniform's image v of lattice points j."""
+        fmt = self.fmt
+        with np.errstate(over="ignore", invalid="ignore"):
+            u = rn(fmt, in_accumulator(np.ldexp(np.asarray(j, dtype=np.float64), -self.bits),
+                                       fmt))
+            return np.clip(rn(fmt, self.lo + rn(fmt, self.span * u)), self.lo, self.hi)
+
+    def x_of(self, v, error: float = 0.0) -> np.ndarray:
+        """The output values of v, erfinv's result moved by a relative `error`."""
+        fmt = self.fmt
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            w = v if self.c.space == "erf" else rn(fmt, rn(fmt, 2.0 * v) - 1.0)
+            z = rn(fmt, special.erfinv(w) * (1.0 + error))
+            x = self.c.finish(fmt, z, *self.on)
+            if self.scale is not None:
+                x = rn(fmt, rn(fmt, x * scalar(fmt, self.scale[1])) + scalar(fmt, self.scale[0]))
+        return x
+
+    def values(self, j) -> np.ndarray:
+        """The output values of lattice points j (a sample of the construction, for tests)."""
+        return self.x_of(self.v_of(j))
+
+
 def construction_law(law, c: Construction) -> CoarseLaw | None:
     """The law of `c` on a RoundedLaw, enumerated over the dtype's values of v (None: more than
     MAX_VALUES of them, an empty window, or a construction for another width)."""
-    fmt, dist = law.fmt, law.dist
-    bits = c.bits.get(fmt.bits)
-    mean, std, a, b = (float(dist.loc), float(dist.scale), float(dist.a), float(dist.b))
-    if bits is None or not std > 0:
+    steps = Steps.of(law, c)
+    if steps is None:
         return None
-    m0, s0, a0, b0 = (0.0, 1.0, (a - mean) / std, (b - mean) / std) if c.standard else \
-        (mean, std, a, b)
-    lo, hi = ends(fmt, c, (a0 - m0) / s0, (b0 - m0) / s0)
-    if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
-        return None
-    k0, k1 = (int(k) for k in fmt.ordered_keys(np.array([lo, hi])))
+    fmt = steps.fmt
+    k0, k1 = (int(k) for k in fmt.ordered_keys(np.array([steps.lo, steps.hi])))
     if k1 - k0 + 1 > MAX_VALUES:
         return None
-    span = scalar(fmt, hi - lo)
-    top = (1 << bits) - 1
-
-    def v_of(j):
-        with np.errstate(over="ignore", invalid="ignore"):
-            u = rn(fmt, in_accumulator(np.ldexp(np.asarray(j, dtype=np.float64), -bits), fmt))
-            return np.clip(rn(fmt, lo + rn(fmt, span * u)), lo, hi)
-
     base = np.uint64(k0)
     rel = np.arange(k1 - k0 + 2, dtype=np.int64)
     v = fmt.values_from_keys(rel[:-1].astype(np.uint64) + base)
-    guess = np.round((np.append(v, hi) - lo) / span * 2.0 ** bits) if span > 0 else None
+    guess = (np.round((np.append(v, steps.hi) - steps.lo) / steps.span * 2.0 ** steps.bits)
+             if steps.span > 0 else None)
 
     def rel_key(j):
         # uint64 keys (float64's reach 2^64): the difference wraps into int64 exactly
-        return (fmt.ordered_keys(v_of(j)).astype(np.uint64) - base).astype(np.int64)
+        return (fmt.ordered_keys(steps.v_of(j)).astype(np.uint64) - base).astype(np.int64)
 
-    first = first_index(rel_key, rel, 0, top, guess)
+    first = first_index(rel_key, rel, 0, (1 << steps.bits) - 1, guess)
     counts = np.diff(first).astype(np.float64)
     keep = counts > 0
     v, counts = v[keep], counts[keep]
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        w = v if c.space == "erf" else rn(fmt, rn(fmt, 2.0 * v) - 1.0)
-        z = special.erfinv(w)
-        outs = [c.finish(fmt, rn(fmt, z * (1.0 + s * APPROX[max(fmt.bits, 32)])), m0, s0, a0, b0)
-                for s in (0, -1, 1)]
-        if c.standard:
-            outs = [rn(fmt, rn(fmt, x * scalar(fmt, std)) + scalar(fmt, mean)) for x in outs]
+    error = APPROX[max(fmt.bits, 32)]
+    outs = [steps.x_of(v, s * error) for s in (0, -1, 1)]
     good = ~np.isnan(outs[0])
     if not np.any(good):
         return None
@@ -304,8 +339,8 @@ class CoarseConstruction(Mechanism):
     def read(self, ev: Evidence, coarse: CoarseLaw) -> tuple[set, str] | None:
         """(the checks whose statistic agrees with `coarse`, the note); None where neither the
         equal pairs nor the histogram does (the construction is not this sampler)."""
-        explains, parts = set(), [f"{coarse.keys.size} values written (from {coarse.v_values} "
-                                  f"values of v)"]
+        written = f"{coarse.keys.size} values written (from {coarse.v_values} values of v)"
+        explains, parts = set(), [written]
         pairs = self.pairs(ev, coarse)
         if pairs is not None:
             ok, text = pairs

@@ -1,0 +1,78 @@
+"""`coarse-construction`: a library's inverse CDF whose uniform's image the 32/64-bit dtype
+rounds onto few values, its law enumerated value by value, names the rows of a sample of that
+construction and of the libraries themselves where installed.
+
+Failure chances. The numpy sample is drawn from a fixed seed (deterministic); over seeds, a true
+construction fails each agreement (equal pairs within MODEL_TOL, the fits at AGREE_LEVEL) with
+probability <= AGREE_LEVEL = 1e-6. The library rows run at the default run seed (deterministic);
+over run seeds the same bound holds for each agreement asserted. The exact sampler's Summaries
+matching no row is test_catalog's and test_proposals'.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+import torch
+
+from harness.checks import summarize_samples
+from harness.diagnosis.catalog import diagnose, explain
+from harness.diagnosis.coarse_construction import CONSTRUCTIONS, Steps, construction_law
+from reference import TruncatedNormal, rounded_law
+from summaries import named, stage_one
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_the_enumeration_holds_every_lattice_point_once():
+    """TN(0, 1, 3, 4) in float32 through torch's construction (24 bits): ~44 000 values of v,
+    their lattice counts summing to 2^24 (no point lost or counted twice), and the law's mass on
+    every value a multiple of 2^-24."""
+    law = rounded_law(TruncatedNormal(0.0, 1.0, 3.0, 4.0), torch.float32)
+    coarse = construction_law(law, CONSTRUCTIONS[0])
+    assert 40_000 < coarse.keys.size < 50_000
+    units = coarse.probs * 2.0**24
+    assert np.allclose(units, np.rint(units), atol=1e-6) and abs(units.sum() - 2.0**24) < 1e-3
+
+
+def test_a_sample_of_the_construction_reads_as_it():
+    """2^19 float32 values of torch's 24-bit construction on mean-outside-3-4 (numpy's uniform
+    indices through the construction's own steps): the equal pairs, the mass bins (spikes, scan)
+    and the last bits read coarse-construction, and so does the histogram."""
+    law = rounded_law(TruncatedNormal(0.0, 1.0, 3.0, 4.0), torch.float32)
+    steps = Steps.of(law, CONSTRUCTIONS[0])
+    rng = np.random.default_rng(20261204)
+    j = rng.integers(0, 1 << 24, size=1 << 19, dtype=np.int64)
+    samples = torch.from_numpy(steps.values(j).astype(np.float32)).reshape(-1, 256, 256)
+    matches = diagnose(summarize_samples(samples, law), law)
+    match = named(matches, "coarse-construction")
+    for check in ("collisions", "spikes", "scan", "low_bits", "gof"):
+        assert explain(check, "fail", "", matches)[0] == "coarse-construction", (check, match.note)
+
+
+#: (candidate, case, dtype, the library's package, checks the construction explains at 2^19)
+LIBRARY_ROWS = [
+    ("timm", "mean-outside-3-4", torch.float32, "timm", ("collisions", "spikes", "low_bits")),
+    ("timm", "deep-window-10-1000", torch.float32, "timm", ("collisions",)),
+    ("jax", "mean-outside-3-4", torch.float32, "jax", ("collisions",)),
+    ("jax", "sub-ulp-window", torch.float32, "jax", ("gof", "spikes")),
+    ("mlx", "mean-outside-3-4", torch.float32, "mlx.core", ("collisions", "spikes")),
+    ("paddle", "sub-ulp-window", torch.float32, "paddle", ("gof", "spikes")),
+]
+
+
+@pytest.mark.parametrize("name,case,dtype,module,checks", LIBRARY_ROWS)
+def test_a_library_coarse_law_reads_as_its_construction(name, case, dtype, module, checks):
+    """The libraries' inverse CDFs far out or on a sub-ulp window, at 2^19 (deterministic at the
+    default run seed; a true construction fails an agreement with probability <= 1e-6)."""
+    if importlib.util.find_spec(module.split(".")[0]) is None:
+        pytest.skip(f"{module} is not installed")
+    # timm's package imports torchvision, which its adapter sidesteps: found is enough
+    runner, summary = stage_one(name, case, dtype, 1 << 19)
+    matches = diagnose(summary, runner.law)
+    match = named(matches, "coarse-construction")
+    for check in checks:
+        assert explain(check, "fail", "", matches)[0] == "coarse-construction", (check,
+                                                                               match.note)
