@@ -68,6 +68,7 @@ from .evidence import (
 from .fine_structure import moves, predicted_pairs, scanned_pairs
 from .match import Match, Mechanism
 from .proposals import in_accumulator
+from .scope import checks_reading
 
 #: The most dtype values of v a law is enumerated over (beyond: many values, not this regime).
 MAX_VALUES = 1 << 20
@@ -75,8 +76,8 @@ MAX_VALUES = 1 << 20
 #: polynomials a few ulps off the correctly rounded value) and in float64.
 APPROX = {32: 2.0 ** -20, 64: 2.0 ** -46}
 #: The checks the localized mass bins decide, and those the main (or fine) histogram decides.
-LOCAL = frozenset({"spikes", "scan"})
-HISTOGRAM = BINNED - LOCAL
+HISTOGRAM = checks_reading("binned", "atoms", "moments", "extremes")
+LOCAL = BINNED - HISTOGRAM
 
 
 def rn(fmt, x) -> np.ndarray:

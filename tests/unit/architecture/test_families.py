@@ -50,6 +50,11 @@ READERS = {
     "the lattice counts of its mixture",
     ("harness/diagnosis/position_class.py", "position"): "position-class fits the rest of the "
     "tensor, without the departing class, to the law",
+    ("harness/diagnosis/coarse_construction.py", "resolution"): "coarse-construction predicts "
+    "the equal pairs, the lattice counts and the last bits of its enumerated law",
+    ("harness/diagnosis/coarse_construction.py", "localized"): "and fits its law to the mass bins",
+    ("harness/diagnosis/coarse_construction.py", "independence"): "and predicts the equal "
+    "successive elements",
 }
 
 
