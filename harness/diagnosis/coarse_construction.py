@@ -100,6 +100,7 @@ class Construction:
     the steps from z = erfinv(v) to the output (a function of fmt, z and the law)."""
 
     label: str
+    short: str
     space: str
     bits: dict
     ends_in_dtype: bool
@@ -135,21 +136,21 @@ def paddle_finish(fmt, z, mean, std, a, b):
 #: The constructions tried, in order (bits: by the dtype's width).
 CONSTRUCTIONS = (
     Construction("torch's uniform_ on [erf(alpha/sqrt2), erf(beta/sqrt2)), erfinv, x std sqrt2 "
-                 "+ mean, clamp, in the dtype (timm's trunc_normal_)", "erf", {32: 24, 64: 53},
-                 ends_in_dtype=False, standard=False, finish=torch_finish),
+                 "+ mean, clamp, in the dtype (timm's trunc_normal_)", "timm", "erf",
+                 {32: 24, 64: 53}, ends_in_dtype=False, standard=False, finish=torch_finish),
     Construction("the same on the standard law, then x std + mean in the dtype (timm's "
-                 "trunc_normal_tf_)", "erf", {32: 24, 64: 53}, ends_in_dtype=False,
+                 "trunc_normal_tf_)", "timm-tf", "erf", {32: 24, 64: 53}, ends_in_dtype=False,
                  standard=True, finish=torch_finish),
     Construction("JAX's uniform j 2^-k on [erf(lower/sqrt2), erf(upper/sqrt2)) in the dtype, "
-                 "sqrt2 erfinv clipped open, then x std + mean", "erf", {32: 23, 64: 52},
+                 "sqrt2 erfinv clipped open, then x std + mean", "JAX", "erf", {32: 23, 64: 52},
                  ends_in_dtype=True, standard=True, finish=sigma_clip(open_clip=True)),
     Construction("MLX's uniform (a 32-bit word / 2^32 in float32) on [erf(lower/sqrt2), "
-                 "erf(upper/sqrt2)], sqrt2 erfinv clipped, then x std + mean", "erf",
+                 "erf(upper/sqrt2)], sqrt2 erfinv clipped, then x std + mean", "MLX", "erf",
                  {32: 32, 64: 53}, ends_in_dtype=True, standard=True,
                  finish=sigma_clip(open_clip=False)),
     Construction("Paddle's uniform on [Phi(alpha), Phi(beta)] in the dtype, sqrt2 erfinv(2p - 1) "
-                 "std + mean", "cdf", {32: 24, 64: 53}, ends_in_dtype=True, standard=False,
-                 finish=paddle_finish),
+                 "std + mean", "Paddle", "cdf", {32: 24, 64: 53}, ends_in_dtype=True,
+                 standard=False, finish=paddle_finish),
 )
 
 
@@ -307,18 +308,20 @@ class CoarseConstruction(Mechanism):
     def test(self, ev: Evidence) -> Match | None:
         if not ev.has("resolution") or ev.law.fmt.bits < 32 or not self.departs(ev):
             return None
-        best = None
+        read = []
         for index, c in enumerate(CONSTRUCTIONS):
             coarse = cached_on_law(ev.law, f"_coarse_construction_{index}",
                                    lambda law, c=c: construction_law(law, c) or False)
-            if not coarse:
-                continue
-            found = self.read(ev, coarse)
-            if found is not None and (best is None or len(found[0]) > len(best[0])):
-                best = (found[0], f"{c.label}: {found[1]}", coarse)
-        if best is None:
+            found = self.read(ev, coarse) if coarse else None
+            if found is not None:
+                read.append((c, found[0], found[1], coarse))
+        if not read:
             return None
-        explains, note, coarse = best
+        c, explains, text, coarse = max(read, key=lambda r: len(r[1]))
+        # far out the constructions often write one law: the note names every one that reads
+        # as well, not only the first
+        alike = [r[0].short for r in read if r[1] == explains]
+        note = f"{c.label} (the constructions that read alike: {', '.join(alike)}): {text}"
         # the catalog's earlier rows keep what they explain (`catalog.diagnose`)
         for match in ev.memo.get("earlier", ()):
             explains -= match.explains
