@@ -206,6 +206,16 @@ def test_jax_16_bit_reads_as_its_mantissa_bits():
         assert explain("gof", "fail", "", matches)[0] == "few-random-bits"
 
 
+def test_a_dropped_last_bit_predicts_the_coarse_lattices_too():
+    """Every float32 value's last bit zero: a bfloat16 or float16 value (its last 13-16 bits
+    zero) is then twice as likely as under the law, and dtype-arithmetic explains the lattices
+    row with that prediction (deterministic at the default run seed; a true prediction fails
+    its agreement with probability <= AGREE_LEVEL = 1e-6)."""
+    runner, summary = stage_one("dropped-last-bit", "normal-2sigma", torch.float32, 1 << 19)
+    match = named(diagnose(summary, runner.law), "dtype-arithmetic")
+    assert match.parameter == 1 and "lattices" in match.explains, match.note
+
+
 def test_infinities_the_law_never_writes_read_as_outside_support():
     """torch <= 2.11's algorithm on tail-5 (b = inf) in bfloat16: 2 Phi(beta) - 1 = 1 and
     erfinv(1) = inf, which the clamp to b = inf keeps; the law gives +inf no mass, so the finite
