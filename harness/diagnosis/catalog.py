@@ -28,7 +28,7 @@ from .directed_rounding import DirectedRounding
 from .evidence import AGREE_LEVEL, FALSE_MATCH, MODEL_TOL, Evidence
 from .fine_structure import DtypeArithmetic, FewRandomBits
 from .inverse_cdf import InverseCdfInDtype
-from .law_shape import Scaled, Shifted, TailCut
+from .law_shape import Scaled, Shifted, ShiftedClamped, TailCut
 from .library_laws import LibraryConstruction
 from .match import Match, Mechanism
 from .misplaced import Hole, OutsideSupport, PointMass
@@ -46,13 +46,14 @@ __all__ = ["MECHANISMS", "NAMES", "Match", "Mechanism", "diagnose", "explain", "
 #: otherwise put it before the rows that read one check each).
 MECHANISMS: tuple[Mechanism, ...] = (
     UniformProposals(),
-    ExactZeros(), RoundsFirst(), Clamp(), CoarseUniform(), InverseCdfInDtype(), TailCut(),
+    ExactZeros(), RoundsFirst(), Clamp(), ShiftedClamped(), CoarseUniform(), InverseCdfInDtype(),
+    TailCut(),
     Shifted(), Scaled(), DtypeArithmetic(), FewRandomBits(), LibraryConstruction(), Dependence(),
     DirectedRounding(),
     PointMass(), Hole(), OutsideSupport(), PositionClass(), CoarseConstruction(),
 )
 #: Every name a row's `mechanism` may hold.
-NAMES = tuple(m.name for m in MECHANISMS) + ("stall", "api", "unexplained")
+NAMES = tuple(dict.fromkeys(m.name for m in MECHANISMS)) + ("stall", "api", "unexplained")
 
 #: Checks of the candidate's API and contract: their failures are `api`, whatever the Summary.
 API_CHECKS = api_checks()

@@ -296,7 +296,9 @@ class DtypeArithmetic(Mechanism):
     doc = ("A step done in an arithmetic coarser than the output's. Five signatures, each "
            "predicted by the reference: (1) the last t bits of every value zero (a last step "
            "that truncates): the law puts >= -ln(FALSE_MATCH) values' worth of mass on the "
-           "classes with one of them set, and equal pairs 2^t times the law's; (2) every value "
+           "classes with one of them set, equal pairs 2^t times the law's, and each coarser "
+           "format's lattice holding the law's share over the law's share with those t bits "
+           "zero; (2) every value "
            "on the lattice of a coarser format F (computed in F, written wider): equal pairs at "
            "the collision rate of the rounded law in F; (3) a 16-bit value cast from float64 "
            "through float32 (rounded twice): the histogram fits the law of torch's cast "
@@ -343,6 +345,12 @@ class DtypeArithmetic(Mechanism):
             q2, why, trailing = (2**t) * law_q2, f"2^{t} x the law's", t
             head = zero_bits_text(ev, t)
         explains = {LOW_BITS.name} | ({LATTICES.name} if lattice is not None else set())
+        if lattice is None:
+            follows, text = zero_bits_lattices(ev, t)
+            if text:
+                head += "; " + text
+            if follows:
+                explains.add(LATTICES.name)
         count = scanned_pairs(ev)
         if count is not None:
             mean, sd = predicted_pairs(ev, q2)
@@ -416,6 +424,34 @@ def zero_bits_text(ev: Evidence, t: int) -> str:
     return (f"the last {t} bit(s) of every one of {scanned} scanned values zero (the law puts "
             f"{off_share:.3g} of its values elsewhere: {scanned * off_share:.4g} expected, 0 "
             f"observed)")
+
+
+def zero_bits_lattices(ev: Evidence, t: int) -> tuple[bool, str]:
+    """(whether the coarse lattices follow, a note) for the last t bits of every value zero: a
+    coarser format's values have those bits zero already, so each lattice's share is the law's
+    divided by the law's share with its last t bits zero; every lattice's count must agree with
+    that (MODEL_TOL) and the prediction must `move` the count farthest from the law's."""
+    state = ev.summary.resolution
+    if (not state.lattice_names or state.lattice_counts is None or int(state.scanned) == 0
+            or t > int(state.low_bits)):
+        return False, ""
+    classes = np.arange(1 << int(state.low_bits))
+    kept = float(np.sum(low_bit_law(ev.law, int(state.low_bits))[classes % (1 << t) == 0]))
+    if kept <= 0:
+        return False, ""
+    n = int(state.scanned)
+    parts, follows, worst = [], True, (-1.0, False)
+    for name, count in zip(state.lattice_names, state.lattice_counts):
+        law_mass = float(ev.law.lattice_mass(name))
+        mass = min(1.0, law_mass / kept)
+        share = int(count) / n
+        follows &= agrees(share, mass, count_sd(n, mass), MODEL_TOL)
+        off = abs(share - law_mass) / max(count_sd(n, law_mass), 1e-300)
+        if off > worst[0]:
+            worst = (off, moves(share, mass, law_mass))
+        parts.append(f"{name} values {int(count)}, predicted {n * mass:.4g} (the law "
+                     f"{n * law_mass:.4g})")
+    return follows and worst[1], "; ".join(parts)
 
 
 def moves(observed: float, predicted: float, law: float) -> bool:

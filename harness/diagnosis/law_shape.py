@@ -1,4 +1,5 @@
-"""The mechanisms that move the law's shape: `shifted`, `scaled` and `tail-cut`.
+"""The mechanisms that move the law's shape: `shifted` (also shifted, then clamped back into
+[a, b]), `scaled` and `tail-cut`.
 
 Each is a one-parameter family of alternative laws TN(mu + d, sigma, a, b), TN(mu, s sigma, a,
 b), TN(mu, sigma, a', b'): the parameter is estimated from the statistic it moves most (the
@@ -11,12 +12,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+from scipy import special
+
 from reference import TruncatedNormal
 
 from ..families.binned import KS
 from ..families.moments import MOMENTS
-from .bound_atoms import BINNED
-from .evidence import DEPART_Z, EMPTY_EXPECTED, Evidence, agrees
+from .bound_atoms import (BINNED, REPEATED, bound_departures, bound_value, law_atom,
+                          pairs_agree)
+from .evidence import AGREE_LEVEL, DEPART_Z, EMPTY_EXPECTED, Evidence, agrees
 from .match import Match, Mechanism
 
 #: The relative step of the numerical derivative of the mean in mu.
@@ -66,6 +71,62 @@ class Shifted(Mechanism):
                 f"{m['std']:.6g} +- {m['std_sd']:.2g}" + fit_text(fits, "shifted law"))
         return self.match(note, parameter=shift / sigma,
                           explains=None if fits else frozenset({MOMENTS.name, KS.name}))
+
+
+class ShiftedClamped(Mechanism):
+    name = "shifted"
+    explains = BINNED | REPEATED
+    doc = ("The location is off and the values clamped back into [a, b]: X + d, X ~ TN(mu, "
+           "sigma, a, b), clamped. d from the one bound atom that departs (its excess over the "
+           "law's is P(X > b - d), or P(X < a - d)); prediction: the whole histogram, the "
+           "shifted law with its mass beyond the bound on RN(bound) and nothing within |d| of "
+           "the other bound, and the equal pairs the atom adds. Placed before `coarse-uniform`, "
+           "whose signature (an atom at one bound, the far tail cut) it shares.")
+
+    def test(self, ev: Evidence) -> Match | None:
+        sides, off = bound_departures(ev)
+        if len(off) != 1 or ev.bins is None:
+            return None
+        side = off[0]
+        law, dist = ev.law, ev.dist
+        excess = ev.atom_count(side) / ev.n - law_atom(law, side)
+        if not 0.0 < excess < 0.5:
+            return None
+        mu, sigma = ev.mean, ev.std
+        lo, hi = float(special.ndtr(dist.alpha)), float(special.ndtr(dist.beta))
+        z = hi - lo
+        if side == "b":
+            shift = float(dist.b) - mu - sigma * float(special.ndtri(hi - excess * z))
+        else:
+            shift = float(dist.a) - mu - sigma * float(special.ndtri(lo + excess * z))
+        if not math.isfinite(shift) or shift == 0.0:
+            return None
+        try:
+            moved = ev.alternative(mu + shift, sigma, float(dist.a) + shift,
+                                   float(dist.b) + shift)
+        except ValueError:
+            return None
+        probs = np.array(moved.hist_bin_probs(), dtype=np.float64)
+        j = ev.bin_of(bound_value(law, side))
+        if side == "b":
+            probs[j] += probs[j + 1:].sum()
+            probs[j + 1:] = 0.0
+        else:
+            probs[j] += probs[:j].sum()
+            probs[:j] = 0.0
+        p = ev.fit(probs)
+        if p is None or p < AGREE_LEVEL:
+            return None
+        atom = ev.atom_count(side) / ev.n
+        note = (f"atom at RN({side}) = {bound_value(law, side):.6g}: {atom:.4g} of the values, "
+                f"the law {law_atom(law, side):.3g}, the mass a shift of d = "
+                f"{shift / sigma:+.4f} sigma carries past the bound; the histogram fits the law "
+                f"shifted by d and clamped back into [a, b] (chi-square p {p:.2g}), not the law "
+                f"(p {ev.canonical_fit:.2g})")
+        explains = set(BINNED)
+        if pairs_agree(ev, (1.0 - atom) ** 2 * float(moved.collision_prob) + atom**2):
+            explains |= REPEATED
+        return self.match(note, parameter=shift / sigma, explains=frozenset(explains))
 
 
 def solve_scale(dist, target_std: float) -> float | None:

@@ -10,7 +10,7 @@ deterministic; over run seeds, each departure sits at z >= 12 at these n (measur
 of rounds-first z 15, the shift z 18, the scale z 17, the cut tails 245 expected values where
 20.7 suffice), and a true mechanism fails its agreement with probability <= AGREE_LEVEL = 1e-6
 by construction. Exact side: each row of the catalog matches an exact Summary with probability
-<= 2 FALSE_MATCH = 2e-9 (two sides at most); 19 rows over the 14 Summaries below give <= 5.4e-7.
+<= 2 FALSE_MATCH = 2e-9 (two sides at most); 20 rows over the 14 Summaries below give <= 5.6e-7.
 The count lattice's own test draws its counts from fixed numpy seeds (deterministic); over
 seeds, a true lattice fails its fit with probability <= AGREE_LEVEL = 1e-6, and the law's
 counts (a departure the catalog also requires) fit no lattice with k <= 12 at n = 2^20: each
@@ -25,6 +25,7 @@ import torch
 
 from candidates import resolve
 from harness.cases import case_by_label
+from harness.checks import summarize_samples
 from harness.diagnosis.catalog import FALSE_MATCH, MECHANISMS, NAMES, diagnose, explain
 from harness.diagnosis.fine_structure import count_lattice
 from reference import TruncatedNormal, rounded_law
@@ -146,7 +147,7 @@ SEEDS = (11, 12)
 
 @pytest.mark.parametrize("case,dtype,n", EXACT)
 def test_the_exact_sampler_matches_nothing(case, dtype, n):
-    """Failure chance: <= 19 rows x 2 FALSE_MATCH x 14 Summaries = 5.4e-7 (module docstring)."""
+    """Failure chance: <= 20 rows x 2 FALSE_MATCH x 14 Summaries = 5.6e-7 (module docstring)."""
     assert len(MECHANISMS) * 2 * FALSE_MATCH * len(EXACT) * len(SEEDS) <= 1e-6
     for seed in SEEDS:
         runner, summary = stage_one("exact", case, dtype, n, run_seed=seed)
@@ -204,6 +205,32 @@ def test_jax_16_bit_reads_as_its_mantissa_bits():
         matches = diagnose(summary, runner.law)
         assert named(matches, "few-random-bits").parameter == bits
         assert explain("gof", "fail", "", matches)[0] == "few-random-bits"
+
+
+def test_a_dropped_last_bit_predicts_the_coarse_lattices_too():
+    """Every float32 value's last bit zero: a bfloat16 or float16 value (its last 13-16 bits
+    zero) is then twice as likely as under the law, and dtype-arithmetic explains the lattices
+    row with that prediction (deterministic at the default run seed; a true prediction fails
+    its agreement with probability <= AGREE_LEVEL = 1e-6)."""
+    runner, summary = stage_one("dropped-last-bit", "normal-2sigma", torch.float32, 1 << 19)
+    match = named(diagnose(summary, runner.law), "dtype-arithmetic")
+    assert match.parameter == 1 and "lattices" in match.explains, match.note
+
+
+def test_a_shift_clamped_back_into_the_window_reads_as_shifted():
+    """compile-only-shift's defect without torch.compile: the exact sampler's float32 values on
+    +-2 sigma plus 0.1 sigma, clamped back into [a, b]. The atom at b (0.62 %) gives d, and the
+    shifted, clamped law fits the whole histogram (z ~ 300 for the atom at 2^20; a true law
+    fails its fit with probability <= AGREE_LEVEL = 1e-6)."""
+    runner, summary = stage_one("exact", "normal-2sigma", torch.float32, 1 << 20)
+    samples = torch.empty((1 << 20) // (256 * 256), 256, 256)
+    resolve("exact")(samples, 0.0, 1.0, -2.0, 2.0, generator=torch.Generator().manual_seed(5))
+    samples.add_(0.1).clamp_(-2.0, 2.0)
+    shifted = summarize_samples(samples, runner.law)
+    matches = diagnose(shifted, runner.law)
+    mechanism, note = explain("gof", "fail", "", matches)
+    assert mechanism == "shifted" and abs(named(matches, "shifted").parameter - 0.1) < 0.005, note
+    assert explain("atoms", "fail", "", matches)[0] == "shifted"
 
 
 def test_infinities_the_law_never_writes_read_as_outside_support():

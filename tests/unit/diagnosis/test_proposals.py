@@ -12,8 +12,10 @@ mechanism fails its atoms' agreement or its histogram's fit with probability <= 
 2e-6 each. Exact side: each row of the catalog matches an exact Summary with probability <= 2
 FALSE_MATCH (two sides at most), library-construction counted once with inverse-cdf-in-dtype (both
 match only where the per-value histogram departs from the rounded law at FALSE_MATCH: one event),
-coarse-construction counted only on the float32 Summaries (it reads none narrower): 17 rows x 2e-9
-x 28 Summaries (7 cases x 2 samplers x 2 seeds) + 1 row x 2e-9 x 8 = 9.7e-7 <= 1e-6.
+the clamped `shifted` once with `clamp` (both only where a bound atom departs at FALSE_MATCH,
+`bound_departures`), and coarse-construction counted only on the float32 Summaries (it reads none
+narrower): 17 rows x 2e-9 x 28 Summaries (7 cases x 2 samplers x 2 seeds) + 1 row x 2e-9 x 8 =
+9.7e-7 <= 1e-6.
 """
 
 from __future__ import annotations
@@ -156,9 +158,9 @@ SEEDS = (11, 12)
 def test_the_exact_samplers_match_nothing_on_the_uniform_branch(name):
     """Failure chance: <= (17 rows x 28 + 1 row x 8) Summaries x 2 FALSE_MATCH = 9.7e-7 (module
     docstring)."""
-    # library-construction departs on inverse-cdf-in-dtype's event; coarse-construction reads
-    # only the 32/64-bit Summaries
-    rows = len(MECHANISMS) - 2
+    # library-construction departs on inverse-cdf-in-dtype's event, the clamped shift on clamp's;
+    # coarse-construction reads only the 32/64-bit Summaries
+    rows = len(MECHANISMS) - 3
     wide = sum(1 for _, dtype in EXACT if float_format(dtype).bits >= 32)
     assert (rows * len(EXACT) + wide) * 2 * FALSE_MATCH * 2 * len(SEEDS) <= 1e-6
     for case, dtype in EXACT:
