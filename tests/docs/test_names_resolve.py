@@ -88,3 +88,14 @@ def test_no_file_cites_a_design_document_outside_the_tree():
     citing = [str(p.relative_to(ROOT)) for p in [*_texts(), ROOT / ".importlinter", ROOT / "tox.ini"]
               if "DESIGN.md" in p.read_text(encoding="utf-8") and p != Path(__file__)]
     assert not citing, citing
+
+
+def test_every_mechanism_has_a_row_in_the_method_docs():
+    """The catalog's rows and the mechanism table of docs/method/checks.md name the same
+    mechanisms: a row added to the catalog without its prediction and test documented fails."""
+    from harness.diagnosis.catalog import MECHANISMS
+
+    table = (ROOT / "docs" / "method" / "checks.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `([a-z0-9-]+)`", table, flags=re.MULTILINE))
+    missing = sorted({m.name for m in MECHANISMS} - documented)
+    assert not missing, f"mechanisms without a row in docs/method/checks.md: {missing}"
