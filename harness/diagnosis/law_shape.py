@@ -78,15 +78,16 @@ class ShiftedClamped(Mechanism):
     explains = BINNED | REPEATED
     doc = ("The location is off and the values clamped back into [a, b]: X + d, X ~ TN(mu, "
            "sigma, a, b), clamped. d from the one bound atom that departs (its excess over the "
-           "law's is P(X > b - d), or P(X < a - d)); prediction: the whole histogram, the "
+           "law's is P(X > b - d), or P(X < a - d)), where the histogram departs too; "
+           "prediction: the whole histogram, the "
            "shifted law with its mass beyond the bound on RN(bound) and nothing within |d| of "
            "the other bound, and the equal pairs the atom adds. Placed before `coarse-uniform`, "
            "whose signature (an atom at one bound, the far tail cut) it shares.")
 
     def test(self, ev: Evidence) -> Match | None:
         sides, off = bound_departures(ev)
-        if len(off) != 1 or ev.bins is None:
-            return None
+        if len(off) != 1 or ev.bins is None or not ev.binned_departs:
+            return None  # an atom alone, the rest the law's: not a shift of the whole law
         side = off[0]
         law, dist = ev.law, ev.dist
         excess = ev.atom_count(side) / ev.n - law_atom(law, side)
