@@ -439,19 +439,9 @@ def zero_bits_lattices(ev: Evidence, t: int) -> tuple[bool, str]:
     kept = float(np.sum(low_bit_law(ev.law, int(state.low_bits))[classes % (1 << t) == 0]))
     if kept <= 0:
         return False, ""
-    n = int(state.scanned)
-    parts, follows, worst = [], True, (-1.0, False)
-    for name, count in zip(state.lattice_names, state.lattice_counts):
-        law_mass = float(ev.law.lattice_mass(name))
-        mass = min(1.0, law_mass / kept)
-        share = int(count) / n
-        follows &= agrees(share, mass, count_sd(n, mass), MODEL_TOL)
-        off = abs(share - law_mass) / max(count_sd(n, law_mass), 1e-300)
-        if off > worst[0]:
-            worst = (off, moves(share, mass, law_mass))
-        parts.append(f"{name} values {int(count)}, predicted {n * mass:.4g} (the law "
-                     f"{n * law_mass:.4g})")
-    return follows and worst[1], "; ".join(parts)
+    follows, text = lattices_against(
+        ev, lambda name: min(1.0, float(ev.law.lattice_mass(name)) / kept))
+    return bool(follows), text
 
 
 def moves(observed: float, predicted: float, law: float) -> bool:
@@ -487,10 +477,19 @@ def lattices_follow(ev: Evidence, pushed: PushedLaw) -> tuple[str | None, str]:
     state = ev.summary.resolution
     if not state.lattice_names or state.lattice_counts is None or int(state.scanned) == 0:
         return None, ""
+    follows, text = lattices_against(ev, pushed.lattice_mass)
+    return (LATTICES.name if follows else None), text
+
+
+def lattices_against(ev: Evidence, mass_of) -> tuple[bool | None, str]:
+    """(whether the coarse lattices follow a prediction, a note): every lattice's count agrees
+    with ``mass_of(name)`` (MODEL_TOL) and, on the lattice farthest from the law, the prediction
+    `moves` the count off the law's; (None, "") where a lattice has no prediction."""
+    state = ev.summary.resolution
     n = int(state.scanned)
     parts, follows, worst = [], True, (-1.0, False)
     for name, count in zip(state.lattice_names, state.lattice_counts):
-        mass = pushed.lattice_mass(name)
+        mass = mass_of(name)
         if mass is None:
             return None, ""
         law_mass = float(ev.law.lattice_mass(name))
@@ -501,4 +500,4 @@ def lattices_follow(ev: Evidence, pushed: PushedLaw) -> tuple[str | None, str]:
             worst = (off, moves(share, mass, law_mass))
         parts.append(f"{name} values {int(count)}, predicted {n * mass:.4g} (the law "
                      f"{n * law_mass:.4g})")
-    return (LATTICES.name if follows and worst[1] else None), "; ".join(parts)
+    return follows and worst[1], "; ".join(parts)
