@@ -133,13 +133,12 @@ def candidate_bits(fmt, observed_bits: float) -> list[int]:
 def last_bits_accounted(ev: Evidence) -> bool:
     """Whether the last bits and the coarser lattices are the law's, or `dtype-arithmetic` reads
     each of them that is not."""
-    loud = [c for c in (check_low_bits, check_lattices) if not quiet_at(ev, c)]
+    loud = [name for name, check in ((LOW_BITS.name, check_low_bits),
+                                     (LATTICES.name, check_lattices)) if not quiet_at(ev, check)]
     if not loud:
         return True
     match = DtypeArithmetic().test(ev)
-    names = {LOW_BITS.name: check_low_bits, LATTICES.name: check_lattices}
-    return match is not None and all(
-        name in match.explains for name, c in names.items() if c in loud)
+    return match is not None and all(name in match.explains for name in loud)
 
 
 #: A count lattice is read at k only where every written value's count has sd <= 1 / (2 Z) of
