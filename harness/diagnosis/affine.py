@@ -100,7 +100,8 @@ def first_index(image, targets: np.ndarray, lo: int, hi: int,
         for width in BRACKETS:
             for end in (np.maximum(g - width, lo), np.minimum(g + width, hi)):
                 open_ = low < high  # settled ones stay: their bounds may sit at hi + 1
-                end = np.clip(end, low, np.maximum(high - 1, low))
+                # and their end is clipped to hi: the image is only ever asked inside [lo, hi]
+                end = np.minimum(np.clip(end, low, np.maximum(high - 1, low)), hi)
                 up = image(end) >= goal
                 high = np.where(open_ & up, end, high)
                 low = np.where(open_ & ~up, end + 1, low)

@@ -29,6 +29,7 @@ import numpy as np
 from scipy import special
 
 from ..families.common import cached_on_law
+from .affine import first_index
 
 #: The two spaces of the uniform (see the module docstring).
 SPACES = ("erf", "cdf")
@@ -70,20 +71,12 @@ def lattice_values(dist, fmt, bits: int, space: str, j: np.ndarray) -> np.ndarra
 
 def run_ends(value_of, j: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
     """(first, last): for each j, the ends of the run of lattice points in 0 .. top whose value
-    equals j's, found by bisection on the non-decreasing map `value_of`."""
+    equals j's, by bisection on the non-decreasing map `value_of` (`affine.first_index`: the
+    first point reaching j's value, and the first past it, less one)."""
     x = value_of(j)
-    lo, hi = np.zeros_like(j), j.copy()  # first: the smallest i <= j with value(i) >= x
-    while np.any(lo < hi):
-        mid = (lo + hi) // 2
-        ge = value_of(mid) >= x
-        hi, lo = np.where(ge, mid, hi), np.where(ge, lo, mid + 1)
-    first = lo
-    lo, hi = j.copy(), np.full_like(j, top)  # last: the largest i >= j with value(i) <= x
-    while np.any(lo < hi):
-        mid = (lo + hi + 1) // 2
-        le = value_of(mid) <= x
-        lo, hi = np.where(le, mid, lo), np.where(le, hi, mid - 1)
-    return first, lo
+    first = first_index(value_of, x, 0, top, guess=j)
+    last = first_index(value_of, np.nextafter(x, np.inf), 0, top, guess=j) - 1
+    return first, last
 
 
 def collision_rate(law, bits: int, space: str) -> BitsRate:
