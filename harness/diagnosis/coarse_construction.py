@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from reference.dtypes import float_format
 
@@ -65,7 +65,7 @@ from .evidence import (
     count_sd,
     fine_bin_index,
 )
-from .fine_structure import moves, predicted_pairs, scanned_pairs
+from .fine_structure import class_fit, moves, predicted_pairs, scanned_pairs
 from .match import Match, Mechanism
 from .proposals import in_accumulator
 from .scope import checks_reading
@@ -294,6 +294,17 @@ def pooled_fit(hist, law_probs_by_bin, bin_lo, bin_hi) -> float | None:
                     np.bincount(group, weights=law_probs_by_bin, minlength=groups))
 
 
+def binned_fit(counts, size: int, index: list, coarse: CoarseLaw, what: str):
+    """(whether the counts fit the law, a note): the law's values put in their bins (`index`:
+    each value's bin and the lowest and highest an erfinv error could move it to), then
+    `pooled_fit`; None where no fit can be computed."""
+    probs = np.bincount(index[0], weights=coarse.probs, minlength=size)[:size]
+    p = pooled_fit(np.asarray(counts, dtype=np.float64), probs, index[1], index[2])
+    if p is None:
+        return None
+    return p >= AGREE_LEVEL, f"{what} fit p {p:.2g}"
+
+
 class CoarseConstruction(Mechanism):
     name = "coarse-construction"
     explains = BINNED | {COLLISIONS.name, LATTICES.name, LOW_BITS.name, INDEPENDENCE.name}
@@ -402,12 +413,7 @@ class CoarseConstruction(Mechanism):
             shift = fmt.bits - ev.summary.hist_bits
             index = [(k >> np.uint64(shift)).astype(np.int64)
                      for k in (coarse.keys, coarse.lo_keys, coarse.hi_keys)]
-        size = bins.probs.size
-        probs = np.bincount(index[0], weights=coarse.probs, minlength=size)[:size]
-        p = pooled_fit(np.asarray(hist, dtype=np.float64), probs, index[1], index[2])
-        if p is None:
-            return None
-        return p >= AGREE_LEVEL, f"the histogram's fit p {p:.2g}"
+        return binned_fit(hist, bins.probs.size, index, coarse, "the histogram's")
 
     @staticmethod
     def local(ev: Evidence, coarse: CoarseLaw):
@@ -417,12 +423,7 @@ class CoarseConstruction(Mechanism):
             return None
         index = [np.asarray(bins.mass.bin_of_keys(k.astype(np.uint64)), dtype=np.int64)
                  for k in (coarse.keys, coarse.lo_keys, coarse.hi_keys)]
-        size = bins.probs.size
-        probs = np.bincount(index[0], weights=coarse.probs, minlength=size)[:size]
-        p = pooled_fit(np.asarray(counts, dtype=np.float64), probs, index[1], index[2])
-        if p is None:
-            return None
-        return p >= AGREE_LEVEL, f"the mass bins' fit p {p:.2g}"
+        return binned_fit(counts, bins.probs.size, index, coarse, "the mass bins'")
 
     @staticmethod
     def successive(ev: Evidence, coarse: CoarseLaw):
@@ -473,10 +474,7 @@ class CoarseConstruction(Mechanism):
                              minlength=1 << bits)
         if np.any((shares <= 0) & (counts > 0)):
             return False, "the last bits: a class the law leaves empty is written"
-        cells = low_bit_cells(n * shares)
-        if len(cells) < 2:
+        if len(low_bit_cells(n * shares)) < 2:
             return None
-        obs = np.array([counts[c].sum() for c in cells])
-        exp = np.array([n * shares[c].sum() for c in cells])
-        p = float(stats.chi2.sf(float(np.sum((obs - exp) ** 2 / exp)), len(cells) - 1))
+        p = class_fit(counts, shares, inflation=1.0)
         return p >= AGREE_LEVEL, f"the last {bits} bits' fit p {p:.2g}"
