@@ -21,16 +21,30 @@ def _sigma(value: float, summary: Summary, mean: float, std: float) -> str:
     return f"{(value - mean) / std:+.4g} sigma"
 
 
+def infinity_masses(law) -> tuple[float, float]:
+    """(P(+inf), P(-inf)) under the rounded law: > 0 where the window reaches past the dtype's
+    largest value."""
+    p_pos, p_neg = (float(p) for p in law.atom_probs(np.array([np.inf, -np.inf])))
+    return p_pos, p_neg
+
+
+def not_finite(state, law) -> int:
+    """The NaN and the infinite values of a support state that the law gives no mass."""
+    p_pos, p_neg = infinity_masses(law)
+    return (int(state.n_nan) + (int(state.n_posinf) if p_pos <= 0 else 0)
+            + (int(state.n_neginf) if p_neg <= 0 else 0))
+
+
 def check_finite(summary: Summary, law=None) -> Result:
     """No NaN, and no infinity the law does not give mass: a window beyond the dtype's largest
     value (float16 above 65504) rounds to +inf, which is then what a perfect sampler writes."""
     allowed = ""
     bad = summary.support.n_nonfinite
     if law is not None and (summary.support.n_posinf or summary.support.n_neginf):
-        p_pos, p_neg = (float(p) for p in law.atom_probs(np.array([np.inf, -np.inf])))
-        exempt = (summary.support.n_posinf if p_pos > 0 else 0) + (summary.support.n_neginf if p_neg > 0 else 0)
-        bad -= exempt
+        bad = not_finite(summary.support, law)
+        exempt = summary.support.n_nonfinite - bad
         if exempt:
+            p_pos, p_neg = infinity_masses(law)
             allowed = (f"; {exempt} infinite value(s) the law allows (P(+inf) {p_pos:.3g}, "
                        f"P(-inf) {p_neg:.3g}: the window reaches past the dtype's range; the "
                        f"statistical checks judge their count)")

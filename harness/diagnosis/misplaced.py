@@ -17,7 +17,7 @@ import numpy as np
 
 from reference.dtypes import float_format
 
-from ..checks.hard import BOUNDS, FINITE
+from ..checks.hard import BOUNDS, FINITE, not_finite
 from ..families.localized import LocalBins, check_scan, check_spikes
 from ..families.resolution import COLLISIONS, LATTICES
 from .bound_atoms import BINNED, bound_value, law_atom
@@ -185,7 +185,7 @@ class OutsideSupport(Mechanism):
         bins, counts = local
         support = ev.summary.support
         off = bins.probs <= 0
-        nonfinite = not_finite(ev)
+        nonfinite = not_finite(support, ev.law)
         outside = int(counts[off].sum())
         if int(counts.sum()) < ev.n:  # bins that leave the infinities out
             outside += int(support.n_posinf) + int(support.n_neginf)
@@ -213,12 +213,3 @@ class OutsideSupport(Mechanism):
             return self.match(note + f"; the values inside fit the law (chi-square p {p:.2g})",
                               parameter=share, explains=frozenset(BINNED | checks))
         return self.match(note, parameter=share, explains=frozenset(checks))
-
-
-def not_finite(ev: Evidence) -> int:
-    """The NaN and infinite values written where the law gives them no mass (an infinity has
-    mass where the window reaches past the dtype's largest value)."""
-    support = ev.summary.support
-    p_pos, p_neg = (float(p) for p in ev.law.atom_probs(np.array([np.inf, -np.inf])))
-    return (int(support.n_nan) + (int(support.n_posinf) if p_pos <= 0 else 0)
-            + (int(support.n_neginf) if p_neg <= 0 else 0))
