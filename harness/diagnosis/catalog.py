@@ -47,10 +47,9 @@ __all__ = ["MECHANISMS", "NAMES", "Match", "Mechanism", "diagnose", "explain", "
 MECHANISMS: tuple[Mechanism, ...] = (
     UniformProposals(),
     ExactZeros(), RoundsFirst(), Clamp(), ShiftedClamped(), CoarseUniform(), InverseCdfInDtype(),
-    TailCut(),
-    Shifted(), Scaled(), DtypeArithmetic(), FewRandomBits(), LibraryConstruction(), Dependence(),
-    DirectedRounding(),
-    PointMass(), Hole(), OutsideSupport(), PositionClass(), CoarseConstruction(),
+    TailCut(), Shifted(), Scaled(), DtypeArithmetic(), FewRandomBits(), LibraryConstruction(),
+    Dependence(), DirectedRounding(), PointMass(), Hole(), OutsideSupport(), PositionClass(),
+    CoarseConstruction(),
 )
 #: Every name a row's `mechanism` may hold.
 NAMES = tuple(dict.fromkeys(m.name for m in MECHANISMS)) + ("stall", "api", "unexplained")
