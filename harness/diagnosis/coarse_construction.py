@@ -26,6 +26,12 @@ approximation a few ulps off the correctly rounded one: the output values it cou
 bin's edge (an error of `APPROX` relative) pool their bins in each fit, and the last bits, which
 the approximation decides, are explained only where the reference's happen to fit.
 
+JAX's float32 construction is exact instead: its ends, its fused ``f (b - a) + a`` and its erfinv
+are XLA's CPU kernel step by step (`harness.diagnosis.xla_cpu`), so its law carries the kernel's
+last bits, and no pooling. Where the window holds more than MAX_VALUES values of v and the equal
+pairs depart with no earlier row explaining them, that law is pushed over the whole 2^23-point
+lattice (about two seconds), which reaches any window: the huge-std case's million values.
+
 It is the catalog's last row and claims only the checks no earlier row explains. It reads only
 32/64-bit Summaries, and departs only where the equal pairs (the collisions check) or the judged
 histogram (main or fine bins, chi-square) depart from the rounded law at FALSE_MATCH: two events,
@@ -53,6 +59,7 @@ from ..families.resolution import (
     check_collisions,
     low_bit_cells,
 )
+from . import xla_cpu
 from .affine import first_index
 from .bound_atoms import BINNED
 from .evidence import (
@@ -72,6 +79,11 @@ from .scope import checks_reading
 
 #: The most dtype values of v a law is enumerated over (beyond: many values, not this regime).
 MAX_VALUES = 1 << 20
+#: The widest uniform an exact kernel's law is pushed through point by point beyond MAX_VALUES
+#: (JAX's float32: 2^23 points, about a second).
+WHOLE_LATTICE_BITS = 23
+#: Lattice points pushed at once on that path.
+CHUNK = 1 << 16
 #: The relative error allowed to a library's erfinv in float32 (XLA's, MLX's and torch's are
 #: polynomials a few ulps off the correctly rounded value) and in float64.
 APPROX = {32: 2.0 ** -20, 64: 2.0 ** -46}
@@ -97,7 +109,9 @@ class Construction:
     width; `ends_in_dtype`: the ends computed in the dtype from the bounds in sigma units
     (JAX, MLX, Paddle) or in float64 and rounded once (torch's Python scalars); `standard`: the
     standard law on the bounds in sigma units, then ``x * std + mean`` in the dtype; `finish`:
-    the steps from z = erfinv(v) to the output (a function of fmt, z and the law)."""
+    the steps from z = erfinv(v) to the output (a function of fmt, z and the law); `xla`: in
+    float32 the ends, the uniform's image and erfinv are XLA's CPU kernel step by step
+    (`harness.diagnosis.xla_cpu`: the law exact, no erfinv error to allow for)."""
 
     label: str
     short: str
@@ -106,6 +120,7 @@ class Construction:
     ends_in_dtype: bool
     standard: bool
     finish: Callable
+    xla: bool = False
 
 
 def torch_finish(fmt, z, mean, std, a, b):
@@ -143,7 +158,7 @@ CONSTRUCTIONS = (
                  standard=True, finish=torch_finish),
     Construction("JAX's uniform j 2^-k on [erf(lower/sqrt2), erf(upper/sqrt2)) in the dtype, "
                  "sqrt2 erfinv clipped open, then x std + mean", "JAX", "erf", {32: 23, 64: 52},
-                 ends_in_dtype=True, standard=True, finish=sigma_clip(open_clip=True)),
+                 ends_in_dtype=True, standard=True, finish=sigma_clip(open_clip=True), xla=True),
     Construction("MLX's uniform (a 32-bit word / 2^32 in float32) on [erf(lower/sqrt2), "
                  "erf(upper/sqrt2)], sqrt2 erfinv clipped, then x std + mean", "MLX", "erf",
                  {32: 32, 64: 53}, ends_in_dtype=True, standard=True,
@@ -170,8 +185,18 @@ class CoarseLaw:
         return float(np.sum(self.probs ** 2))
 
 
+def exact_xla(fmt, c: Construction) -> bool:
+    """Whether `c` runs XLA's float32 kernel, emulated step by step."""
+    return c.xla and fmt.name == "float32"
+
+
 def ends(fmt, c: Construction, alpha: float, beta: float) -> tuple[float, float]:
     """(lo, hi) of the uniform's image, as the library computes them."""
+    if exact_xla(fmt, c):
+        # XLA turns the division by the constant sqrt2 into a product with its reciprocal
+        inverse = xla_cpu.f32(1.0) / xla_cpu.f32(math.sqrt(2.0))
+        e = xla_cpu.erf(xla_cpu.f32([alpha, beta]) * inverse)
+        return float(e[0]), float(e[1])
     with np.errstate(over="ignore", invalid="ignore"):
         if not c.ends_in_dtype:
             f = special.erf(np.array([alpha, beta]) / math.sqrt(2.0)) if c.space == "erf" else \
@@ -213,9 +238,17 @@ class Steps:
         return cls(c, fmt, bits, lo, hi, scalar(fmt, hi - lo), on,
                    (mean, std) if c.standard else None)
 
+    @property
+    def exact(self) -> bool:
+        return exact_xla(self.fmt, self.c)
+
     def v_of(self, j) -> np.ndarray:
         """The uniform's image v of lattice points j."""
         fmt = self.fmt
+        if self.exact:
+            # XLA fuses f (b - a) + a into one rounding; max(a, .) as JAX writes it
+            f = np.ldexp(np.asarray(j, dtype=np.float64), -self.bits)
+            return np.maximum(self.lo, xla_cpu.fma(f, self.span, self.lo)).astype(np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
             u = rn(fmt, in_accumulator(np.ldexp(np.asarray(j, dtype=np.float64), -self.bits),
                                        fmt))
@@ -226,7 +259,10 @@ class Steps:
         fmt = self.fmt
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             w = v if self.c.space == "erf" else rn(fmt, rn(fmt, 2.0 * v) - 1.0)
-            z = rn(fmt, special.erfinv(w) * (1.0 + error))
+            if self.exact:
+                z = xla_cpu.erfinv(w).astype(np.float64)
+            else:
+                z = rn(fmt, special.erfinv(w) * (1.0 + error))
             x = self.c.finish(fmt, z, *self.on)
             if self.scale is not None:
                 x = rn(fmt, rn(fmt, x * scalar(fmt, self.scale[1])) + scalar(fmt, self.scale[0]))
@@ -237,15 +273,19 @@ class Steps:
         return self.x_of(self.v_of(j))
 
 
-def construction_law(law, c: Construction) -> CoarseLaw | None:
+def construction_law(law, c: Construction, whole: bool = False) -> CoarseLaw | None:
     """The law of `c` on a RoundedLaw, enumerated over the dtype's values of v (None: more than
-    MAX_VALUES of them, an empty window, or a construction for another width)."""
+    MAX_VALUES of them, an empty window, or a construction for another width). `whole`: beyond
+    MAX_VALUES, an exact kernel is pushed over its whole lattice where it has at most
+    WHOLE_LATTICE_BITS bits (a second or two)."""
     steps = Steps.of(law, c)
     if steps is None:
         return None
     fmt = steps.fmt
     k0, k1 = (int(k) for k in fmt.ordered_keys(np.array([steps.lo, steps.hi])))
     if k1 - k0 + 1 > MAX_VALUES:
+        if whole and steps.exact and steps.bits <= WHOLE_LATTICE_BITS:
+            return whole_lattice_law(steps)
         return None
     base = np.uint64(k0)
     rel = np.arange(k1 - k0 + 2, dtype=np.int64)
@@ -260,9 +300,39 @@ def construction_law(law, c: Construction) -> CoarseLaw | None:
     first = first_index(rel_key, rel, 0, (1 << steps.bits) - 1, guess)
     counts = np.diff(first).astype(np.float64)
     keep = counts > 0
-    v, counts = v[keep], counts[keep]
-    error = APPROX[max(fmt.bits, 32)]
-    outs = [steps.x_of(v, s * error) for s in (0, -1, 1)]
+    return pushed_law(steps, v[keep], counts[keep])
+
+
+def whole_lattice_law(steps: Steps) -> CoarseLaw | None:
+    """The law of an exact kernel pushed point by point over its whole lattice, in chunks that
+    stay in the processor's cache."""
+    fmt, keys = steps.fmt, []
+    for start in range(0, 1 << steps.bits, CHUNK):
+        x = steps.x_of(steps.v_of(np.arange(start, start + CHUNK)))
+        keys.append(fmt.ordered_keys(x[~np.isnan(x)]).astype(np.uint64))
+    keys = np.concatenate(keys)
+    if keys.size == 0:
+        return None
+    # the kernel is monotone up to its last bits: a merge sort on nearly sorted keys is ~linear
+    keys.sort(kind="stable")
+    change = np.empty(keys.size, dtype=bool)
+    change[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=change[1:])
+    starts = np.flatnonzero(change)
+    counts = np.empty(starts.size, dtype=np.float64)
+    counts[:-1] = starts[1:] - starts[:-1]
+    counts[-1] = keys.size - starts[-1]
+    uniq = keys[starts]
+    return CoarseLaw(uniq, counts / counts.sum(), uniq, uniq, 1 << steps.bits)
+
+
+def pushed_law(steps: Steps, v: np.ndarray, counts: np.ndarray) -> CoarseLaw | None:
+    """The output law of the values v of the uniform's image, each written by `counts` lattice
+    points, with the key range an erfinv error could move each output over (none for an exact
+    kernel)."""
+    fmt = steps.fmt
+    error = 0.0 if steps.exact else APPROX[max(fmt.bits, 32)]
+    outs = [steps.x_of(v, s * error) for s in ((0,) if steps.exact else (0, -1, 1))]
     good = ~np.isnan(outs[0])
     if not np.any(good):
         return None
@@ -275,7 +345,7 @@ def construction_law(law, c: Construction) -> CoarseLaw | None:
     for ks in out_keys:
         np.minimum.at(lo_k, inverse, ks)
         np.maximum.at(hi_k, inverse, ks)
-    return CoarseLaw(uniq, probs / probs.sum(), lo_k, hi_k, int(keep.sum()))
+    return CoarseLaw(uniq, probs / probs.sum(), lo_k, hi_k, int(v.size))
 
 
 def pooled_fit(hist, law_probs_by_bin, bin_lo, bin_hi) -> float | None:
@@ -320,9 +390,10 @@ class CoarseConstruction(Mechanism):
         if not ev.has("resolution") or ev.law.fmt.bits < 32 or not self.departs(ev):
             return None
         read = []
+        whole = self.pairs_unexplained(ev)
         for index, c in enumerate(CONSTRUCTIONS):
-            coarse = cached_on_law(ev.law, f"_coarse_construction_{index}",
-                                   lambda law, c=c: construction_law(law, c) or False)
+            coarse = cached_on_law(ev.law, f"_coarse_construction_{index}_{whole}",
+                                   lambda law, c=c: construction_law(law, c, whole) or False)
             found = self.read(ev, coarse) if coarse else None
             if found is not None:
                 read.append((c, found[0], found[1], coarse))
@@ -339,6 +410,15 @@ class CoarseConstruction(Mechanism):
         if not explains:
             return None
         return self.match(note, parameter=coarse.keys.size, explains=frozenset(explains))
+
+    @staticmethod
+    def pairs_unexplained(ev: Evidence) -> bool:
+        """Whether the equal pairs depart and no earlier row explains them: the sign of a
+        uniform lattice coarser than the dtype, the one regime worth a whole lattice's push."""
+        if any(COLLISIONS.name in match.explains for match in ev.memo.get("earlier", ())):
+            return False
+        out = ev.outcome(check_collisions)
+        return bool(out.applicable and out.p_value < FALSE_MATCH)
 
     @staticmethod
     def departs(ev: Evidence) -> bool:
@@ -474,6 +554,8 @@ class CoarseConstruction(Mechanism):
                              minlength=1 << bits)
         if np.any((shares <= 0) & (counts > 0)):
             return False, "the last bits: a class the law leaves empty is written"
+        if np.count_nonzero(shares) == 1:
+            return True, f"the last {bits} bits: every value in the one class the law writes"
         if len(low_bit_cells(n * shares)) < 2:
             return None
         p = class_fit(counts, shares, inflation=1.0)

@@ -52,12 +52,29 @@ def test_a_sample_of_the_construction_reads_as_it():
         assert explain(check, "fail", "", matches)[0] == "coarse-construction", (check, match.note)
 
 
+def test_a_window_that_writes_one_value_reads_its_last_bits():
+    """JAX's float32 construction on TN(0, 1, 10, 1000): erf(10 / sqrt2) rounds to 1, so every
+    draw is erfinv(1) = inf clipped to the float below 1000. Its last bits sit in one class,
+    which the one-value law predicts exactly (the class test has nothing to pool)."""
+    law = rounded_law(TruncatedNormal(0.0, 1.0, 10.0, 1000.0), torch.float32)
+    steps = Steps.of(law, CONSTRUCTIONS[2])
+    j = np.random.default_rng(20261205).integers(0, 1 << 23, size=1 << 19, dtype=np.int64)
+    values = steps.values(j).astype(np.float32)
+    assert np.unique(values).size == 1
+    samples = torch.from_numpy(values).reshape(-1, 256, 256)
+    matches = diagnose(summarize_samples(samples, law), law)
+    assert explain("low_bits", "fail", "", matches)[0] == "coarse-construction"
+
+
 #: (candidate, case, dtype, the library's package, checks the construction explains at 2^19)
 LIBRARY_ROWS = [
     ("timm", "mean-outside-3-4", torch.float32, "timm", ("collisions", "spikes", "low_bits")),
     ("timm", "deep-window-10-1000", torch.float32, "timm", ("collisions",)),
-    ("jax", "mean-outside-3-4", torch.float32, "jax", ("collisions",)),
-    ("jax", "sub-ulp-window", torch.float32, "jax", ("gof", "spikes")),
+    ("jax", "mean-outside-3-4", torch.float32, "jax", ("collisions", "low_bits", "spikes")),
+    ("jax", "sub-ulp-window", torch.float32, "jax", ("gof", "spikes", "low_bits")),
+    ("jax", "tail-5", torch.float32, "jax", ("gof", "ks", "collisions", "low_bits")),
+    ("jax", "huge-std", torch.float32, "jax", ("collisions", "lattices", "low_bits")),
+    ("jax-init", "huge-std", torch.float32, "jax", ("collisions", "low_bits")),
     ("mlx", "mean-outside-3-4", torch.float32, "mlx.core", ("collisions", "spikes")),
     ("paddle", "sub-ulp-window", torch.float32, "paddle", ("gof", "spikes")),
 ]

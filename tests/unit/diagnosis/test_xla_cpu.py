@@ -1,0 +1,103 @@
+"""XLA's float32 kernels as `harness.diagnosis.xla_cpu` repeats them: close to the functions
+(mpmath, 80 bits, correctly rounded into float32), and, where JAX is installed, equal to its CPU
+backend bit for bit; the JAX construction's law the same whether enumerated over the values of
+v or pushed over its whole lattice.
+
+Deterministic: fixed arguments and fixed seeds, no probabilistic assertion.
+"""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import pytest
+import torch
+
+from harness.diagnosis import xla_cpu
+from harness.diagnosis.coarse_construction import (
+    CONSTRUCTIONS,
+    Steps,
+    construction_law,
+    whole_lattice_law,
+)
+from reference import TruncatedNormal, rounded_law
+
+JAX_CONSTRUCTION = next(c for c in CONSTRUCTIONS if c.short == "JAX")
+
+
+def ulps_off(got: np.ndarray, fn, xs: np.ndarray) -> np.ndarray:
+    """|got - fn(x)| in float32 ulps of the exact value (mpmath at 80 bits)."""
+    with mpmath.workprec(80):
+        exact = np.array([float(fn(mpmath.mpf(float(x)))) for x in xs])
+    spacing = np.spacing(np.abs(exact.astype(np.float32))).astype(np.float64)
+    return np.abs(got.astype(np.float64) - exact) / spacing
+
+
+def arguments(lo: float, hi: float, n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(lo, hi, n).astype(np.float32)
+
+
+def test_erf_and_log1p_sit_within_a_few_ulps():
+    """Eigen's erf rational: <= 4.2 ulps on [-4, 4] (4.13 measured); Cephes' log1p: <= 2.3
+    (2.25 measured). A wrong coefficient or a dropped step is off by thousands."""
+    xs = arguments(-4.0, 4.0, 1500, 1)
+    assert ulps_off(xla_cpu.erf(xs), mpmath.erf, xs).max() <= 4.2
+    zs = np.concatenate([arguments(-0.999, 3.0, 1500, 2), -arguments(0.0, 1e-3, 200, 3)])
+    assert ulps_off(xla_cpu.log1p(zs), mpmath.log1p, zs).max() <= 2.3
+
+
+def test_erfinv_is_giles_accuracy_in_the_centre_and_far_off_near_one():
+    """Giles' single-precision erfinv: <= 6 ulps where w = -log(1 - x^2) < 5 (5.13 measured),
+    tens of ulps beyond (63 measured): the error that decides which float32 values a JAX
+    sampler writes far out. erfinv(+-1) is +-inf."""
+    rng = np.random.default_rng(4)
+    central = rng.uniform(-0.9966, 0.9966, 1500).astype(np.float32)
+    tail = (1.0 - np.concatenate([rng.uniform(0.0, 3.4e-3, 400),
+                                  np.ldexp(1.0, -np.arange(9, 25))])).astype(np.float32)
+    tail = tail[tail < 1]
+    assert ulps_off(xla_cpu.erfinv(central), mpmath.erfinv, central).max() <= 6.0
+    far = ulps_off(xla_cpu.erfinv(tail), mpmath.erfinv, tail)
+    assert 10 < far.max() <= 70
+    assert list(xla_cpu.erfinv(np.array([-1.0, 1.0], dtype=np.float32))) == [-np.inf, np.inf]
+
+
+def test_the_kernels_equal_jax_bit_for_bit():
+    """Where JAX is installed: its jitted erf, log1p and erfinv on 2^18 arguments each, and
+    every float32 in [0.999, 1]."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    from jax import lax
+
+    rng = np.random.default_rng(5)
+    cases = [
+        (lax.erf, xla_cpu.erf, rng.uniform(-5, 5, 1 << 18)),
+        (jnp.log1p, xla_cpu.log1p, rng.uniform(-1, 3, 1 << 18)),
+        (lax.erf_inv, xla_cpu.erfinv, rng.uniform(-1, 1, 1 << 18)),
+        (lax.erf_inv, xla_cpu.erfinv,
+         np.arange(np.float32(0.999).view(np.int32), np.float32(1.0).view(np.int32) + 1,
+                   dtype=np.int32).view(np.float32)),
+    ]
+    for library, ours, xs in cases:
+        xs = np.asarray(xs, dtype=np.float32)
+        theirs = np.asarray(jax.jit(library)(jnp.asarray(xs)))
+        assert np.array_equal(theirs, ours(xs)), library
+
+
+def test_the_whole_lattice_law_is_the_enumerated_one():
+    """TN(0, 1, 3, 4) in float32 (~44 000 values of v): JAX's law enumerated over v (bisection
+    on the lattice) and pushed over all 2^23 lattice points give the same values and masses."""
+    law = rounded_law(TruncatedNormal(0.0, 1.0, 3.0, 4.0), torch.float32)
+    enumerated = construction_law(law, JAX_CONSTRUCTION)
+    pushed = whole_lattice_law(Steps.of(law, JAX_CONSTRUCTION))
+    assert np.array_equal(enumerated.keys, pushed.keys)
+    assert np.allclose(enumerated.probs, pushed.probs, rtol=0, atol=1e-15)
+
+
+def test_a_window_too_wide_to_enumerate_is_pushed_whole_only_when_asked():
+    """TN(0, 1000, -1, 1) in float32: erf(+-0.001 / sqrt2) spans more float32 values than
+    MAX_VALUES. Pushed whole: 2^23 distinct values, each 2^-23 (the uniform's lattice, every
+    point its own value); not asked: no law."""
+    law = rounded_law(TruncatedNormal(0.0, 1000.0, -1.0, 1.0), torch.float32)
+    assert construction_law(law, JAX_CONSTRUCTION) is None
+    whole = construction_law(law, JAX_CONSTRUCTION, whole=True)
+    assert whole.keys.size == 1 << 23 and np.allclose(whole.probs, 2.0**-23)
