@@ -204,8 +204,10 @@ class CoarseUniform(Mechanism):
             if not (share > BEYOND_CELL * law_atom(law, side)
                     and departs(count, ev.n, law_atom(law, side))):
                 continue
-            if share > 0.5:
-                continue  # a lattice of one point: every draw on the bound is a point mass
+            if share > 0.5 and not agrees(share, 0.5, count_sd(ev.n, 0.5)):
+                # more than half the draws on the bound, beyond the noise of a two-point
+                # lattice's 1/2: a point mass, not a lattice's cell
+                continue
             far = float(support.max if side == "a" else support.min)
             if not math.isfinite(far):
                 continue

@@ -190,6 +190,14 @@ def exact_xla(fmt, c: Construction) -> bool:
     return c.xla and fmt.name == "float32"
 
 
+def python_end(alpha: float) -> float:
+    """2 Phi(alpha) - 1 as timm and torch <= 2.11 write it in Python floats:
+    ``2 * ((1 + erf(alpha / sqrt2)) / 2) - 1``. Near +-1 the sum with 1 drops erf's last bit, so
+    in float64 the end lies on a lattice twice as coarse as erf's own values."""
+    cdf = (1.0 + math.erf(alpha / math.sqrt(2.0))) / 2.0
+    return 2.0 * cdf - 1.0
+
+
 def ends(fmt, c: Construction, alpha: float, beta: float) -> tuple[float, float]:
     """(lo, hi) of the uniform's image, as the library computes them."""
     if exact_xla(fmt, c):
@@ -199,7 +207,7 @@ def ends(fmt, c: Construction, alpha: float, beta: float) -> tuple[float, float]
         return float(e[0]), float(e[1])
     with np.errstate(over="ignore", invalid="ignore"):
         if not c.ends_in_dtype:
-            f = special.erf(np.array([alpha, beta]) / math.sqrt(2.0)) if c.space == "erf" else \
+            f = [python_end(v) for v in (alpha, beta)] if c.space == "erf" else \
                 special.ndtr(np.array([alpha, beta]))
             lo, hi = (float(v) for v in rn(fmt, f))
             return lo, hi
