@@ -29,13 +29,16 @@ the approximation decides, are explained only where the reference's happen to fi
 JAX's float32 construction is exact instead: its ends, its fused ``f (b - a) + a`` and its erfinv
 are XLA's CPU kernel step by step (`harness.diagnosis.xla_cpu`), so its law carries the kernel's
 last bits, and no pooling. Where the window holds more than MAX_VALUES values of v and the equal
-pairs depart with no earlier row explaining them, that law is pushed over the whole 2^23-point
-lattice (about two seconds), which reaches any window: the huge-std case's million values.
+pairs or the last bits depart with no earlier row explaining them, that law is pushed over the
+whole 2^23-point lattice (about two seconds), which reaches any window: the huge-std case's
+million values. NumPyro's float32 sampler (JAX's uniform through Phi-space and JAX's ndtri, op
+by op, `NumpyroSteps`) is only ever pushed that way.
 
 It is the catalog's last row and claims only the checks no earlier row explains. It reads only
-32/64-bit Summaries, and departs only where the equal pairs (the collisions check) or the judged
-histogram (main or fine bins, chi-square) depart from the rounded law at FALSE_MATCH: two events,
-<= 2 FALSE_MATCH for an exact sampler, so an exact sampler's law never costs the enumeration.
+32/64-bit Summaries, and departs only where the equal pairs (the collisions check), the last
+bits' classes or the judged histogram (main or fine bins, chi-square) depart from the rounded law
+at FALSE_MATCH: three events, <= 3 FALSE_MATCH for an exact sampler, so an exact sampler's law
+almost never costs the enumeration.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from ..families.resolution import (
     LATTICES,
     LOW_BITS,
     check_collisions,
+    check_low_bits,
     low_bit_cells,
 )
 from . import xla_cpu
@@ -111,7 +115,9 @@ class Construction:
     standard law on the bounds in sigma units, then ``x * std + mean`` in the dtype; `finish`:
     the steps from z = erfinv(v) to the output (a function of fmt, z and the law); `xla`: in
     float32 the ends, the uniform's image and erfinv are XLA's CPU kernel step by step
-    (`harness.diagnosis.xla_cpu`: the law exact, no erfinv error to allow for)."""
+    (`harness.diagnosis.xla_cpu`: the law exact, no erfinv error to allow for); `steps`: a
+    construction whose steps are its own (`NumpyroSteps`), its law pushed over the whole
+    lattice."""
 
     label: str
     short: str
@@ -119,8 +125,9 @@ class Construction:
     bits: dict
     ends_in_dtype: bool
     standard: bool
-    finish: Callable
+    finish: Callable | None
     xla: bool = False
+    steps: Callable | None = None  # (law, construction) -> steps of its own, pushed whole
 
 
 def torch_finish(fmt, z, mean, std, a, b):
@@ -166,6 +173,11 @@ CONSTRUCTIONS = (
     Construction("Paddle's uniform on [Phi(alpha), Phi(beta)] in the dtype, sqrt2 erfinv(2p - 1) "
                  "std + mean", "Paddle", "cdf", {32: 24, 64: 53}, ends_in_dtype=True,
                  standard=False, finish=paddle_finish),
+    Construction("NumPyro's TruncatedNormal: JAX's uniform j 2^-23 on [tiny, 1), "
+                 "Phi^-1((1 - u) Phi(low) + u Phi(high)) mirrored about the mean when the "
+                 "window lies above it, every step in float32", "NumPyro", "cdf", {32: 23},
+                 ends_in_dtype=True, standard=False, finish=None, xla=True,
+                 steps=lambda law, c: NumpyroSteps.of(law)),
 )
 
 
@@ -281,11 +293,78 @@ class Steps:
         return self.x_of(self.v_of(j))
 
 
+@dataclass(frozen=True)
+class NumpyroSteps:
+    """NumPyro's ``TruncatedNormal(loc, scale, low=, high=).sample`` in float32, as its
+    ``icdf`` writes it (``numpyro/distributions/truncated.py``), each jnp operation rounded on
+    its own: u = max(tiny, j 2^-23 + tiny); two-sided, q = clip((1 - u) t_low + u t_high, tiny,
+    1 - eps) with t = Phi of the bound mirrored about loc (sign -1 when low > loc), then
+    (1 - sign) loc + sign (loc + scale ndtri(q)); one-sided below (high = inf) the same without
+    the clip, t_high 1 or 0; one-sided above, loc + scale ndtri(u Phi(high))."""
+
+    fmt: object
+    loc: np.float32
+    scale: np.float32
+    sign: np.float32
+    tail_low: np.float32
+    tail_high: np.float32
+    kind: str  # "two-sided", "below" (low only) or "above" (high only)
+    bits: int = 23
+    exact: bool = True
+
+    @classmethod
+    def of(cls, law) -> NumpyroSteps | None:
+        fmt, dist = law.fmt, law.dist
+        a, b = float(dist.a), float(dist.b)
+        if fmt.name != "float32" or not float(dist.scale) > 0 or (math.isinf(a)
+                                                                   and math.isinf(b)):
+            return None
+        f = xla_cpu.f32
+        loc, scale = f(float(dist.loc))[()], f(float(dist.scale))[()]
+
+        def cdf(v):
+            return xla_cpu.ndtr(f((f(v) - loc) / scale))[()]
+
+        if math.isinf(a):
+            return cls(fmt, loc, scale, f(1.0)[()], f(0.0)[()], cdf(b), "above")
+        low = f(a)[()]
+        sign = f(1.0 if loc >= low else -1.0)[()]
+        tail_low = cdf(loc - sign * (loc - low))
+        if math.isinf(b):
+            return cls(fmt, loc, scale, sign, tail_low, f(1.0 if low <= loc else 0.0)[()],
+                       "below")
+        tail_high = cdf(loc - sign * (loc - f(b)[()]))
+        return cls(fmt, loc, scale, sign, tail_low, tail_high, "two-sided")
+
+    def v_of(self, j) -> np.ndarray:
+        """The probability q handed to ndtri for lattice points j."""
+        f32, tiny = np.float32, np.finfo(np.float32).tiny
+        u = np.maximum(f32(tiny), xla_cpu.fma(np.ldexp(np.asarray(j, dtype=np.float64),
+                                                        -self.bits), f32(1.0), f32(tiny)))
+        if self.kind == "above":
+            return u * self.tail_high
+        q = (f32(1.0) - u) * self.tail_low + u * self.tail_high
+        if self.kind == "two-sided":
+            q = np.clip(q, f32(tiny), f32(1.0) - np.finfo(np.float32).eps)
+        return q
+
+    def x_of(self, q) -> np.ndarray:
+        icdf = self.loc + self.scale * xla_cpu.ndtri(q)
+        if self.kind == "above":
+            return icdf.astype(np.float64)
+        f32 = np.float32
+        return ((f32(1.0) - self.sign) * self.loc + self.sign * icdf).astype(np.float64)
+
+
 def construction_law(law, c: Construction, whole: bool = False) -> CoarseLaw | None:
     """The law of `c` on a RoundedLaw, enumerated over the dtype's values of v (None: more than
     MAX_VALUES of them, an empty window, or a construction for another width). `whole`: beyond
     MAX_VALUES, an exact kernel is pushed over its whole lattice where it has at most
-    WHOLE_LATTICE_BITS bits (a second or two)."""
+    WHOLE_LATTICE_BITS bits (a second or two); a construction with steps of its own is only
+    ever pushed whole."""
+    if c.steps is not None:
+        own = c.steps(law, c) if whole else None
+        return whole_lattice_law(own) if own is not None else None
     steps = Steps.of(law, c)
     if steps is None:
         return None
@@ -311,7 +390,7 @@ def construction_law(law, c: Construction, whole: bool = False) -> CoarseLaw | N
     return pushed_law(steps, v[keep], counts[keep])
 
 
-def whole_lattice_law(steps: Steps) -> CoarseLaw | None:
+def whole_lattice_law(steps: Steps | NumpyroSteps) -> CoarseLaw | None:
     """The law of an exact kernel pushed point by point over its whole lattice, in chunks that
     stay in the processor's cache."""
     fmt, keys = steps.fmt, []
@@ -321,7 +400,8 @@ def whole_lattice_law(steps: Steps) -> CoarseLaw | None:
     keys = np.concatenate(keys)
     if keys.size == 0:
         return None
-    # the kernel is monotone up to its last bits: a merge sort on nearly sorted keys is ~linear
+    # the kernel is monotone up to its last bits (rising, or falling where mirrored): a merge
+    # sort on nearly sorted runs is ~linear
     keys.sort(kind="stable")
     change = np.empty(keys.size, dtype=bool)
     change[0] = True
@@ -398,7 +478,7 @@ class CoarseConstruction(Mechanism):
         if not ev.has("resolution") or ev.law.fmt.bits < 32 or not self.departs(ev):
             return None
         read = []
-        whole = self.pairs_unexplained(ev)
+        whole = self.fine_unexplained(ev)
         for index, c in enumerate(CONSTRUCTIONS):
             coarse = cached_on_law(ev.law, f"_coarse_construction_{index}_{whole}",
                                    lambda law, c=c: construction_law(law, c, whole) or False)
@@ -420,19 +500,28 @@ class CoarseConstruction(Mechanism):
         return self.match(note, parameter=coarse.keys.size, explains=frozenset(explains))
 
     @staticmethod
-    def pairs_unexplained(ev: Evidence) -> bool:
-        """Whether the equal pairs depart and no earlier row explains them: the sign of a
-        uniform lattice coarser than the dtype, the one regime worth a whole lattice's push."""
-        if any(COLLISIONS.name in match.explains for match in ev.memo.get("earlier", ())):
-            return False
-        out = ev.outcome(check_collisions)
-        return bool(out.applicable and out.p_value < FALSE_MATCH)
+    def fine_unexplained(ev: Evidence) -> bool:
+        """Whether the equal pairs or the last bits depart with no earlier row explaining them:
+        a uniform lattice coarser than the dtype, or a library's own arithmetic, the regimes
+        worth a whole lattice's push (within the departure `departs` already requires: no
+        further event for an exact sampler)."""
+        explained = set()
+        for match in ev.memo.get("earlier", ()):
+            explained |= match.explains
+        for check, fn in ((COLLISIONS.name, check_collisions), (LOW_BITS.name, check_low_bits)):
+            if check in explained:
+                continue
+            out = ev.outcome(fn)
+            if out.applicable and out.p_value < FALSE_MATCH:
+                return True
+        return False
 
     @staticmethod
     def departs(ev: Evidence) -> bool:
-        out = ev.outcome(check_collisions)
-        if out.applicable and out.p_value < FALSE_MATCH:
-            return True
+        for fn in (check_collisions, check_low_bits):
+            out = ev.outcome(fn)
+            if out.applicable and out.p_value < FALSE_MATCH:
+                return True
         judged = ev.judged_hist
         if judged is None:
             return False

@@ -19,7 +19,12 @@ import torch
 
 from harness.checks import summarize_samples
 from harness.diagnosis.catalog import diagnose, explain
-from harness.diagnosis.coarse_construction import CONSTRUCTIONS, Steps, construction_law
+from harness.diagnosis.coarse_construction import (
+    CONSTRUCTIONS,
+    NumpyroSteps,
+    Steps,
+    construction_law,
+)
 from reference import TruncatedNormal, rounded_law
 from summaries import named, stage_one
 
@@ -66,6 +71,22 @@ def test_a_window_that_writes_one_value_reads_its_last_bits():
     assert explain("low_bits", "fail", "", matches)[0] == "coarse-construction"
 
 
+def test_a_sample_of_numpyros_construction_reads_as_it():
+    """2^19 float32 values of NumPyro's construction on TN(0, 1, -2, 2) (numpy's uniform indices
+    through `NumpyroSteps`): its 2^23 lattice through Phi space and JAX's ndtri, each step in
+    float32, gives last bits and equal pairs the rounded law does not; coarse-construction
+    reads both from the law pushed over the whole lattice."""
+    law = rounded_law(TruncatedNormal(0.0, 1.0, -2.0, 2.0), torch.float32)
+    steps = NumpyroSteps.of(law)
+    j = np.random.default_rng(20261205).integers(0, 1 << 23, size=1 << 19, dtype=np.int64)
+    values = steps.x_of(steps.v_of(j)).astype(np.float32)
+    samples = torch.from_numpy(values).reshape(-1, 256, 256)
+    matches = diagnose(summarize_samples(samples, law), law)
+    for check in ("low_bits",):
+        assert explain(check, "fail", "", matches)[0] == "coarse-construction", (
+            check, [(m.name, m.note[:200]) for m in matches])
+
+
 #: (candidate, case, dtype, the library's package, checks the construction explains at 2^19)
 LIBRARY_ROWS = [
     ("timm", "mean-outside-3-4", torch.float32, "timm", ("collisions", "spikes", "low_bits")),
@@ -75,6 +96,9 @@ LIBRARY_ROWS = [
     ("jax", "tail-5", torch.float32, "jax", ("gof", "ks", "collisions", "low_bits")),
     ("jax", "huge-std", torch.float32, "jax", ("collisions", "lattices", "low_bits")),
     ("jax-init", "huge-std", torch.float32, "jax", ("collisions", "low_bits")),
+    ("numpyro", "normal-2sigma", torch.float32, "numpyro", ("low_bits",)),
+    ("numpyro", "huge-std", torch.float32, "numpyro", ("collisions", "low_bits", "spikes")),
+    ("numpyro", "tail-5", torch.float32, "numpyro", ("low_bits",)),
     ("mlx", "mean-outside-3-4", torch.float32, "mlx.core", ("collisions", "spikes")),
     ("paddle", "sub-ulp-window", torch.float32, "paddle", ("gof", "spikes")),
 ]
