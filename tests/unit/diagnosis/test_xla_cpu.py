@@ -90,7 +90,6 @@ def test_the_kernels_equal_jax_bit_for_bit():
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
     from jax import lax
-
     from jax.scipy.special import ndtri
 
     rng = np.random.default_rng(5)
