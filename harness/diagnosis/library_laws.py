@@ -2,7 +2,7 @@
 step rounded into the dtype, pushed value by value by the reference's arithmetic (the judge never
 calls the library).
 
-Three families of constructions, each read from the library's source:
+Four families of constructions, each read from the library's source:
 
 * an inverse CDF whose uniform is itself drawn in the 16-bit dtype (JAX's
   ``jax.random.truncated_normal``, keras' jax backend; MLX's ``random::truncated_normal``):
@@ -16,7 +16,9 @@ Three families of constructions, each read from the library's source:
   first of the four, then ``mul_(stddev).add_(mean)``; TensorFlow's parameterized sampler on its
   normal-rejection branch, the bounds computed in the dtype);
 * TensorFlow's parameterized sampler on its exponential-rejection branch, every step in the
-  dtype, its proposals and its test drawn from the dtype's 2^m uniforms (`TfExponentialRejection`).
+  dtype, its proposals and its test drawn from the dtype's 2^m uniforms (`TfExponentialRejection`);
+* Paddle's CPU kernel, which computes a 16-bit output in float32 and casts it
+  (`coarse_construction.PaddleSteps`, its float32 law cast value by value).
 
 A library's float32 erf and erfinv are polynomial approximations, not the correctly rounded
 functions: where an error of `APPROX` (relative) could move a value across a rounding boundary
@@ -41,6 +43,7 @@ from ..checks.hard import FINITE
 from ..families.common import cached_on_law
 from .affine import first_index
 from .bound_atoms import BINNED
+from .coarse_construction import PaddleSteps
 from .evidence import AGREE_LEVEL, Evidence, chi2_fit
 from .match import Match, Mechanism
 from .proposals import in_accumulator, in_dtype
@@ -284,6 +287,24 @@ class TfExponentialRejection:
         return law_of(fmt, outs[0], weights, spread)
 
 
+@dataclass(frozen=True)
+class PaddleKernel:
+    """Paddle's CPU kernel for a 16-bit output: its float32 law (`PaddleSteps`: the kernel's
+    uniform, Erfinv and clamp repeated exactly, enumerated over the window's float32 values of
+    p), each value then cast into the dtype (round to nearest even)."""
+
+    label: str
+
+    def law(self, fmt, mean: float, std: float, a: float, b: float) -> Pushed | None:
+        steps = PaddleSteps.on(fmt, mean, std, a, b)
+        coarse = steps.coarse_law(False) if steps is not None else None
+        if coarse is None:
+            return None
+        probs = np.zeros(1 << fmt.bits, dtype=np.float64)
+        probs[coarse.keys.astype(np.int64)] = coarse.probs
+        return Pushed(probs, np.arange(probs.size))
+
+
 def _xla_fuses(fmt) -> bool:
     # Measured on JAX 0.10's CPU backend: float16's ``f * (b - a) + a`` is rounded once (XLA
     # keeps the product in float32), bfloat16's twice (each op normalised through float32).
@@ -311,6 +332,8 @@ CONSTRUCTIONS = (
     TfExponentialRejection("TensorFlow's parameterized_truncated_normal (its exponential-"
                            "rejection branch): the dtype's uniforms j 2^-m through -log(u) / "
                            "alpha + normMin and the test u' <= exp(-x^2 / 2), in the dtype"),
+    PaddleKernel("Paddle's truncated_gaussian_random kernel in float32 (its uniform from a "
+                 "64-bit word, its own Erfinv, the clamp to float32 bounds), cast into the dtype"),
 )
 
 

@@ -291,13 +291,16 @@ LIBRARY_ROWS = [("jax", "large-mean", torch.bfloat16, "jax"),
                 ("mlx", "vit-pos-embed", torch.float16, "mlx.core"),
                 ("tensorflow", "vit-pos-embed", torch.bfloat16, "tensorflow"),
                 ("tensorflow-param", "tail-5", torch.float16, "tensorflow"),
-                ("tensorflow-param", "abs-bounds-trap", torch.float16, "tensorflow")]
+                ("tensorflow-param", "abs-bounds-trap", torch.float16, "tensorflow"),
+                ("paddle", "tail-5", torch.bfloat16, "paddle"),
+                ("paddle", "huge-std", torch.bfloat16, "paddle")]
 
 
 @pytest.mark.parametrize("name,case,dtype,module", LIBRARY_ROWS)
 def test_a_library_16_bit_law_reads_as_its_construction(name, case, dtype, module):
     """JAX's and MLX's inverse CDF with the uniform in the dtype, TensorFlow's standard law
-    scaled in the dtype and its parameterized sampler's branches, pushed by the reference: the
+    scaled in the dtype and its parameterized sampler's branches, Paddle's float32 kernel cast
+    into bfloat16, pushed by the reference: the
     histogram fits (deterministic at the default run seed; a true law fails its fit with
     probability <= 1e-6)."""
     pytest.importorskip(module)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 
+import mpmath
 import numpy as np
 import pytest
 import torch
@@ -22,13 +23,17 @@ from harness.diagnosis.catalog import diagnose, explain
 from harness.diagnosis.coarse_construction import (
     CONSTRUCTIONS,
     NumpyroSteps,
+    PaddleSteps,
     Steps,
     construction_law,
+    paddle_erfinv,
 )
 from reference import TruncatedNormal, rounded_law
 from summaries import named, stage_one
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+
+PADDLE = next(c for c in CONSTRUCTIONS if c.short == "Paddle")
 
 
 def test_the_enumeration_holds_every_lattice_point_once():
@@ -87,6 +92,57 @@ def test_a_sample_of_numpyros_construction_reads_as_it():
             check, [(m.name, m.note[:200]) for m in matches])
 
 
+@pytest.mark.parametrize("mt,far,bound", [(np.float32, -7, 4.0), (np.float64, -15, 6.0)])
+def test_paddles_erfinv_sits_within_a_few_ulps(mt, far, bound):
+    """Paddle's Erfinv (Giles-style rationals in three ranges), repeated: within a few ulps of
+    mpmath's erfinv on (-1, 1) and up to 1 - 10^far (3.5 ulps measured in float32, 5.0 in
+    float64); a wrong coefficient is off by thousands. Deterministic (fixed seed)."""
+    rng = np.random.default_rng(11)
+    xs = np.concatenate([rng.uniform(-1, 1, 1500), 1 - 10 ** rng.uniform(far, -1, 300)])
+    xs = xs.astype(mt)
+    xs = xs[np.abs(xs) < 1]
+    with mpmath.workprec(120):
+        exact = np.array([float(mpmath.erfinv(mpmath.mpf(float(x)))) for x in xs])
+    spacing = np.spacing(np.abs(exact.astype(mt))).astype(np.float64)
+    assert np.max(np.abs(paddle_erfinv(xs, mt).astype(np.float64) - exact) / spacing) <= bound
+
+
+def test_paddles_kernel_enumerated_holds_its_windows():
+    """Paddle's kernel, enumerated: TN(0, 1, 8, 8.01) in float64 writes 8 and float32(8.01) =
+    8.0100002 (its bounds arrive as float32), half the draws each (p's window holds two values,
+    and the clamp takes each to a bound); TN(0, 1, 3, 4) in float32 writes ~22 000 values whose
+    masses sum to 1, the first RN(a) with half a cell."""
+    far = construction_law(rounded_law(TruncatedNormal(0.0, 1.0, 8.0, 8.01), torch.float64),
+                           PADDLE)
+    law = rounded_law(TruncatedNormal(0.0, 1.0, 8.0, 8.01), torch.float64)
+    values = law.fmt.values_from_keys(far.keys)
+    assert list(values) == [8.0, float(np.float32(8.01))] and np.allclose(far.probs, 0.5)
+    law = rounded_law(TruncatedNormal(0.0, 1.0, 3.0, 4.0), torch.float32)
+    near = construction_law(law, PADDLE)
+    assert 20_000 < near.keys.size < 25_000 and abs(near.probs.sum() - 1.0) < 1e-12
+    assert np.isclose(near.probs[0], near.probs[1] / 2, rtol=1e-3)
+
+
+def test_a_sample_of_paddles_kernel_reads_as_it():
+    """2^19 float32 values of Paddle's kernel on mean-outside-3-4, drawn the kernel's way (a
+    uniform 64-bit word rounded into float32 by numpy's conversion, then its steps): the equal
+    pairs, the mass bins and the last bits read coarse-construction from the enumerated law (a
+    second path: enumeration by bisection over p, the sample through numpy's uint64 -> float32)."""
+    law = rounded_law(TruncatedNormal(0.0, 1.0, 3.0, 4.0), torch.float32)
+    steps = PaddleSteps.of(law)
+    rng = np.random.default_rng(20261205)
+    words = rng.integers(0, np.iinfo(np.uint64).max, size=1 << 19, dtype=np.uint64,
+                         endpoint=True)
+    c = np.minimum(words.astype(np.float32) * np.float32(2.0**-64),
+                   np.nextafter(np.float32(1.0), np.float32(0.0)))
+    values = steps.x_of(steps.v_of(c.view(np.uint32))).astype(np.float32)
+    samples = torch.from_numpy(values).reshape(-1, 256, 256)
+    matches = diagnose(summarize_samples(samples, law), law)
+    for check in ("collisions", "spikes", "low_bits"):
+        assert explain(check, "fail", "", matches)[0] == "coarse-construction", (
+            check, [(m.name, m.note[:200]) for m in matches])
+
+
 #: (candidate, case, dtype, the library's package, checks the construction explains at 2^19)
 LIBRARY_ROWS = [
     ("timm", "mean-outside-3-4", torch.float32, "timm", ("collisions", "spikes", "low_bits")),
@@ -100,7 +156,10 @@ LIBRARY_ROWS = [
     ("numpyro", "huge-std", torch.float32, "numpyro", ("collisions", "low_bits", "spikes")),
     ("numpyro", "tail-5", torch.float32, "numpyro", ("low_bits",)),
     ("mlx", "mean-outside-3-4", torch.float32, "mlx.core", ("collisions", "spikes")),
-    ("paddle", "sub-ulp-window", torch.float32, "paddle", ("gof", "spikes")),
+    ("paddle", "sub-ulp-window", torch.float32, "paddle", ("gof", "spikes", "low_bits")),
+    ("paddle", "mean-outside-3-4", torch.float32, "paddle", ("collisions", "low_bits", "spikes")),
+    ("paddle", "huge-std", torch.float32, "paddle", ("low_bits", "lattices")),
+    ("paddle", "narrow-window-8", torch.float64, "paddle", ("gof", "atoms", "moments")),
 ]
 
 
