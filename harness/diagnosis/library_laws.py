@@ -359,7 +359,9 @@ class LibraryConstruction(Mechanism):
         for index, construction in enumerate(CONSTRUCTIONS):
             pushed = cached_on_law(ev.law, f"_library_construction_{index}",
                                    lambda law, i=index: construction_law(law, i) or False)
-            if not pushed:
+            if not pushed or np.count_nonzero(pushed.probs) < 2:
+                # a construction writing one value fits any sampler stuck on that value:
+                # point-mass and outside-support name it, not a library
                 continue
             p = pushed.fit(ev.hist)
             if p is None or p < AGREE_LEVEL:
