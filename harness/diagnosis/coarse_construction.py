@@ -411,7 +411,8 @@ def paddle_erfinv(x: np.ndarray, mt) -> np.ndarray:
                         / horner(PADDLE_ERFINV["near"][1], r_near),
                         horner(PADDLE_ERFINV["far"][0], r_far)
                         / horner(PADDLE_ERFINV["far"][1], r_far))
-        out = np.where(ax <= mt(0.85), central, np.where(x < 0, -tail, tail))
+        # C++ compares the float with the double 0.85, not with float(0.85)
+        out = np.where(ax.astype(np.float64) <= 0.85, central, np.where(x < 0, -tail, tail))
         return np.where(x == 1, np.inf, np.where(x == -1, -np.inf, out)).astype(mt)
 
 
@@ -514,6 +515,8 @@ class PaddleSteps:
         k = keys[inside]
         here = self.c_of(k).astype(np.float64)
         below = self.c_of(k - 1).astype(np.float64)
+        # exact for float32's c; for float64's within 2^-54, small beside the cells an
+        # enumerable (narrow) window of p gathers into each of its values
         out[inside] = below + (here - below) / 2.0
         return out
 
@@ -522,8 +525,8 @@ def construction_law(law, c: Construction, whole: bool = False) -> CoarseLaw | N
     """The law of `c` on a RoundedLaw, enumerated over the dtype's values of v (None: more than
     MAX_VALUES of them, an empty window, or a construction for another width). `whole`: beyond
     MAX_VALUES, an exact kernel is pushed over its whole lattice where it has at most
-    WHOLE_LATTICE_BITS bits (a second or two); a construction with steps of its own is only
-    ever pushed whole."""
+    WHOLE_LATTICE_BITS bits (a second or two); a construction with steps of its own enumerates
+    itself (its `coarse_law`)."""
     if c.steps is not None:
         own = c.steps(law)
         return own.coarse_law(whole) if own is not None else None
@@ -576,7 +579,7 @@ def whole_lattice_law(steps: Steps | NumpyroSteps) -> CoarseLaw | None:
     return CoarseLaw(uniq, counts / counts.sum(), uniq, uniq, 1 << steps.bits)
 
 
-def pushed_law(steps: Steps, v: np.ndarray, counts: np.ndarray) -> CoarseLaw | None:
+def pushed_law(steps: Steps | PaddleSteps, v: np.ndarray, counts: np.ndarray) -> CoarseLaw | None:
     """The output law of the values v of the uniform's image, each written by `counts` lattice
     points, with the key range an erfinv error could move each output over (none for an exact
     kernel)."""
