@@ -235,6 +235,27 @@ def test_a_shift_clamped_back_into_the_window_reads_as_shifted():
     assert explain("atoms", "fail", "", matches)[0] == "shifted"
 
 
+@pytest.mark.parametrize("on_bound,expected", [((1 << 18) + 100, "coarse-uniform"),
+                                               (int(0.6 * (1 << 19)), None)])
+def test_a_two_point_lattice_reads_as_coarse_uniform_k_1(on_bound, expected):
+    """A 1-bit uniform on TN(0, 1, 8, 8.01) in float64: half the draws on RN(a) = 8, half on
+    one value inside. An atom 100 draws above 1/2 of 2^19 (0.27 sd) is a two-point lattice's,
+    k = 1; one holding 60 % (150 sd above) is not a lattice's cell. Deterministic counts (the
+    positions permuted from a fixed seed)."""
+    law = rounded_law(TruncatedNormal(0.0, 1.0, 8.0, 8.01), torch.float64)
+    n = 1 << 19
+    values = np.full(n, 8.002291820637137)
+    values[:on_bound] = 8.0
+    values = np.random.default_rng(7).permutation(values)
+    summary = summarize_samples(torch.from_numpy(values).reshape(-1, 256, 256), law)
+    matches = diagnose(summary, law)
+    found = [m for m in matches if m.name == "coarse-uniform"]
+    if expected:
+        assert found and found[0].parameter == 1, [(m.name, m.note) for m in matches]
+    else:
+        assert not found, found[0].note
+
+
 def test_infinities_the_law_never_writes_read_as_outside_support():
     """torch <= 2.11's algorithm on tail-5 (b = inf) in bfloat16: 2 Phi(beta) - 1 = 1 and
     erfinv(1) = inf, which the clamp to b = inf keeps; the law gives +inf no mass, so the finite
