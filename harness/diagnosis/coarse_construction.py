@@ -33,10 +33,11 @@ last bits, and no pooling. Where the window holds more than MAX_VALUES values of
 pairs or the last bits depart with no earlier row explaining them, that law is pushed over the
 whole 2^23-point lattice (about two seconds), which reaches any window: the huge-std case's
 million values. NumPyro's float32 sampler (JAX's uniform through Phi-space and JAX's ndtri, op
-by op, `NumpyroSteps`) is only ever pushed that way. Paddle's kernel (`PaddleSteps`, read from its
-C++ source: its uniform from a 64-bit word, its own Erfinv, double and float steps as C++ mixes
-them, the clamp to float32 bounds) is repeated exactly too, enumerated over its window's values
-of p with each value's share of the 64-bit words.
+by op, `library_kernels.NumpyroSteps`) is only ever pushed that way. Paddle's kernel
+(`library_kernels.PaddleSteps`, read from its C++ source: its uniform from a 64-bit word, its
+own Erfinv, double and float steps as C++ mixes them, the clamp to float32 bounds) is repeated
+exactly too, enumerated over its window's values of p with each value's share of the 64-bit
+words (`window_law`).
 
 It is the catalog's last row and claims only the checks no earlier row explains. It reads only
 32/64-bit Summaries, and departs only where the equal pairs (the collisions check), the last
@@ -81,6 +82,7 @@ from .evidence import (
     fine_bin_index,
 )
 from .fine_structure import class_fit, moves, predicted_pairs, scanned_pairs
+from .library_kernels import NumpyroSteps, PaddleSteps
 from .match import Match, Mechanism
 from .proposals import in_accumulator
 from .scope import checks_reading
@@ -173,12 +175,12 @@ CONSTRUCTIONS = (
                  "from a 64-bit word on [Phi(a), Phi(b)], its own Erfinv(2p - 1), sqrt2 std + "
                  "mean in double, clamped to the float32 bounds", "Paddle", "cdf",
                  {32: 64, 64: 64}, ends_in_dtype=True, standard=False, finish=None,
-                 steps=lambda law: PaddleSteps.of(law)),
+                 steps=PaddleSteps.of),
     Construction("NumPyro's TruncatedNormal: JAX's uniform j 2^-23 on [tiny, 1), "
                  "Phi^-1((1 - u) Phi(low) + u Phi(high)) mirrored about the mean when the "
                  "window lies above it, every step in float32", "NumPyro", "cdf", {32: 23},
                  ends_in_dtype=True, standard=False, finish=None, xla=True,
-                 steps=lambda law: NumpyroSteps.of(law)),
+                 steps=NumpyroSteps.of),
 )
 
 
@@ -289,238 +291,6 @@ class Steps:
         return self.x_of(self.v_of(j))
 
 
-@dataclass(frozen=True)
-class NumpyroSteps:
-    """NumPyro's ``TruncatedNormal(loc, scale, low=, high=).sample`` in float32, as its
-    ``icdf`` writes it (``numpyro/distributions/truncated.py``), each jnp operation rounded on
-    its own: u = max(tiny, j 2^-23 + tiny); two-sided, q = clip((1 - u) t_low + u t_high, tiny,
-    1 - eps) with t = Phi of the bound mirrored about loc (sign -1 when low > loc), then
-    (1 - sign) loc + sign (loc + scale ndtri(q)); one-sided below (high = inf) the same without
-    the clip, t_high 1 or 0; one-sided above, loc + scale ndtri(u Phi(high))."""
-
-    fmt: object
-    loc: np.float32
-    scale: np.float32
-    sign: np.float32
-    tail_low: np.float32
-    tail_high: np.float32
-    kind: str  # "two-sided", "below" (low only) or "above" (high only)
-    bits: int = 23
-    exact: bool = True
-
-    @classmethod
-    def of(cls, law) -> NumpyroSteps | None:
-        fmt, dist = law.fmt, law.dist
-        a, b = float(dist.a), float(dist.b)
-        if fmt.name != "float32" or not float(dist.scale) > 0 or (math.isinf(a)
-                                                                   and math.isinf(b)):
-            return None
-        f = xla_cpu.f32
-        loc, scale = f(float(dist.loc))[()], f(float(dist.scale))[()]
-
-        def cdf(v):
-            return xla_cpu.ndtr(f((f(v) - loc) / scale))[()]
-
-        if math.isinf(a):
-            return cls(fmt, loc, scale, f(1.0)[()], f(0.0)[()], cdf(b), "above")
-        low = f(a)[()]
-        sign = f(1.0 if loc >= low else -1.0)[()]
-        tail_low = cdf(loc - sign * (loc - low))
-        if math.isinf(b):
-            return cls(fmt, loc, scale, sign, tail_low, f(1.0 if low <= loc else 0.0)[()],
-                       "below")
-        tail_high = cdf(loc - sign * (loc - f(b)[()]))
-        return cls(fmt, loc, scale, sign, tail_low, tail_high, "two-sided")
-
-    def v_of(self, j) -> np.ndarray:
-        """The probability q handed to ndtri for lattice points j."""
-        f32, tiny = np.float32, np.finfo(np.float32).tiny
-        u = np.maximum(f32(tiny), xla_cpu.fma(np.ldexp(np.asarray(j, dtype=np.float64),
-                                                        -self.bits), f32(1.0), f32(tiny)))
-        if self.kind == "above":
-            return u * self.tail_high
-        q = (f32(1.0) - u) * self.tail_low + u * self.tail_high
-        if self.kind == "two-sided":
-            q = np.clip(q, f32(tiny), f32(1.0) - np.finfo(np.float32).eps)
-        return q
-
-    def coarse_law(self, whole: bool) -> CoarseLaw | None:
-        """Pushed over the whole lattice, where asked (None otherwise)."""
-        return whole_lattice_law(self) if whole else None
-
-    def x_of(self, q) -> np.ndarray:
-        icdf = self.loc + self.scale * xla_cpu.ndtri(q)
-        if self.kind == "above":
-            return icdf.astype(np.float64)
-        f32 = np.float32
-        return ((f32(1.0) - self.sign) * self.loc + self.sign * icdf).astype(np.float64)
-
-
-#: Paddle's Erfinv (``paddle/phi/kernels/funcs/truncated_normal.h``): the rational
-#: approximations of its three ranges, lowest degree first.
-PADDLE_ERFINV = {
-    "central": ((1.1975323115670912564578e0, 4.7072688112383978012285e1,
-                 6.9706266534389598238465e2, 4.8548868893843886794648e3,
-                 1.6235862515167575384252e4, 2.3782041382114385731252e4,
-                 1.1819493347062294404278e4, 8.8709406962545514830200e2),
-                (1.0, 4.2313330701600911252e1, 6.8718700749205790830e2, 5.3941960214247511077e3,
-                 2.1213794301586595867e4, 3.9307895800092710610e4, 2.8729085735721942674e4,
-                 5.2264952788528545610e3)),
-    "near": ((1.42343711074968357734e0, 4.63033784615654529590e0, 5.76949722146069140550e0,
-              3.64784832476320460504e0, 1.27045825245236838258e0, 2.41780725177450611770e-1,
-              2.27238449892691845833e-2, 7.74545014278341407640e-4),
-             (1.4142135623730950488016887e0, 2.9036514445419946173133295e0,
-              2.3707661626024532365971225e0, 9.7547832001787427186894837e-1,
-              2.0945065210512749128288442e-1, 2.1494160384252876777097297e-2,
-              7.7441459065157709165577218e-4, 1.4859850019840355905497876e-9)),
-    "far": ((6.65790464350110377720e0, 5.46378491116411436990e0, 1.78482653991729133580e0,
-             2.96560571828504891230e-1, 2.65321895265761230930e-2, 1.24266094738807843860e-3,
-             2.71155556874348757815e-5, 2.01033439929228813265e-7),
-            (1.414213562373095048801689e0, 8.482908416595164588112026e-1,
-             1.936480946950659106176712e-1, 2.103693768272068968719679e-2,
-             1.112800997078859844711555e-3, 2.611088405080593625138020e-5,
-             2.010321207683943062279931e-7, 2.891024605872965461538222e-15)),
-}
-
-
-def paddle_erfinv(x: np.ndarray, mt) -> np.ndarray:
-    """Paddle's ``Erfinv<MT>``, each statement as C++ evaluates it: the double literals (0.180625,
-    0.25, 1.0, 1.6, 5.0) and ``log``/``sqrt`` of a double in double, assigned back to MT; the
-    polynomials in MT, one rounding per operation (its CPU build contracts no multiply-add:
-    measured, a fused variant writes other values on a third of the draws)."""
-    x = np.asarray(x, dtype=mt)
-    ax = np.abs(x)
-
-    def horner(coefficients, r):
-        p = np.full_like(r, mt(coefficients[-1]))
-        for k in coefficients[-2::-1]:
-            p = p * r + mt(k)
-        return p
-
-    with np.errstate(all="ignore"):
-        wide = x.astype(np.float64)
-        r = (0.180625 - 0.25 * wide * wide).astype(mt)
-        num, den = PADDLE_ERFINV["central"]
-        central = (x * horner(num, r)) / horner(den, r)
-        ln2 = np.float64(mt(6.931471805599453094172321214581e-1))
-        r = np.sqrt(ln2 - np.log(1.0 - ax.astype(np.float64))).astype(mt)
-        near = r <= mt(5.0)
-        r_near = (r.astype(np.float64) - 1.6).astype(mt)
-        r_far = (r.astype(np.float64) - 5.0).astype(mt)
-        tail = np.where(near, horner(PADDLE_ERFINV["near"][0], r_near)
-                        / horner(PADDLE_ERFINV["near"][1], r_near),
-                        horner(PADDLE_ERFINV["far"][0], r_far)
-                        / horner(PADDLE_ERFINV["far"][1], r_far))
-        # C++ compares the float with the double 0.85, not with float(0.85)
-        out = np.where(ax.astype(np.float64) <= 0.85, central, np.where(x < 0, -tail, tail))
-        return np.where(x == 1, np.inf, np.where(x == -1, -np.inf, out)).astype(mt)
-
-
-@dataclass(frozen=True)
-class PaddleSteps:
-    """Paddle's ``truncated_gaussian_random`` CPU kernel (``paddle.nn.init.trunc_normal_``): in
-    MT (float32 for float32 and bfloat16 outputs, float64 for float64), mean, std, a and b
-    arriving as float32; the uniform ``std::uniform_real_distribution<MT>(FLT_MIN, 1)`` on a
-    64-bit Mersenne twister, i.e. c = RN_MT(g) 2^-64 for a 64-bit integer g (libstdc++'s
-    generate_canonical), then FLT_MIN + c (1 - FLT_MIN); p = Phi(a) + (Phi(b) - Phi(a)) value,
-    the Phi's from a double erf rounded into MT; ``sqrt(2.0) * Erfinv(2 p - 1) * std + mean`` in
-    double, assigned to MT, clamped to [a, b] in MT, cast to the output. The lattice is the MT
-    values of c, each weighted by its rounding cell of g; the law is enumerated over the MT
-    values of p in the window (at most MAX_VALUES)."""
-
-    fmt: object
-    mt: type
-    mean: float
-    std: float
-    a: float
-    b: float
-    lo: float
-    hi: float
-    span: float
-    exact: bool = True
-
-    @classmethod
-    def of(cls, law) -> PaddleSteps | None:
-        dist = law.dist
-        return cls.on(law.fmt, float(dist.loc), float(dist.scale), float(dist.a), float(dist.b))
-
-    @classmethod
-    def on(cls, fmt, mean: float, std: float, a: float, b: float) -> PaddleSteps | None:
-        """The kernel on TN(mean, std, a, b) written into `fmt` (None: a dtype its CPU kernel
-        does not take, or a degenerate law)."""
-        if fmt.name not in ("float32", "float64", "bfloat16"):
-            return None
-        mt = np.float64 if fmt.name == "float64" else np.float32
-        mean, std, a, b = (float(np.float32(v)) for v in (mean, std, a, b))
-        if not std > 0:
-            return None
-
-        def cdf(v):
-            z = float(mt((mt(v) - mt(mean)) / mt(std)))
-            return float(mt((1.0 + math.erf(z / math.sqrt(2.0))) / 2.0))
-
-        with np.errstate(all="ignore"):
-            lo, hi = cdf(a), cdf(b)
-        if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
-            return None
-        return cls(fmt, mt, mean, std, a, b, lo, hi, float(mt(mt(hi) - mt(lo))))
-
-    def c_of(self, keys) -> np.ndarray:
-        """The uniform c of lattice keys (MT's bit patterns of the values in [0, 1))."""
-        bits = np.uint64 if self.mt is np.float64 else np.uint32
-        return np.asarray(keys).astype(bits).view(self.mt)
-
-    def v_of(self, keys) -> np.ndarray:
-        mt, tiny = self.mt, self.mt(np.finfo(np.float32).tiny)
-        value = self.c_of(keys) * (mt(1.0) - tiny) + tiny
-        return (mt(self.lo) + mt(self.span) * value).astype(np.float64)
-
-    def x_of(self, p, error: float = 0.0) -> np.ndarray:
-        """The output value of p (`error` unused: the kernel is repeated exactly)."""
-        mt = self.mt
-        e = paddle_erfinv(mt(2.0) * np.asarray(p, dtype=mt) - mt(1.0), mt)
-        with np.errstate(all="ignore"):
-            ret = (math.sqrt(2.0) * e.astype(np.float64) * self.std + self.mean).astype(mt)
-            ret = np.clip(ret, mt(self.a), mt(self.b))
-        return self.fmt.round(ret.astype(np.float64))
-
-    def coarse_law(self, whole: bool) -> CoarseLaw | None:
-        """The law enumerated over the MT values of p in [lo, hi], each with the mass of the
-        cells of g whose c writes it (None: more than MAX_VALUES of them)."""
-        mt_fmt = float_format("float64" if self.mt is np.float64 else "float32")
-        k0, k1 = (int(k) for k in mt_fmt.ordered_keys(np.array([self.lo, self.hi])))
-        if k1 - k0 + 1 > MAX_VALUES:
-            return None
-        base = np.uint64(k0)
-        rel = np.arange(k1 - k0 + 2, dtype=np.int64)
-        p = mt_fmt.values_from_keys(rel[:-1].astype(np.uint64) + base)
-        top = int(np.array([1.0], dtype=self.mt).view(
-            np.uint64 if self.mt is np.float64 else np.uint32)[0])
-
-        def rel_key(j):
-            return (mt_fmt.ordered_keys(self.v_of(j)).astype(np.uint64) - base).astype(np.int64)
-
-        first = first_index(rel_key, rel, 0, top - 1)
-        counts = np.diff(self.midpoints(first, top))
-        keep = counts > 0
-        return pushed_law(self, p[keep], counts[keep])
-
-    def midpoints(self, keys: np.ndarray, top: int) -> np.ndarray:
-        """The cumulative mass of c below each key: the midpoint between the key's value and
-        the one before (0 at key 0, 1 from the top key on: the top key's cell also holds the g
-        that round to 2^64, written as the value below 1)."""
-        keys = np.asarray(keys, dtype=np.int64)
-        inside = (keys > 0) & (keys < top)
-        out = np.where(keys >= top, 1.0, 0.0)
-        k = keys[inside]
-        here = self.c_of(k).astype(np.float64)
-        below = self.c_of(k - 1).astype(np.float64)
-        # exact for float32's c; for float64's within 2^-54, small beside the cells an
-        # enumerable (narrow) window of p gathers into each of its values
-        out[inside] = below + (here - below) / 2.0
-        return out
-
-
 def construction_law(law, c: Construction, whole: bool = False) -> CoarseLaw | None:
     """The law of `c` on a RoundedLaw, enumerated over the dtype's values of v (None: more than
     MAX_VALUES of them, an empty window, or a construction for another width). `whole`: beyond
@@ -529,7 +299,11 @@ def construction_law(law, c: Construction, whole: bool = False) -> CoarseLaw | N
     itself (its `coarse_law`)."""
     if c.steps is not None:
         own = c.steps(law)
-        return own.coarse_law(whole) if own is not None else None
+        if own is None:
+            return None
+        if own.enumeration == "whole":
+            return whole_lattice_law(own) if whole else None
+        return window_law(own)
     steps = Steps.of(law, c)
     if steps is None:
         return None
@@ -553,6 +327,27 @@ def construction_law(law, c: Construction, whole: bool = False) -> CoarseLaw | N
     counts = np.diff(first).astype(np.float64)
     keep = counts > 0
     return pushed_law(steps, v[keep], counts[keep])
+
+
+def window_law(steps: PaddleSteps) -> CoarseLaw | None:
+    """The law of a kernel whose lattice is the keys of its uniform c in [0, 1), enumerated over
+    the values of p in its window [lo, hi], each with the mass of the cells of c that write it
+    (None: more than MAX_VALUES of them)."""
+    fmt = steps.window_format
+    k0, k1 = (int(k) for k in fmt.ordered_keys(np.array([steps.lo, steps.hi])))
+    if k1 - k0 + 1 > MAX_VALUES:
+        return None
+    base = np.uint64(k0)
+    rel = np.arange(k1 - k0 + 2, dtype=np.int64)
+    p = fmt.values_from_keys(rel[:-1].astype(np.uint64) + base)
+
+    def rel_key(j):
+        return (fmt.ordered_keys(steps.v_of(j)).astype(np.uint64) - base).astype(np.int64)
+
+    first = first_index(rel_key, rel, 0, steps.top - 1)
+    counts = np.diff(steps.midpoints(first))
+    keep = counts > 0
+    return pushed_law(steps, p[keep], counts[keep])
 
 
 def whole_lattice_law(steps: Steps | NumpyroSteps) -> CoarseLaw | None:

@@ -18,7 +18,7 @@ Four families of constructions, each read from the library's source:
 * TensorFlow's parameterized sampler on its exponential-rejection branch, every step in the
   dtype, its proposals and its test drawn from the dtype's 2^m uniforms (`TfExponentialRejection`);
 * Paddle's CPU kernel, which computes a 16-bit output in float32 and casts it
-  (`coarse_construction.PaddleSteps`, its float32 law cast value by value).
+  (`library_kernels.PaddleSteps`, its float32 law cast value by value).
 
 A library's float32 erf and erfinv are polynomial approximations, not the correctly rounded
 functions: where an error of `APPROX` (relative) could move a value across a rounding boundary
@@ -43,8 +43,9 @@ from ..checks.hard import FINITE
 from ..families.common import cached_on_law
 from .affine import first_index
 from .bound_atoms import BINNED
-from .coarse_construction import PaddleSteps
+from .coarse_construction import window_law
 from .evidence import AGREE_LEVEL, Evidence, chi2_fit
+from .library_kernels import PaddleSteps
 from .match import Match, Mechanism
 from .proposals import in_accumulator, in_dtype
 
@@ -297,7 +298,7 @@ class PaddleKernel:
 
     def law(self, fmt, mean: float, std: float, a: float, b: float) -> Pushed | None:
         steps = PaddleSteps.on(fmt, mean, std, a, b)
-        coarse = steps.coarse_law(False) if steps is not None else None
+        coarse = window_law(steps) if steps is not None else None
         if coarse is None:
             return None
         probs = np.zeros(1 << fmt.bits, dtype=np.float64)

@@ -20,14 +20,8 @@ import torch
 
 from harness.checks import summarize_samples
 from harness.diagnosis.catalog import diagnose, explain
-from harness.diagnosis.coarse_construction import (
-    CONSTRUCTIONS,
-    NumpyroSteps,
-    PaddleSteps,
-    Steps,
-    construction_law,
-    paddle_erfinv,
-)
+from harness.diagnosis.coarse_construction import CONSTRUCTIONS, Steps, construction_law
+from harness.diagnosis.library_kernels import NumpyroSteps, PaddleSteps, paddle_erfinv
 from reference import TruncatedNormal, rounded_law
 from summaries import named, stage_one
 
