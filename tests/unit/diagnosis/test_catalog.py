@@ -20,6 +20,8 @@ k's nearest multiples miss by ~unit/4 on ~30 000 values.
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 import torch
@@ -324,7 +326,10 @@ def test_a_library_16_bit_law_reads_as_its_construction(name, case, dtype, modul
     into bfloat16, pushed by the reference: the
     histogram fits (deterministic at the default run seed; a true law fails its fit with
     probability <= 1e-6)."""
-    pytest.importorskip(module)
+    # found, not imported: paddle imported here after TensorFlow kills the process, and its
+    # adapter draws in a child of its own
+    if importlib.util.find_spec(module.split(".")[0]) is None:
+        pytest.skip(f"{module} is not installed")
     runner, summary = stage_one(name, case, dtype, 1 << 19)
     matches = diagnose(summary, runner.law)
     match = named(matches, "library-construction")
