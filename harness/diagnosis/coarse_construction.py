@@ -179,8 +179,7 @@ CONSTRUCTIONS = (
     Construction("NumPyro's TruncatedNormal: JAX's uniform j 2^-23 on [tiny, 1), "
                  "Phi^-1((1 - u) Phi(low) + u Phi(high)) mirrored about the mean when the "
                  "window lies above it, every step in float32", "NumPyro", "cdf", {32: 23},
-                 ends_in_dtype=True, standard=False, finish=None, xla=True,
-                 steps=NumpyroSteps.of),
+                 ends_in_dtype=True, standard=False, finish=None, steps=NumpyroSteps.of),
 )
 
 
@@ -307,44 +306,47 @@ def construction_law(law, c: Construction, whole: bool = False) -> CoarseLaw | N
     steps = Steps.of(law, c)
     if steps is None:
         return None
-    fmt = steps.fmt
-    k0, k1 = (int(k) for k in fmt.ordered_keys(np.array([steps.lo, steps.hi])))
-    if k1 - k0 + 1 > MAX_VALUES:
+    guess = ((lambda v: np.round((v - steps.lo) / steps.span * 2.0 ** steps.bits))
+             if steps.span > 0 else None)
+    found = window_runs(steps.fmt, steps.lo, steps.hi, steps.v_of, (1 << steps.bits) - 1, guess)
+    if found is None:
         if whole and steps.exact and steps.bits <= WHOLE_LATTICE_BITS:
             return whole_lattice_law(steps)
+        return None
+    v, first = found
+    counts = np.diff(first).astype(np.float64)
+    keep = counts > 0
+    return pushed_law(steps, v[keep], counts[keep])
+
+
+def window_runs(fmt, lo: float, hi: float, v_of, top: int, guess=None):
+    """(the dtype's values v in [lo, hi], and for each the first lattice point in 0..top whose
+    image reaches it, the last entry one past the window), by bisection on the non-decreasing
+    map `v_of` (`affine.first_index`; `guess`, a function of the values and hi, narrows it);
+    None where the window holds more than MAX_VALUES values."""
+    k0, k1 = (int(k) for k in fmt.ordered_keys(np.array([lo, hi])))
+    if k1 - k0 + 1 > MAX_VALUES:
         return None
     base = np.uint64(k0)
     rel = np.arange(k1 - k0 + 2, dtype=np.int64)
     v = fmt.values_from_keys(rel[:-1].astype(np.uint64) + base)
-    guess = (np.round((np.append(v, steps.hi) - steps.lo) / steps.span * 2.0 ** steps.bits)
-             if steps.span > 0 else None)
 
     def rel_key(j):
         # uint64 keys (float64's reach 2^64): the difference wraps into int64 exactly
-        return (fmt.ordered_keys(steps.v_of(j)).astype(np.uint64) - base).astype(np.int64)
+        return (fmt.ordered_keys(v_of(j)).astype(np.uint64) - base).astype(np.int64)
 
-    first = first_index(rel_key, rel, 0, (1 << steps.bits) - 1, guess)
-    counts = np.diff(first).astype(np.float64)
-    keep = counts > 0
-    return pushed_law(steps, v[keep], counts[keep])
+    start = guess(np.append(v, hi)) if guess is not None else None
+    return v, first_index(rel_key, rel, 0, top, start)
 
 
 def window_law(steps: PaddleSteps) -> CoarseLaw | None:
     """The law of a kernel whose lattice is the keys of its uniform c in [0, 1), enumerated over
     the values of p in its window [lo, hi], each with the mass of the cells of c that write it
     (None: more than MAX_VALUES of them)."""
-    fmt = steps.window_format
-    k0, k1 = (int(k) for k in fmt.ordered_keys(np.array([steps.lo, steps.hi])))
-    if k1 - k0 + 1 > MAX_VALUES:
+    found = window_runs(steps.window_format, steps.lo, steps.hi, steps.v_of, steps.top - 1)
+    if found is None:
         return None
-    base = np.uint64(k0)
-    rel = np.arange(k1 - k0 + 2, dtype=np.int64)
-    p = fmt.values_from_keys(rel[:-1].astype(np.uint64) + base)
-
-    def rel_key(j):
-        return (fmt.ordered_keys(steps.v_of(j)).astype(np.uint64) - base).astype(np.int64)
-
-    first = first_index(rel_key, rel, 0, steps.top - 1)
+    p, first = found
     counts = np.diff(steps.midpoints(first))
     keep = counts > 0
     return pushed_law(steps, p[keep], counts[keep])
@@ -394,6 +396,14 @@ def pushed_law(steps: Steps | PaddleSteps, v: np.ndarray, counts: np.ndarray) ->
         np.minimum.at(lo_k, inverse, ks)
         np.maximum.at(hi_k, inverse, ks)
     return CoarseLaw(uniq, probs / probs.sum(), lo_k, hi_k, int(v.size))
+
+
+def earlier_explained(ev: Evidence) -> set:
+    """The checks the catalog's earlier rows explain on this Summary (`catalog.diagnose`)."""
+    explained = set()
+    for match in ev.memo.get("earlier", ()):
+        explained |= match.explains
+    return explained
 
 
 def pooled_fit(hist, law_probs_by_bin, bin_lo, bin_hi) -> float | None:
@@ -453,8 +463,7 @@ class CoarseConstruction(Mechanism):
         alike = [r[0].short for r in read if r[1] == explains]
         note = f"{c.label} (the constructions that read alike: {', '.join(alike)}): {text}"
         # the catalog's earlier rows keep what they explain (`catalog.diagnose`)
-        for match in ev.memo.get("earlier", ()):
-            explains -= match.explains
+        explains -= earlier_explained(ev)
         if not explains:
             return None
         return self.match(note, parameter=coarse.keys.size, explains=frozenset(explains))
@@ -465,9 +474,7 @@ class CoarseConstruction(Mechanism):
         a uniform lattice coarser than the dtype, or a library's own arithmetic, the regimes
         worth a whole lattice's push (within the departure `departs` already requires: no
         further event for an exact sampler)."""
-        explained = set()
-        for match in ev.memo.get("earlier", ()):
-            explained |= match.explains
+        explained = earlier_explained(ev)
         for check, fn in ((COLLISIONS.name, check_collisions), (LOW_BITS.name, check_low_bits)):
             if check in explained:
                 continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -39,10 +40,10 @@ class NumpyroSteps:
     tail_low: np.float32
     tail_high: np.float32
     kind: str  # "two-sided", "below" (low only) or "above" (high only)
-    bits: int = 23
-    exact: bool = True
+    bits: ClassVar[int] = 23
+    exact: ClassVar[bool] = True
     #: how coarse-construction enumerates it: its whole 2^23-point lattice
-    enumeration: str = "whole"
+    enumeration: ClassVar[str] = "whole"
 
     @classmethod
     def of(cls, law) -> NumpyroSteps | None:
@@ -169,9 +170,9 @@ class PaddleSteps:
     lo: float
     hi: float
     span: float
-    exact: bool = True
+    exact: ClassVar[bool] = True
     #: how coarse-construction enumerates it: over the MT values of p in [lo, hi]
-    enumeration: str = "window"
+    enumeration: ClassVar[str] = "window"
 
     @classmethod
     def of(cls, law) -> PaddleSteps | None:
