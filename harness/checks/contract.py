@@ -13,30 +13,36 @@ import warnings
 
 import torch
 
-from ..engine import (INT_VIEW, CallTimeout, CandidateRaised, candidate_call, dtype_bits, poison_,
-                      poison_value, raised_text)
+from ..engine import (INT_VIEW, CallTimeout, CandidateRaised, Pace, candidate_call, dtype_bits,
+                      pilot_shape, poison_, poison_value, raised_text)
 from ..result import Result
 from ..declaration import CANDIDATE, calling
 
 
 class _Probe:
-    """Call a candidate under a deadline, turning every outcome into data; `seconds` adds up the
-    time spent inside the candidate (charged to the Result's candidate_s, not to the harness)."""
+    """Call a candidate under a deadline (`timeout`, or the candidate's own pace where longer:
+    `harness.engine.Pace`), turning every outcome into data; `seconds` adds up the time spent
+    inside the candidate (charged to the Result's candidate_s, not to the harness)."""
 
     def __init__(self, candidate, timeout: float):
         self.candidate = candidate
         self.timeout = timeout
+        self.pace = Pace(timeout)
         self.seconds = 0.0
 
-    def __call__(self, tensor, mean, std, a, b, generator=None):
+    def __call__(self, tensor, mean, std, a, b, generator=None, scale: float = 1.0):
         """-> ("ok", returned) | ("raised", exc) | ("fatal", exc) | ("hang", None). "fatal": the
         candidate raised SystemExit, GeneratorExit or a KeyboardInterrupt of its own, which would
-        end the user's program: never a proper way to refuse an argument."""
+        end the user's program: never a proper way to refuse an argument. `scale`: how many times
+        slower than the calls timed so far this one may fairly be (`Pace.limit`)."""
         t0 = time.perf_counter()
         try:
-            with candidate_call(self.timeout), warnings.catch_warnings():
+            with candidate_call(self.pace.limit(tensor.numel(), scale)), \
+                    warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                return "ok", self.candidate(tensor, mean, std, a, b, generator)
+                returned = self.candidate(tensor, mean, std, a, b, generator)
+            self.pace.record(time.perf_counter() - t0, tensor.numel())
+            return "ok", returned
         except CallTimeout:
             return "hang", None
         except CandidateRaised as exc:
@@ -45,6 +51,13 @@ class _Probe:
             return "raised", exc
         finally:
             self.seconds += time.perf_counter() - t0
+
+    def pilot(self, shape, dtype, device, args, seed: int) -> None:
+        """Time the candidate on a 64th of `shape` (`pilot_shape`) before a call on all of it,
+        so that call is held to the candidate's pace; what the pilot returns is not read."""
+        small = pilot_shape(tuple(shape))
+        if small is not None:
+            self(torch.empty(small, dtype=dtype, device=device), *args, _gen(device, seed))
 
     def charge(self, result: Result) -> Result:
         result.candidate_s = self.seconds
@@ -215,19 +228,24 @@ def check_threads(candidate, case, dtype, device, seed: int, timeout: float) -> 
     bits = INT_VIEW[dtype_bits(dtype)]
     before = torch.get_num_threads()
     counts = (1, max(2, os.cpu_count() or 1))
-    outs = []
+    args = (case.mean, case.std, case.a, case.b)
+    outs = {}
     try:
-        for threads in counts:
+        # All threads first, so the one-thread call is held to that pace times the thread count.
+        torch.set_num_threads(counts[1])
+        probe.pilot(THREADS_SHAPE, dtype, device, args, seed + 1)
+        for threads in reversed(counts):
             torch.set_num_threads(threads)
             t = poison_(torch.empty(THREADS_SHAPE, dtype=dtype, device=device))
-            status, out = probe(t, case.mean, case.std, case.a, case.b, _gen(device, seed))
+            status, out = probe(t, *args, _gen(device, seed), scale=counts[1] / threads)
             if status != "ok":
                 what = "did not return" if status == "hang" else f"raised {raised_text(out)}"
                 return probe.charge(Result("threads", "fail", f"with {threads} thread(s): call {what}"
                                            [:300], p_value=0.0))
-            outs.append(t.view(bits))
+            outs[threads] = t.view(bits)
     finally:
         torch.set_num_threads(before)
+    outs = [outs[threads] for threads in counts]
     diff = int((outs[0] != outs[1]).sum())
     declared = bool(getattr(candidate, "thread_invariant", False))
     details = {"threads": list(counts), "bits_match": diff == 0}

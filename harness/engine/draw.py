@@ -1,7 +1,8 @@
 """A draw: call a candidate again and again, poisoned tensor first, and fold its output.
 
 `run_engine` is the one loop every stage of every case goes through: it poisons the case's tensor,
-calls the candidate under the per-call deadline, copies each output into a chunk buffer and folds
+calls the candidate under the per-call deadline (`harness.engine.deadline.Pace`: a candidate's
+pace is timed on a small pilot call first), copies each output into a chunk buffer and folds
 full chunks (`harness.engine.fold`). A candidate that raises, hangs or breaks the tensor ends the
 draw as a `CandidateFailure` carrying the partial Summary.
 """
@@ -15,7 +16,7 @@ import torch
 
 from ..summary import Summary
 from .bits import INT_VIEW, dtype_bits, make_target, outside_mask, poison_, poison_value
-from .deadline import CallTimeout, candidate_call, raised_text
+from .deadline import CallTimeout, Pace, candidate_call, pilot_shape, raised_text
 from .fold import Fold, new_summary
 
 
@@ -78,13 +79,14 @@ def prepare_candidate(candidate, call_timeout: float | None, fold: "Fold") -> No
                                fold.finish()) from exc
 
 
-def warm_up(candidate, case, dtype, device, call_timeout: float | None, fold: "Fold") -> None:
+def warm_up(candidate, case, dtype, device, call_timeout: float | None, fold: "Fold",
+            pace: Pace) -> None:
     """Untimed calls on a scratch tensor of the case, with generators of their own (the draw's
     stream is untouched), for a candidate that asks for it (``candidate.warm_up``: a compiled
     path, whose first call compiles): compiling is neither candidate time nor part of the draw.
     Two calls, each with a new generator: Dynamo compiles again for the second generator object
     it meets (8.7 s here, measured; past the call timeout on a loaded machine) and then takes
-    any generator, as the draw's."""
+    any generator, as the draw's. The second call, compiled, sets the draw's `pace`."""
     if not getattr(candidate, "needs_warm_up", False):
         return
     scratch, _ = make_target(case, dtype, device)
@@ -92,14 +94,47 @@ def warm_up(candidate, case, dtype, device, call_timeout: float | None, fold: "F
     try:
         for seed in (0x5EED, 0x5EED + 1):
             generator = torch.Generator(device=device).manual_seed(seed)
+            t0 = time.perf_counter()
             with candidate_call(seconds):
                 candidate(scratch, case.mean, case.std, case.a, case.b, generator)
+                _synchronize(device)
+        pace.record(time.perf_counter() - t0, scratch.numel())
     except CallTimeout:
         raise CandidateFailure("hang", f"warming the candidate up (compiling) did not finish within "
                                f"{seconds:g} s", fold.finish()) from None
     except Exception as exc:
         raise CandidateFailure("raised", f"warming the candidate up (compiling) raised "
                                f"{raised_text(exc)}", fold.finish()) from exc
+
+
+def pilot(candidate, case, dtype, device, fold: "Fold", pace: Pace) -> None:
+    """One untimed call on a tensor of the case's dtype and device with a 64th of its elements
+    (`pilot_shape`), with a generator of its own, before the first call on the case's tensor: it
+    sets the `pace` the draw's calls are held to. One that does not return within the fixed
+    limit is the draw's hang; one that raises sets no pace (the draw's first call reports what it
+    raises). Not made where the case's tensor is small, or a warm-up has timed the candidate."""
+    shape = pilot_shape(tuple(case.shape))
+    if pace.elements or shape is None:
+        return
+    tensor = torch.empty(shape, dtype=dtype, device=device)
+    generator = torch.Generator(device=device).manual_seed(0x5EED + 2)
+    t0 = time.perf_counter()
+    try:
+        with candidate_call(pace.base):
+            candidate(tensor, case.mean, case.std, case.a, case.b, generator)
+            _synchronize(device)
+    except CallTimeout:
+        raise CandidateFailure("hang", f"a call on {tensor.numel()} elements (timing the candidate "
+                               f"before the draw) did not return within {pace.base:g} s",
+                               fold.finish()) from None
+    except Exception:
+        return
+    pace.record(time.perf_counter() - t0, tensor.numel())
+
+
+def _synchronize(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: int, *,
@@ -119,8 +154,9 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     Summary does not depend on it beyond float rounding of its sums.
     `watch` (mass-bin indices) asks for the exact values in those bins to be tallied.
     `progress(drawn, target)`, when given, is called after each fold (a progress bar).
-    Raises CandidateFailure (kind "raised" or "hang") when a call raises or exceeds call_timeout;
-    the exception carries the partial Summary.
+    Raises CandidateFailure (kind "raised" or "hang") when a call raises or does not return
+    within its deadline: `call_timeout`, or PACE_FACTOR times the candidate's own pace where
+    longer (`Pace`); the exception carries the partial Summary.
     """
     device = torch.device(device)
     shape = tuple(case.shape)
@@ -136,29 +172,33 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     outside = outside_mask(target, base)
     buffer = torch.empty((per_chunk, *shape), dtype=dtype, device=device)
     prepare_candidate(candidate, call_timeout, fold)
-    warm_up(candidate, case, dtype, device, call_timeout, fold)
+    pace = Pace(call_timeout)
+    warm_up(candidate, case, dtype, device, call_timeout, fold, pace)
+    pilot(candidate, case, dtype, device, fold, pace)
     filled = 0
     done = 0
     t_candidate = 0.0
     t_start = time.perf_counter()
     while done < calls_total:
         poison_(base)
+        limit = pace.limit(numel)
         t0 = time.perf_counter()
         try:
-            with candidate_call(call_timeout):
+            with candidate_call(limit):
                 returned = candidate(target, case.mean, case.std, case.a, case.b, generator)
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
+                _synchronize(device)
         except CallTimeout:
             summary.candidate_s = t_candidate + (time.perf_counter() - t0)
             raise CandidateFailure(
-                "hang", f"call {done + 1} did not return within {call_timeout:g} s", fold.finish()
+                "hang", f"call {done + 1} did not return within {limit:g} s", fold.finish()
             ) from None
         except Exception as exc:  # the candidate's own error (SystemExit too), a fail row
             summary.candidate_s = t_candidate + (time.perf_counter() - t0)
             raise CandidateFailure("raised", f"call {done + 1} raised {raised_text(exc)}",
                                    fold.finish()) from exc
-        t_candidate += time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+        t_candidate += seconds
+        pace.record(seconds, numel)
         if returned is not target:
             summary.n_returned_other += 1
         if outside is not None:
