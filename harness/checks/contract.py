@@ -13,35 +13,35 @@ import warnings
 
 import torch
 
-from ..engine import (INT_VIEW, CallTimeout, CandidateRaised, Pace, candidate_call, dtype_bits,
-                      pilot_shape, poison_, poison_value, raised_text)
+from ..engine import (INT_VIEW, SLOW_CALL_FACTOR, CallTimeout, CandidateRaised, Pace,
+                      candidate_call, dtype_bits, poison_, poison_value, raised_text)
 from ..result import Result
 from ..declaration import CANDIDATE, calling
 
 
 class _Probe:
-    """Call a candidate under a deadline (`timeout`, or the candidate's own pace where longer:
-    `harness.engine.Pace`), turning every outcome into data; `seconds` adds up the time spent
-    inside the candidate (charged to the Result's candidate_s, not to the harness)."""
+    """Call a candidate under a deadline (`timeout`, stretched by the candidate's own pace:
+    `harness.engine.Pace`; `grace=1`: the fixed limit alone), turning every outcome into data;
+    `seconds` adds up the time spent inside the candidate (charged to the Result's candidate_s,
+    not to the harness)."""
 
-    def __init__(self, candidate, timeout: float):
+    def __init__(self, candidate, timeout: float, grace: float = SLOW_CALL_FACTOR):
         self.candidate = candidate
         self.timeout = timeout
-        self.pace = Pace(timeout)
+        self.pace = Pace(timeout, grace)
         self.seconds = 0.0
 
-    def __call__(self, tensor, mean, std, a, b, generator=None, scale: float = 1.0):
+    def __call__(self, tensor, mean, std, a, b, generator=None):
         """-> ("ok", returned) | ("raised", exc) | ("fatal", exc) | ("hang", None). "fatal": the
         candidate raised SystemExit, GeneratorExit or a KeyboardInterrupt of its own, which would
-        end the user's program: never a proper way to refuse an argument. `scale`: how many times
-        slower than the calls timed so far this one may fairly be (`Pace.limit`)."""
+        end the user's program: never a proper way to refuse an argument."""
+        self.last_limit = self.pace.limit()
         t0 = time.perf_counter()
         try:
-            with candidate_call(self.pace.limit(tensor.numel(), scale)), \
-                    warnings.catch_warnings():
+            with candidate_call(self.last_limit), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 returned = self.candidate(tensor, mean, std, a, b, generator)
-            self.pace.record(time.perf_counter() - t0, tensor.numel())
+            self.pace.record(time.perf_counter() - t0)
             return "ok", returned
         except CallTimeout:
             return "hang", None
@@ -51,13 +51,6 @@ class _Probe:
             return "raised", exc
         finally:
             self.seconds += time.perf_counter() - t0
-
-    def pilot(self, shape, dtype, device, args, seed: int) -> None:
-        """Time the candidate on a 64th of `shape` (`pilot_shape`) before a call on all of it,
-        so that call is held to the candidate's pace; what the pilot returns is not read."""
-        small = pilot_shape(tuple(shape))
-        if small is not None:
-            self(torch.empty(small, dtype=dtype, device=device), *args, _gen(device, seed))
 
     def charge(self, result: Result) -> Result:
         result.candidate_s = self.seconds
@@ -228,24 +221,26 @@ def check_threads(candidate, case, dtype, device, seed: int, timeout: float) -> 
     bits = INT_VIEW[dtype_bits(dtype)]
     before = torch.get_num_threads()
     counts = (1, max(2, os.cpu_count() or 1))
-    args = (case.mean, case.std, case.a, case.b)
-    outs = {}
+    outs = []
     try:
-        # All threads first, so the one-thread call is held to that pace times the thread count.
-        torch.set_num_threads(counts[1])
-        probe.pilot(THREADS_SHAPE, dtype, device, args, seed + 1)
-        for threads in reversed(counts):
+        for threads in counts:
             torch.set_num_threads(threads)
             t = poison_(torch.empty(THREADS_SHAPE, dtype=dtype, device=device))
-            status, out = probe(t, *args, _gen(device, seed), scale=counts[1] / threads)
+            status, out = probe(t, case.mean, case.std, case.a, case.b, _gen(device, seed))
+            if status == "hang" and outs:
+                return probe.charge(Result(
+                    "threads", "skip", f"not judged: with {threads} threads the call did not "
+                    f"return within {probe.last_limit:.3g} s, where with {counts[0]} it returned in "
+                    f"{probe.pace.slowest:.3g} s. With more threads than this worker's share of "
+                    f"the cores each of torch's parallel ops can wait for a busy core, so that "
+                    f"time is the machine's load; whether calls return is the hang check's"))
             if status != "ok":
                 what = "did not return" if status == "hang" else f"raised {raised_text(out)}"
                 return probe.charge(Result("threads", "fail", f"with {threads} thread(s): call {what}"
                                            [:300], p_value=0.0))
-            outs[threads] = t.view(bits)
+            outs.append(t.view(bits))
     finally:
         torch.set_num_threads(before)
-    outs = [outs[threads] for threads in counts]
     diff = int((outs[0] != outs[1]).sum())
     declared = bool(getattr(candidate, "thread_invariant", False))
     details = {"threads": list(counts), "bits_match": diff == 0}
@@ -284,7 +279,7 @@ def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Resu
         # The one-time start-up (a library's import and first compile) is not a probe's time:
         # a first probe that waits for it would count as hung.
         prepare()
-    probe = _Probe(candidate, timeout)
+    probe = _Probe(candidate, timeout, grace=1.0)  # refusing an argument takes no time
     problems = []
     cannot = getattr(candidate, "cannot_express", lambda *args: None)
     not_expressible, reasons = [], []

@@ -10,7 +10,7 @@ import numpy as np
 
 from reference.dtypes import dtype_name
 
-from ..engine import PACE_FACTOR, CandidateFailure
+from ..engine import SLOW_CALL_FACTOR, CandidateFailure
 from ..result import Result
 from ..summary import Summary
 from ..declaration import SHAPE_AXIS, on_draw
@@ -122,8 +122,8 @@ def judge_hang(facts, s1) -> Result:
     if isinstance(s1, CandidateFailure):
         return Result("hang", "pass", "returned (with an error; see the other checks)")
     return Result("hang", "pass", f"{s1.n_calls} calls, each within its deadline "
-                  f"({facts.config.call_timeout(facts.case):g} s, or {PACE_FACTOR:g}x the "
-                  f"candidate's own pace where longer)", n=s1.n, n_stage1=s1.n)
+                  f"({facts.config.call_timeout(facts.case):g} s, up to {SLOW_CALL_FACTOR:g}x that "
+                  f"by the candidate's own pace)", n=s1.n, n_stage1=s1.n)
 
 
 FINITE = on_draw("finite", lambda facts, s: check_finite(s, facts.law),
@@ -136,8 +136,8 @@ BOUNDS = on_draw("bounds", lambda facts, s: check_bounds(
                  families=(support.FAMILY,), about="values",
                  doc="Every value lies in [RN(a), RN(b)] (or [a, b] with --bounds strict).")
 HANG = on_draw("hang", judge_hang, failures=True,
-               doc=f"Every call returns within --case-timeout seconds, or {PACE_FACTOR:g}x the "
-                   "candidate's own pace (its earlier calls, timed) where that is longer.")
+               doc=f"Every call returns within --case-timeout seconds, up to {SLOW_CALL_FACTOR:g}x "
+                   "that by the candidate's own pace (its first call; calls after slow ones).")
 INPLACE = on_draw("inplace", lambda facts, s: check_inplace(s), scope=SHAPE_AXIS,
                   doc="The shape axis: the tensor given is written in place, and nothing outside "
                       "a view.")

@@ -7,7 +7,7 @@
 * `harness.engine.mass_counters` — `MassCounters`, the lookup table for a law's mass bins;
 * `harness.engine.bits` — the integer views and the poison written before each call;
 * `harness.engine.deadline` — calling a candidate: the per-call deadline and its length (the
-  fixed limit, or the candidate's own `Pace` where longer), and what it raises that is not an
+  fixed limit, stretched by the candidate's own `Pace`), and what it raises that is not an
   Exception (`candidate_call`, `CallTimeout`, `CandidateRaised`);
 * `harness.engine.throughput` — torch's ``normal_`` on the same tensor, the speed yardstick.
 
@@ -19,8 +19,8 @@ May import: the ground floor (`harness.summary`, `harness.bins`, `harness.group`
 """
 
 from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_, poison_value
-from .deadline import (PACE_FACTOR, CallTimeout, CandidateRaised, Pace, call_deadline,
-                       candidate_call, pilot_shape, raised_text)
+from .deadline import (PACE_FACTOR, SLOW_CALL_FACTOR, CallTimeout, CandidateRaised, Pace,
+                       call_deadline, candidate_call, raised_text)
 from .draw import (PREPARE_TIMEOUT_S, CandidateFailure, chunk_elements_for, is_budget_stop,
                    prepare_candidate, run_engine)
 from .fold import (Box, Chunk, Family, Fold, fixed_sum, fixed_sum_squares, fold_order,
@@ -28,8 +28,8 @@ from .fold import (Box, Chunk, Family, Fold, fixed_sum, fixed_sum_squares, fold_
 from .throughput import normal_throughput
 
 __all__ = ["INT_VIEW", "dtype_bits", "hist_bits_for", "poison_", "poison_value", "CallTimeout",
-           "CandidateRaised", "call_deadline", "candidate_call", "raised_text", "PACE_FACTOR", "Pace",
-           "pilot_shape",
+           "CandidateRaised", "call_deadline", "candidate_call", "raised_text", "PACE_FACTOR",
+           "SLOW_CALL_FACTOR", "Pace",
            "PREPARE_TIMEOUT_S", "CandidateFailure", "chunk_elements_for", "is_budget_stop",
            "prepare_candidate", "run_engine", "Box", "Chunk", "Family", "Fold", "fixed_sum",
            "fixed_sum_squares", "fold_order", "new_summary", "row_hash_coefficients",

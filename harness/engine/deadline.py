@@ -1,82 +1,56 @@
 """Calling a candidate: the per-call deadline (SIGALRM interrupts a candidate that does not
-return in time), how long that deadline is (`Pace`), and what a candidate raises that is not an
-Exception.
+return in time), how long it is (`Pace`), and what a candidate raises that is not an Exception.
 
-A call counts as hung when it runs past the longer of two limits: the fixed one
-(``--case-timeout``, scaled by the tensor's size) and PACE_FACTOR times what the candidate's own
-calls, timed on the same machine, predict for it. The second is what keeps the verdict off the
-machine's speed: a sampler whose every call takes seconds (a rejection loop deep in a tail) is
-slow, not hung, on a fast machine and on one three times slower alike; a call that never returns
-meets a finite deadline either way.
-
-`candidate_call` is the one way every check calls a candidate. Inside it a SystemExit,
-GeneratorExit or KeyboardInterrupt raised by the candidate's own code becomes `CandidateRaised`,
-an ordinary Exception, so the candidate gets a fail row ("raised SystemExit(3)") and the run goes
-on; the harness's own deadline (`CallTimeout`) passes through, and so does a real Ctrl-C: SIGINT
-arriving while the candidate runs is remembered, and its KeyboardInterrupt stops the run.
+A call's deadline is the fixed limit (``--case-timeout``, scaled by the tensor's size), stretched
+up to SLOW_CALL_FACTOR times where the candidate has shown no pace yet (its first call, which
+also pays one-time costs: a library's compile, an allocator's first touch) or its own calls say
+it is slow (PACE_FACTOR times its slowest call so far). A sampler whose every call takes a good
+share of the fixed limit (torch 2.13's float16 rejection loop deep in a tail: 15 s a call against
+20) then keeps its verdict on a machine a few times slower; a call that never returns meets a
+finite deadline either way, the fixed one where the candidate's calls were quick.
 """
 
 from __future__ import annotations
 
-import math
 import signal
 import threading
 from contextlib import contextmanager
 
 
-#: How many times its own pace a call may take before it counts as hung (where that is longer than
-#: the fixed limit): wide enough for a load spike or a slower stretch of the same sampler, narrow
-#: enough that a hang costs a few of the candidate's calls.
+#: How many times the fixed limit a call may take where the candidate's pace says it is slow, not
+#: hung: a margin of 3 over a sampler that uses the whole fixed limit, while a first call that
+#: never returns costs 3 fixed limits.
+SLOW_CALL_FACTOR = 3.0
+#: How many times its slowest earlier call a call may take (within SLOW_CALL_FACTOR): wide enough
+#: for a load spike or a slower stretch of the same sampler.
 PACE_FACTOR = 8.0
-#: The pilot call that times a candidate before its first call on a tensor holds this share of the
-#: tensor's elements (at least PILOT_ELEMENTS; no pilot for a tensor no bigger): small enough that
-#: it returns long before the fixed limit wherever the real call would, big enough that a fixed
-#: cost per call (a library's child process) barely inflates the per-element pace it measures.
-PILOT_SHARE = 1 / 64
-PILOT_ELEMENTS = 1024
 
 
 class Pace:
-    """The deadline of a candidate's next call: `base` seconds (None: no limit), or PACE_FACTOR
-    times what its timed calls predict for the call's elements, whichever is longer. The
-    prediction is per element, from the biggest calls timed (the slowest of them): a pilot's
-    until a call on the whole tensor has returned. `scale` stretches it for a call expected to be
-    slower by that factor (one torch thread where the timed calls had all of them)."""
+    """The deadline of a candidate's calls, one after another (`record` each that returned).
 
-    def __init__(self, base: float | None):
+    The first call may take `grace` times `base` seconds (None: no limit); every later one
+    `base`, or PACE_FACTOR times the slowest call so far where that is longer, up to `grace`
+    times `base`. `scale` stretches the pace for a call expected to be slower by that factor
+    (one torch thread where the timed calls had all of them). ``grace=1`` is the fixed limit
+    alone: for calls that should return at once (invalid arguments)."""
+
+    def __init__(self, base: float | None, grace: float = SLOW_CALL_FACTOR):
         self.base = base
-        self.elements = 0
-        self.seconds_per_element = 0.0
+        self.grace = grace
+        self.slowest: float | None = None
 
-    def record(self, seconds: float, elements: int) -> None:
-        """A call on `elements` elements returned after `seconds`."""
-        elements = max(1, elements)
-        if elements > self.elements:
-            self.elements, self.seconds_per_element = elements, seconds / elements
-        elif elements == self.elements:
-            self.seconds_per_element = max(self.seconds_per_element, seconds / elements)
+    def record(self, seconds: float) -> None:
+        """A call returned after `seconds`."""
+        self.slowest = seconds if self.slowest is None else max(self.slowest, seconds)
 
-    def limit(self, elements: int, scale: float = 1.0) -> float | None:
-        """Seconds a call on `elements` elements may take."""
+    def limit(self, scale: float = 1.0) -> float | None:
+        """Seconds the next call may take."""
         if not self.base:
             return self.base
-        return max(self.base, PACE_FACTOR * scale * self.seconds_per_element * max(1, elements))
-
-
-def pilot_shape(shape: tuple) -> tuple | None:
-    """A shape like `shape` with about PILOT_SHARE of its elements (at least PILOT_ELEMENTS):
-    the leading dimensions shrink first, the trailing ones are kept where they fit. None where
-    `shape` holds no more than PILOT_ELEMENTS (its first call is a pilot's size already)."""
-    total = math.prod(shape)
-    if total <= PILOT_ELEMENTS:
-        return None
-    budget = max(PILOT_ELEMENTS, int(total * PILOT_SHARE))
-    dims = list(shape)
-    for i in range(len(dims)):
-        if math.prod(dims) <= budget:
-            break
-        dims[i] = max(1, min(dims[i], budget // max(1, math.prod(dims[i + 1:]))))
-    return tuple(dims)
+        if self.slowest is None:
+            return self.grace * self.base
+        return max(self.base, min(self.grace * self.base, PACE_FACTOR * scale * self.slowest))
 
 
 class CallTimeout(BaseException):

@@ -1,9 +1,8 @@
 """A draw: call a candidate again and again, poisoned tensor first, and fold its output.
 
 `run_engine` is the one loop every stage of every case goes through: it poisons the case's tensor,
-calls the candidate under the per-call deadline (`harness.engine.deadline.Pace`: a candidate's
-pace is timed on a small pilot call first), copies each output into a chunk buffer and folds
-full chunks (`harness.engine.fold`). A candidate that raises, hangs or breaks the tensor ends the
+calls the candidate under the per-call deadline (`harness.engine.deadline.Pace`), copies each
+output into a chunk buffer and folds full chunks (`harness.engine.fold`). A candidate that raises, hangs or breaks the tensor ends the
 draw as a `CandidateFailure` carrying the partial Summary.
 """
 
@@ -16,7 +15,7 @@ import torch
 
 from ..summary import Summary
 from .bits import INT_VIEW, dtype_bits, make_target, outside_mask, poison_, poison_value
-from .deadline import CallTimeout, Pace, candidate_call, pilot_shape, raised_text
+from .deadline import CallTimeout, Pace, candidate_call, raised_text
 from .fold import Fold, new_summary
 
 
@@ -86,7 +85,8 @@ def warm_up(candidate, case, dtype, device, call_timeout: float | None, fold: "F
     path, whose first call compiles): compiling is neither candidate time nor part of the draw.
     Two calls, each with a new generator: Dynamo compiles again for the second generator object
     it meets (8.7 s here, measured; past the call timeout on a loaded machine) and then takes
-    any generator, as the draw's. The second call, compiled, sets the draw's `pace`."""
+    any generator, as the draw's. The second call, compiled, is the draw's first timed call
+    (`pace`): the draw's first call is held to its pace."""
     if not getattr(candidate, "needs_warm_up", False):
         return
     scratch, _ = make_target(case, dtype, device)
@@ -98,38 +98,13 @@ def warm_up(candidate, case, dtype, device, call_timeout: float | None, fold: "F
             with candidate_call(seconds):
                 candidate(scratch, case.mean, case.std, case.a, case.b, generator)
                 _synchronize(device)
-        pace.record(time.perf_counter() - t0, scratch.numel())
+        pace.record(time.perf_counter() - t0)
     except CallTimeout:
         raise CandidateFailure("hang", f"warming the candidate up (compiling) did not finish within "
                                f"{seconds:g} s", fold.finish()) from None
     except Exception as exc:
         raise CandidateFailure("raised", f"warming the candidate up (compiling) raised "
                                f"{raised_text(exc)}", fold.finish()) from exc
-
-
-def pilot(candidate, case, dtype, device, fold: "Fold", pace: Pace) -> None:
-    """One untimed call on a tensor of the case's dtype and device with a 64th of its elements
-    (`pilot_shape`), with a generator of its own, before the first call on the case's tensor: it
-    sets the `pace` the draw's calls are held to. One that does not return within the fixed
-    limit is the draw's hang; one that raises sets no pace (the draw's first call reports what it
-    raises). Not made where the case's tensor is small, or a warm-up has timed the candidate."""
-    shape = pilot_shape(tuple(case.shape))
-    if pace.elements or shape is None:
-        return
-    tensor = torch.empty(shape, dtype=dtype, device=device)
-    generator = torch.Generator(device=device).manual_seed(0x5EED + 2)
-    t0 = time.perf_counter()
-    try:
-        with candidate_call(pace.base):
-            candidate(tensor, case.mean, case.std, case.a, case.b, generator)
-            _synchronize(device)
-    except CallTimeout:
-        raise CandidateFailure("hang", f"a call on {tensor.numel()} elements (timing the candidate "
-                               f"before the draw) did not return within {pace.base:g} s",
-                               fold.finish()) from None
-    except Exception:
-        return
-    pace.record(time.perf_counter() - t0, tensor.numel())
 
 
 def _synchronize(device) -> None:
@@ -155,8 +130,8 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     `watch` (mass-bin indices) asks for the exact values in those bins to be tallied.
     `progress(drawn, target)`, when given, is called after each fold (a progress bar).
     Raises CandidateFailure (kind "raised" or "hang") when a call raises or does not return
-    within its deadline: `call_timeout`, or PACE_FACTOR times the candidate's own pace where
-    longer (`Pace`); the exception carries the partial Summary.
+    within its deadline (`call_timeout`, stretched by the candidate's own `Pace`); the exception
+    carries the partial Summary.
     """
     device = torch.device(device)
     shape = tuple(case.shape)
@@ -174,14 +149,13 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     prepare_candidate(candidate, call_timeout, fold)
     pace = Pace(call_timeout)
     warm_up(candidate, case, dtype, device, call_timeout, fold, pace)
-    pilot(candidate, case, dtype, device, fold, pace)
     filled = 0
     done = 0
     t_candidate = 0.0
     t_start = time.perf_counter()
     while done < calls_total:
         poison_(base)
-        limit = pace.limit(numel)
+        limit = pace.limit()
         t0 = time.perf_counter()
         try:
             with candidate_call(limit):
@@ -190,7 +164,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
         except CallTimeout:
             summary.candidate_s = t_candidate + (time.perf_counter() - t0)
             raise CandidateFailure(
-                "hang", f"call {done + 1} did not return within {limit:g} s", fold.finish()
+                "hang", f"call {done + 1} did not return within {limit:.3g} s", fold.finish()
             ) from None
         except Exception as exc:  # the candidate's own error (SystemExit too), a fail row
             summary.candidate_s = t_candidate + (time.perf_counter() - t0)
@@ -198,7 +172,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
                                    fold.finish()) from exc
         seconds = time.perf_counter() - t0
         t_candidate += seconds
-        pace.record(seconds, numel)
+        pace.record(seconds)
         if returned is not target:
             summary.n_returned_other += 1
         if outside is not None:
