@@ -49,6 +49,14 @@ def raw_to_ordered(hist_bits: int):
     return order
 
 
+def ordered_from_raw(raw_hist: np.ndarray) -> np.ndarray:
+    """A histogram over raw top-bits bins in ordered-key bins (``hist[raw_to_ordered(b)] = raw``)
+    by two contiguous copies instead of a scatter over 2^20 bins: the bins of non-negative values
+    move up by half unchanged, the negative half lands below them reversed."""
+    half = raw_hist.size // 2
+    return np.concatenate([raw_hist[half:][::-1], raw_hist[:half]])
+
+
 def raw_nonfinite_bins(fmt):
     """Boolean mask over raw bins holding no finite value (all inf/NaN patterns).
 

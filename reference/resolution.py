@@ -131,6 +131,15 @@ class ResolutionMasses:
 
     # ------------------------------------------------------------------ coarser lattices
     def lattice_mass(self, coarse) -> float:
+        """P(Y is a value of the coarser format `coarse`), computed once per format: each
+        stage's lattices check and the diagnosis read it."""
+        name = float_format(coarse).name
+        held = self.__dict__.setdefault("_lattice_masses", {})
+        if name not in held:
+            held[name] = self._uncached_lattice_mass(coarse)
+        return held[name]
+
+    def _uncached_lattice_mass(self, coarse) -> float:
         """P(Y is a value of the coarser format `coarse`): the law's mass on the values this
         format shares with `coarse` (float32 values in a float64 law, bfloat16 or float16 values
         in a float32 one). Exact (atom by atom) where the support holds at most ENUMERATE_MAX

@@ -20,7 +20,7 @@ May import: the ground floor (`harness.summary`, `harness.bins`, `harness.group`
 
 from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_, poison_value
 from .deadline import (PACE_FACTOR, SLOW_CALL_FACTOR, CallTimeout, CandidateRaised, Pace,
-                       call_deadline, candidate_call, raised_text)
+                       call_deadline, candidate_call, held_handlers, raised_text)
 from .draw import (PREPARE_TIMEOUT_S, CandidateFailure, chunk_elements_for, is_budget_stop,
                    prepare_candidate, run_engine)
 from .fold import (Box, Chunk, Family, Fold, fixed_sum, fixed_sum_squares, fold_order,
@@ -29,7 +29,7 @@ from .throughput import normal_throughput
 
 __all__ = ["INT_VIEW", "dtype_bits", "hist_bits_for", "poison_", "poison_value", "CallTimeout",
            "CandidateRaised", "call_deadline", "candidate_call", "raised_text", "PACE_FACTOR",
-           "SLOW_CALL_FACTOR", "Pace",
+           "SLOW_CALL_FACTOR", "Pace", "held_handlers",
            "PREPARE_TIMEOUT_S", "CandidateFailure", "chunk_elements_for", "is_budget_stop",
            "prepare_candidate", "run_engine", "Box", "Chunk", "Family", "Fold", "fixed_sum",
            "fixed_sum_squares", "fold_order", "new_summary", "row_hash_coefficients",

@@ -57,6 +57,58 @@ class CallTimeout(BaseException):
     """Raised inside the candidate by SIGALRM; a BaseException so `except Exception` can't eat it."""
 
 
+def _on_alarm(signum, frame):
+    raise CallTimeout()
+
+
+#: SIGINTs (a real Ctrl-C) noted while our SIGINT handler is installed; cleared by each call.
+_SIGINTS: list = []
+
+
+def _on_sigint(signum, frame):
+    _SIGINTS.append(signum)
+    raise KeyboardInterrupt
+
+
+class _Handlers:
+    """How many `held_handlers` contexts the main thread is in: the outermost installs our
+    SIGALRM handler and SIGINT note, the inner ones find them installed."""
+
+    depth = 0
+
+
+@contextmanager
+def held_handlers():
+    """Keep the deadline's handlers installed for the enclosed calls of `candidate_call`:
+    installing a handler costs ~10 us, as much as a small tensor's call, so a draw of thousands
+    of calls installs them once and each call only arms the timer. A no-op outside the main
+    thread; inside another `held_handlers`, it only counts."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if _Handlers.depth:
+        _Handlers.depth += 1
+        try:
+            yield
+        finally:
+            _Handlers.depth -= 1
+        return
+    alarm = signal.signal(signal.SIGALRM, _on_alarm) if hasattr(signal, "setitimer") else None
+    interrupt = signal.getsignal(signal.SIGINT)
+    own_sigint = interrupt is signal.default_int_handler  # ignored, or someone else's: left alone
+    if own_sigint:
+        signal.signal(signal.SIGINT, _on_sigint)
+    _Handlers.depth = 1
+    try:
+        yield
+    finally:
+        _Handlers.depth = 0
+        if own_sigint:
+            signal.signal(signal.SIGINT, interrupt)
+        if alarm is not None:
+            signal.signal(signal.SIGALRM, alarm)
+
+
 @contextmanager
 def call_deadline(seconds: float | None):
     """Interrupt the enclosed code after `seconds` (main thread only; otherwise no limit).
@@ -69,17 +121,12 @@ def call_deadline(seconds: float | None):
     if not usable:
         yield
         return
-
-    def on_alarm(signum, frame):
-        raise CallTimeout()
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    with held_handlers():
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 class CandidateRaised(Exception):
@@ -102,37 +149,18 @@ def raised_text(exc: BaseException) -> str:
 
 
 @contextmanager
-def _remember_sigint(flag: list):
-    """Note a SIGINT (a real Ctrl-C) before raising KeyboardInterrupt as Python's handler does."""
-    usable = threading.current_thread() is threading.main_thread()
-    previous = signal.getsignal(signal.SIGINT) if usable else None
-    if previous is not signal.default_int_handler:  # ignored, or someone else's: leave it alone
-        yield
-        return
-
-    def on_sigint(signum, frame):
-        flag.append(signum)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-@contextmanager
 def candidate_call(seconds: float | None):
     """The deadline of `call_deadline`, and the candidate's BaseExceptions as `CandidateRaised`
     (see the module docstring)."""
-    sigint: list = []
     try:
-        with _remember_sigint(sigint), call_deadline(seconds):
-            yield
+        with held_handlers():
+            _SIGINTS.clear()
+            with call_deadline(seconds):
+                yield
     except (CallTimeout, Exception):
         raise
     except KeyboardInterrupt as exc:
-        if sigint:
+        if _SIGINTS:
             raise  # the user's Ctrl-C: stop the run
         raise CandidateRaised(exc) from exc
     except BaseException as exc:

@@ -15,7 +15,7 @@ import torch
 
 from ..summary import Summary
 from .bits import INT_VIEW, dtype_bits, make_target, outside_mask, poison_, poison_value
-from .deadline import CallTimeout, Pace, candidate_call, raised_text
+from .deadline import CallTimeout, Pace, candidate_call, held_handlers, raised_text
 from .fold import Fold, new_summary
 
 
@@ -153,44 +153,45 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     done = 0
     t_candidate = 0.0
     t_start = time.perf_counter()
-    while done < calls_total:
-        poison_(base)
-        limit = pace.limit()
-        t0 = time.perf_counter()
-        try:
-            with candidate_call(limit):
-                returned = candidate(target, case.mean, case.std, case.a, case.b, generator)
-                _synchronize(device)
-        except CallTimeout:
-            summary.candidate_s = t_candidate + (time.perf_counter() - t0)
-            raise CandidateFailure(
-                "hang", f"call {done + 1} did not return within {limit:.3g} s", fold.finish()
-            ) from None
-        except Exception as exc:  # the candidate's own error (SystemExit too), a fail row
-            summary.candidate_s = t_candidate + (time.perf_counter() - t0)
-            raise CandidateFailure("raised", f"call {done + 1} raised {raised_text(exc)}",
-                                   fold.finish()) from exc
-        seconds = time.perf_counter() - t0
-        t_candidate += seconds
-        pace.record(seconds)
-        if returned is not target:
-            summary.n_returned_other += 1
-        if outside is not None:
-            summary.n_written_outside += int(
-                (base.view(INT_VIEW[dtype_bits(dtype)])[outside] != poison_value(dtype)).sum())
-        buffer[filled].copy_(target)
-        filled += 1
-        done += 1
-        over_budget = (time_budget is not None and done >= min_calls and done < calls_total
-                       and t_candidate > time_budget and is_budget_stop(done))
-        if filled == per_chunk or done == calls_total or over_budget:
-            fold.fold(buffer[:filled])
-            filled = 0
-            if progress is not None:
-                progress(done * numel, calls_total * numel)
-            if over_budget:
-                summary.notes["stopped_by_budget"] = True
-                break
+    with held_handlers():  # installed once for the draw's calls, not per call
+        while done < calls_total:
+            poison_(base)
+            limit = pace.limit()
+            t0 = time.perf_counter()
+            try:
+                with candidate_call(limit):
+                    returned = candidate(target, case.mean, case.std, case.a, case.b, generator)
+                    _synchronize(device)
+            except CallTimeout:
+                summary.candidate_s = t_candidate + (time.perf_counter() - t0)
+                raise CandidateFailure(
+                    "hang", f"call {done + 1} did not return within {limit:.3g} s", fold.finish()
+                ) from None
+            except Exception as exc:  # the candidate's own error (SystemExit too), a fail row
+                summary.candidate_s = t_candidate + (time.perf_counter() - t0)
+                raise CandidateFailure("raised", f"call {done + 1} raised {raised_text(exc)}",
+                                       fold.finish()) from exc
+            seconds = time.perf_counter() - t0
+            t_candidate += seconds
+            pace.record(seconds)
+            if returned is not target:
+                summary.n_returned_other += 1
+            if outside is not None:
+                summary.n_written_outside += int(
+                    (base.view(INT_VIEW[dtype_bits(dtype)])[outside] != poison_value(dtype)).sum())
+            buffer[filled].copy_(target)
+            filled += 1
+            done += 1
+            over_budget = (time_budget is not None and done >= min_calls and done < calls_total
+                           and t_candidate > time_budget and is_budget_stop(done))
+            if filled == per_chunk or done == calls_total or over_budget:
+                fold.fold(buffer[:filled])
+                filled = 0
+                if progress is not None:
+                    progress(done * numel, calls_total * numel)
+                if over_budget:
+                    summary.notes["stopped_by_budget"] = True
+                    break
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     summary = fold.finish()

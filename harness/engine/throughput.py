@@ -11,7 +11,7 @@ import torch
 _NORMAL_RATES: dict = {}
 
 
-def normal_throughput(shape: tuple, dtype: torch.dtype, device, min_seconds: float = 0.05) -> float:
+def normal_throughput(shape: tuple, dtype: torch.dtype, device, min_seconds: float = 0.02) -> float:
     """Samples per second of torch's own ``normal_`` filling a tensor of `shape` on `device`: the
     yardstick a candidate's throughput is quoted against (both are timed on the same machine in
     the same process, so the ratio carries across machines). NaN where ``normal_`` does not

@@ -25,7 +25,7 @@ from scipy import optimize, stats
 
 from reference.dtypes import float_format
 
-from ..bins import raw_to_ordered
+from ..bins import ordered_from_raw
 from ..declaration import statistical
 from ..engine import Family
 from ..result import Outcome
@@ -91,8 +91,7 @@ class BinnedFold:
 
     def finish(self, whole: Summary) -> BinnedState:
         if self.raw_hist is not None:
-            hist = np.zeros(1 << whole.hist_bits, dtype=np.int64)
-            hist[raw_to_ordered(whole.hist_bits)] = self.raw_hist.cpu().numpy()
+            hist = ordered_from_raw(self.raw_hist.cpu().numpy().astype(np.int64, copy=False))
         else:
             hist = self.refined.coarse_hist()
         fine = None if self.raw_fine is None else self.raw_fine.cpu().numpy()

@@ -12,6 +12,7 @@ import torch
 
 from candidates import resolve
 from harness import engine
+from harness.bins import ordered_from_raw, raw_to_ordered
 from harness.cases import Case, case_by_id
 from harness.checks import CHECKS, summarize_samples
 from harness.engine import (CandidateFailure, INT_VIEW, call_deadline, dtype_bits,
@@ -96,6 +97,14 @@ def test_wide_laws_have_no_fine_bins():
             law = _law(case_by_id(cid), dtype)
             assert law.fine_bins is None
             assert summarize_samples(torch.zeros(1, 4, dtype=dtype), law).binned.fine_hist is None
+
+
+def test_ordered_from_raw_is_the_scatter_by_raw_to_ordered():
+    for bits in (1, 4, 16, 20):
+        raw = np.random.default_rng(bits).integers(0, 1000, 1 << bits)
+        scattered = np.zeros_like(raw)
+        scattered[raw_to_ordered(bits)] = raw
+        assert np.array_equal(ordered_from_raw(raw), scattered)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
