@@ -188,6 +188,27 @@ class Evidence:
         p = self.canonical_fit
         return p is not None and p < FALSE_MATCH
 
+    def log_likelihood_ratio(self, probs: np.ndarray) -> float:
+        """log of the likelihood of the binned histogram under bin masses `probs` over that
+        under the law (+inf where only the law forbids an observed bin, -inf or NaN where
+        `probs` does); NaN where the Summary has no main histogram."""
+        if self.hist is None:
+            return math.nan
+        seen = self.hist > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = self.hist[seen] * (np.log(probs[seen]) - np.log(self.bins.probs[seen]))
+        return float(np.sum(terms))
+
+    def departs_toward(self, probs: np.ndarray, predictions: int) -> bool:
+        """Whether the histogram leaves the law, for `probs`, one of `predictions` laws fixed
+        before the data: the chi-square rejects the law (`binned_departs`), or the likelihood
+        ratio of `probs` over the law reaches predictions / FALSE_MATCH. Under the law the
+        ratio averages 1, so (Markov) an exact sampler reaches that for any of the predictions
+        with probability <= FALSE_MATCH; it is the most powerful test of the law against each
+        (Neyman-Pearson), where the chi-square spreads its power over every departure."""
+        return self.binned_departs or bool(
+            self.log_likelihood_ratio(probs) >= math.log(predictions / FALSE_MATCH))
+
     def fits(self, law) -> bool | None:
         """Whether the histogram fits `law` at AGREE_LEVEL (None: no main histogram)."""
         if self.bins is None or law.fine_bins is not None:

@@ -25,7 +25,9 @@ functions: where an error of `APPROX` (relative) could move a value across a rou
 of the dtype, the values on both sides are pooled into one bin of the fit (the split between
 them is the approximation's, which the reference does not model). The histogram, which holds
 every value in 16-bit, must fit one construction (chi-square p >= AGREE_LEVEL) where it departs
-from the rounded law at the false-match rate.
+from the rounded law at the false-match rate: the chi-square rejects the law, or the likelihood
+ratio of the construction over the law reaches len(CONSTRUCTIONS) / FALSE_MATCH
+(`Evidence.departs_toward`).
 """
 
 from __future__ import annotations
@@ -352,10 +354,11 @@ class LibraryConstruction(Mechanism):
            "inverse CDF whose uniform is drawn in the dtype (JAX: j 2^-m; MLX: a 32-bit draw "
            "cast into the dtype), or the standard law rounded and then scaled and shifted in "
            "the dtype (TensorFlow, keras' torch backend). Prediction: that law value by value; "
-           "the per-value histogram departs from the rounded law and fits it.")
+           "the per-value histogram departs from the rounded law (chi-square, or the likelihood ratio "
+           "toward the construction) and fits it.")
 
     def test(self, ev: Evidence) -> Match | None:
-        if ev.bins is None or ev.summary.hist_bits != ev.law.fmt.bits or not ev.binned_departs:
+        if ev.bins is None or ev.summary.hist_bits != ev.law.fmt.bits:
             return None
         for index, construction in enumerate(CONSTRUCTIONS):
             pushed = cached_on_law(ev.law, f"_library_construction_{index}",
@@ -365,14 +368,16 @@ class LibraryConstruction(Mechanism):
                 # point-mass and outside-support name it, not a library
                 continue
             p = pushed.fit(ev.hist)
-            if p is None or p < AGREE_LEVEL:
+            if p is None or p < AGREE_LEVEL or not ev.departs_toward(pushed.probs,
+                                                                     len(CONSTRUCTIONS)):
                 continue
             keys = np.nonzero(pushed.probs)[0]
             values = ev.law.fmt.values_from_keys(keys.astype(np.uint64))
             note = (f"the histogram fits {construction.label} (chi-square p {p:.2g}): "
                     f"{keys.size} values written, where the law writes "
                     f"{int(np.count_nonzero(ev.bins.probs))}; not the rounded law "
-                    f"(p {ev.canonical_fit:.2g})")
+                    f"(p {ev.canonical_fit:.2g}; likelihood ratio "
+                    f"e^{ev.log_likelihood_ratio(pushed.probs):.3g} for the construction)")
             explains = self.explains
             infinite = float(pushed.probs[keys[~np.isfinite(values)]].sum())
             if infinite > 0:

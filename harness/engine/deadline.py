@@ -8,6 +8,12 @@ it is slow (PACE_FACTOR times its slowest call so far). A sampler whose every ca
 share of the fixed limit (torch 2.13's float16 rejection loop deep in a tail: 15 s a call against
 20) then keeps its verdict on a machine a few times slower; a call that never returns meets a
 finite deadline either way, the fixed one where the candidate's calls were quick.
+
+`candidate_call` is the one way every check calls a candidate. Inside it a SystemExit,
+GeneratorExit or KeyboardInterrupt raised by the candidate's own code becomes `CandidateRaised`,
+an ordinary Exception, so the candidate gets a fail row ("raised SystemExit(3)") and the run goes
+on; the harness's own deadline (`CallTimeout`) passes through, and so does a real Ctrl-C: SIGINT
+arriving while the candidate runs is remembered, and its KeyboardInterrupt stops the run.
 """
 
 from __future__ import annotations
@@ -31,9 +37,8 @@ class Pace:
 
     The first call may take `grace` times `base` seconds (None: no limit); every later one
     `base`, or PACE_FACTOR times the slowest call so far where that is longer, up to `grace`
-    times `base`. `scale` stretches the pace for a call expected to be slower by that factor
-    (one torch thread where the timed calls had all of them). ``grace=1`` is the fixed limit
-    alone: for calls that should return at once (invalid arguments)."""
+    times `base`. ``grace=1`` is the fixed limit alone: for calls that should return at once
+    (invalid arguments)."""
 
     def __init__(self, base: float | None, grace: float = SLOW_CALL_FACTOR):
         self.base = base
@@ -44,13 +49,13 @@ class Pace:
         """A call returned after `seconds`."""
         self.slowest = seconds if self.slowest is None else max(self.slowest, seconds)
 
-    def limit(self, scale: float = 1.0) -> float | None:
+    def limit(self) -> float | None:
         """Seconds the next call may take."""
         if not self.base:
             return self.base
         if self.slowest is None:
             return self.grace * self.base
-        return max(self.base, min(self.grace * self.base, PACE_FACTOR * scale * self.slowest))
+        return max(self.base, min(self.grace * self.base, PACE_FACTOR * self.slowest))
 
 
 class CallTimeout(BaseException):

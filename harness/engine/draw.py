@@ -2,8 +2,9 @@
 
 `run_engine` is the one loop every stage of every case goes through: it poisons the case's tensor,
 calls the candidate under the per-call deadline (`harness.engine.deadline.Pace`), copies each
-output into a chunk buffer and folds full chunks (`harness.engine.fold`). A candidate that raises, hangs or breaks the tensor ends the
-draw as a `CandidateFailure` carrying the partial Summary.
+output into a chunk buffer and folds full chunks (`harness.engine.fold`). A candidate that
+raises, hangs or breaks the tensor ends the draw as a `CandidateFailure` carrying the partial
+Summary.
 """
 
 from __future__ import annotations

@@ -258,6 +258,31 @@ def test_a_two_point_lattice_reads_as_coarse_uniform_k_1(on_bound, expected):
         assert not found, found[0].note
 
 
+def test_a_construction_the_chi_square_cannot_single_out_is_read_by_its_likelihood_ratio():
+    """TensorFlow's bfloat16 construction on large-mean (the standard law on [-2, 2] rounded,
+    then x std + mean in bfloat16) moves mass among the law's 9 values: on the histogram it
+    gives on average at 2^19 draws (each value's count n q, rounded; deterministic), the
+    chi-square's p against the law is 7.9e-8, above the 1e-9 a departure needs, while the
+    likelihood ratio toward the construction, e^24.3 (n times its KL divergence), passes
+    7 / 1e-9 = e^22.7 (what tensorflow's own row showed: p 1.75e-9, ratio e^23.3)."""
+    from harness.diagnosis.evidence import Evidence
+    from harness.diagnosis.library_laws import CONSTRUCTIONS, LibraryConstruction, construction_law
+    law = rounded_law(TruncatedNormal(100.0, 1.0, 98.0, 102.0), torch.bfloat16)
+    index = next(i for i, c in enumerate(CONSTRUCTIONS) if "TensorFlow" in c.label)
+    pushed = construction_law(law, index)
+    keys = np.nonzero(pushed.probs)[0]
+    shares = pushed.probs[keys] / pushed.probs[keys].sum()
+    values = np.repeat(law.fmt.values_from_keys(keys.astype(np.uint64)),
+                       np.round((1 << 19) * shares).astype(int))[:1 << 19]
+    summary = summarize_samples(torch.from_numpy(values.astype(np.float32))
+                                .reshape(-1, 256, 256).to(torch.bfloat16), law)
+    ev = Evidence(summary, law)
+    assert not ev.binned_departs, ev.canonical_fit
+    assert ev.departs_toward(pushed.probs, len(CONSTRUCTIONS)), ev.log_likelihood_ratio(pushed.probs)
+    match = LibraryConstruction().test(ev)
+    assert match is not None and "TensorFlow" in match.note, match
+
+
 def test_infinities_the_law_never_writes_read_as_outside_support():
     """torch <= 2.11's algorithm on tail-5 (b = inf) in bfloat16: 2 Phi(beta) - 1 = 1 and
     erfinv(1) = inf, which the clamp to b = inf keeps; the law gives +inf no mass, so the finite
