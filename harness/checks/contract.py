@@ -234,10 +234,11 @@ def check_threads(candidate, case, dtype, device, seed: int, timeout: float) -> 
             if status == "hang" and outs:
                 return probe.charge(Result(
                     "threads", "skip", f"not judged: with {threads} threads the call did not "
-                    f"return within {probe.last_limit:.3g} s, where with {counts[0]} it returned in "
-                    f"{probe.pace.slowest:.3g} s. With more threads than this worker's share of "
-                    f"the cores each of torch's parallel ops can wait for a busy core, so that "
-                    f"time is the machine's load; whether calls return is the hang check's"))
+                    f"return within {probe.last_limit:.3g} s, where with {counts[0]} it returned. "
+                    f"With more threads than this worker's share of the cores each of torch's "
+                    f"parallel ops can wait for a busy core, so that time is the machine's load; "
+                    f"whether calls return is the hang check's",
+                    details={"one_thread_s": probe.pace.slowest}))
             if status != "ok":
                 what = "did not return" if status == "hang" else f"raised {raised_text(out)}"
                 return probe.charge(Result("threads", "fail", f"with {threads} thread(s): call {what}"

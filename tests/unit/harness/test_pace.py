@@ -125,6 +125,7 @@ def test_threads_does_not_judge_an_all_threads_call_that_runs_past_its_pace():
 
     result = check_threads(stuck_with_more_threads, CASE, torch.float32, "cpu", 11, timeout=0.5)
     assert result.verdict == "skip" and "not judged" in result.message, result.message
+    assert result.details["one_thread_s"] < 0.5  # the quick one-thread call, kept out of the text
 
 
 def test_an_invalid_argument_is_held_to_the_fixed_limit():
