@@ -97,7 +97,10 @@ def test_a_model_whose_calls_all_go_to_a_record_function_is_judged_with_it(suite
     """Every call the model makes goes through its --record helper: the run holds the helper
     alone (not the default candidate the model never called), unsharded and on 2 ranks, with no
     error row. The helper is torch's trunc_normal_, whose bfloat16 draws put ~3x the law's mass
-    on the bounds (the README's finding): at the smoke n every atoms row fails (p ~ 1e-43)."""
+    on the bounds (the README's finding): at the smoke n every atoms row fails (stage 1 at z ~ 8
+    on each bound: a pass has chance < 1e-9) and counts both bounds. The worst atom may be zero
+    instead (torch's ~2^-24 zeros per element: 2 of 262 144 on one seed), and the seeds move
+    with the helper's path (`derive_seed` reads the candidate's spec), so with the tmp path."""
     (tmp_path / "helper_model.py").write_text(RECORDED_ONLY_MODEL)
     helper = f"{tmp_path / 'helper_model.py'}:init_helper"
     result, df = suite(*SMOKE, "-n", "2", "-k", "test_atoms", "--world-sizes", "1,2",
@@ -105,7 +108,9 @@ def test_a_model_whose_calls_all_go_to_a_record_function_is_judged_with_it(suite
     assert result.ret == 1, result.stdout.str()[-2000:]
     assert set(df.candidate_spec) == {helper} and not (df.verdict == "error").any()
     assert len(df[df.case.str.contains("@w2-")]) and len(df[~df.case.str.contains("@")])
-    assert (df.verdict == "fail").all() and df.message.str.contains("worst RN(", regex=False).all()
+    assert (df.verdict == "fail").all()
+    assert df.message.str.contains("RN(a)", regex=False).all()
+    assert df.message.str.contains("RN(b)", regex=False).all()
 
 
 def test_a_model_that_makes_no_call_is_one_line_and_exit_4(suite, tmp_path):
