@@ -27,7 +27,6 @@ class _Probe:
 
     def __init__(self, candidate, timeout: float, grace: float = SLOW_CALL_FACTOR):
         self.candidate = candidate
-        self.timeout = timeout
         self.pace = Pace(timeout, grace)
         self.seconds = 0.0
 

@@ -113,6 +113,17 @@ def fine_bin_index(keys: np.ndarray, bins: LawBins) -> np.ndarray:
 MAX_FINE_VALUES = 1 << 20
 
 
+def log_likelihood_ratio(counts: np.ndarray, shares: np.ndarray, law: np.ndarray) -> float:
+    """log of the multinomial likelihood of `counts` under `shares` over that under `law`
+    (+inf where the law forbids an observed class, -inf where the prediction does)."""
+    seen = counts > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = counts[seen] * (np.log(shares[seen]) - np.log(law[seen]))
+    if np.any(np.isnan(terms)):
+        return -math.inf
+    return float(np.sum(terms))
+
+
 class Evidence:
     """The views of one Summary the catalog reads, each computed once (on first use)."""
 
@@ -189,15 +200,11 @@ class Evidence:
         return p is not None and p < FALSE_MATCH
 
     def log_likelihood_ratio(self, probs: np.ndarray) -> float:
-        """log of the likelihood of the binned histogram under bin masses `probs` over that
-        under the law (+inf where only the law forbids an observed bin, -inf or NaN where
-        `probs` does); NaN where the Summary has no main histogram."""
+        """`log_likelihood_ratio` of the binned histogram under bin masses `probs` over the law;
+        NaN where the Summary has no main histogram."""
         if self.hist is None:
             return math.nan
-        seen = self.hist > 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            terms = self.hist[seen] * (np.log(probs[seen]) - np.log(self.bins.probs[seen]))
-        return float(np.sum(terms))
+        return log_likelihood_ratio(self.hist, probs, self.bins.probs)
 
     def departs_toward(self, probs: np.ndarray, predictions: int) -> bool:
         """Whether the histogram leaves the law, for `probs`, one of `predictions` laws fixed

@@ -23,7 +23,7 @@ from ..families.resolution import (COLLISIONS, LATTICES, LOW_BITS, check_collisi
 from .affine import ARITHMETIC, BLOCKS, RUN, AffineLaw, PushedLaw, PushedProposals
 from .bound_atoms import BINNED
 from .evidence import (AGREE_LEVEL, EMPTY_EXPECTED, FALSE_MATCH, MODEL_TOL, Z_AGREE, Evidence,
-                       agrees, count_sd)
+                       agrees, count_sd, log_likelihood_ratio)
 from .match import Match, Mechanism
 from .uniform_bits import MAX_BITS, SPACES, collision_rate
 
@@ -260,17 +260,6 @@ def pushed_laws(ev: Evidence, bits: int) -> Iterator[Pushed]:
     yield Pushed(f"uniform proposals RN(a) + (RN(b) - RN(a)) j 2^-{uniform.bits} in {dtype}, "
                  f"accepted by the density", uniform.low_bit_shares(bits), uniform,
                  uniform.runs[0].shape[0] == 1)
-
-
-def log_likelihood_ratio(counts: np.ndarray, shares: np.ndarray, law: np.ndarray) -> float:
-    """log of the multinomial likelihood of `counts` under `shares` over that under `law`
-    (+inf where the law forbids an observed class, -inf where the prediction does)."""
-    seen = counts > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = counts[seen] * (np.log(shares[seen]) - np.log(law[seen]))
-    if np.any(np.isnan(terms)):
-        return -math.inf
-    return float(np.sum(terms))
 
 
 def class_fit(counts: np.ndarray, shares: np.ndarray, inflation: float) -> float:
