@@ -15,8 +15,9 @@ to 1 (every draw writes one value), and a window narrower than an ulp holds a ha
 law of x is a short list, enumerated exactly: the dtype's values v in [lo, hi] (at most
 `MAX_VALUES`), each with the count of lattice points j that write it (bisection on the
 non-decreasing map j -> v, as `harness.diagnosis.uniform_bits` finds a run), each carried to its
-output value by the reference's arithmetic (scipy's erfinv and ndtri in float64, every step
-rounded into the dtype like the library's kernel; the judge never calls the library).
+output value by scipy's erfinv and ndtri in float64, every step rounded into the dtype like the
+library's kernel, or (below) by the kernel itself repeated. These laws name a mechanism; the
+candidate is still judged against the reference's law alone.
 
 From that law each check's statistic is predicted and set against the Summary, and a check is
 explained only where its prediction agrees: the equal pairs at sum p^2 (`predicted_pairs`,
@@ -29,10 +30,12 @@ the approximation decides, are explained only where the reference's happen to fi
 
 JAX's float32 construction is exact instead: its ends, its fused ``f (b - a) + a`` and its erfinv
 are XLA's CPU kernel step by step (`harness.diagnosis.xla_cpu`), so its law carries the kernel's
-last bits, and no pooling. Where the window holds more than MAX_VALUES values of v and the equal
+last bits, and no pooling. So is timm's (torch <= 2.11's) in float32: torch's CPU ``uniform_``,
+fused or not as this torch measures, and torch's own erfinv (`harness.diagnosis.torch_cpu`).
+Where the window holds more than MAX_VALUES values of v and the equal
 pairs or the last bits depart with no earlier row explaining them, that law is pushed over the
-whole 2^23-point lattice (about two seconds), which reaches any window: the huge-std case's
-million values. NumPyro's float32 sampler (JAX's uniform through Phi-space and JAX's ndtri, op
+whole 2^23-point (timm: 2^24) lattice (a few seconds), which reaches any window: the huge-std
+case's million values. NumPyro's float32 sampler (JAX's uniform through Phi-space and JAX's ndtri, op
 by op, `library_kernels.NumpyroSteps`) is only ever pushed that way. Paddle's kernel
 (`library_kernels.PaddleSteps`, read from its C++ source: its uniform from a 64-bit word, its
 own Erfinv, double and float steps as C++ mixes them, the clamp to float32 bounds) is repeated
@@ -53,9 +56,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from scipy import special
-
-from reference.dtypes import float_format
 
 from ..families.common import cached_on_law
 from ..families.independence import INDEPENDENCE, check_independence
@@ -66,9 +68,10 @@ from ..families.resolution import (
     LOW_BITS,
     check_collisions,
     check_low_bits,
+    lattice_mask,
     low_bit_cells,
 )
-from . import xla_cpu
+from . import torch_cpu, xla_cpu
 from .affine import first_index
 from .bound_atoms import BINNED
 from .evidence import (
@@ -90,8 +93,8 @@ from .scope import checks_reading
 #: The most dtype values of v a law is enumerated over (beyond: many values, not this regime).
 MAX_VALUES = 1 << 20
 #: The widest uniform an exact kernel's law is pushed through point by point beyond MAX_VALUES
-#: (JAX's float32: 2^23 points, about a second).
-WHOLE_LATTICE_BITS = 23
+#: (JAX's float32: 2^23 points, about a second; torch's: 2^24).
+WHOLE_LATTICE_BITS = 24
 #: Lattice points pushed at once on that path.
 CHUNK = 1 << 16
 #: The relative error allowed to a library's erfinv in float32 (XLA's, MLX's and torch's are
@@ -122,7 +125,10 @@ class Construction:
     standard law on the bounds in sigma units, then ``x * std + mean`` in the dtype; `finish`:
     the steps from z = erfinv(v) to the output (a function of fmt, z and the law); `xla`: in
     float32 the ends, the uniform's image and erfinv are XLA's CPU kernel step by step
-    (`harness.diagnosis.xla_cpu`: the law exact, no erfinv error to allow for); `steps`: a
+    (`harness.diagnosis.xla_cpu`: the law exact, no erfinv error to allow for);
+    `torch_kernels`: in float32 the uniform's image and erfinv are torch's CPU kernels
+    (`harness.diagnosis.torch_cpu`: exact too, where this torch's uniform_ is one the model
+    repeats); `steps`: a
     construction whose steps are its own (`NumpyroSteps`, `PaddleSteps`), each with its own
     enumeration."""
 
@@ -134,6 +140,7 @@ class Construction:
     standard: bool
     finish: Callable | None
     xla: bool = False
+    torch_kernels: bool = False
     steps: Callable | None = None  # a RoundedLaw -> the construction's own steps (or None)
 
 
@@ -160,10 +167,11 @@ def sigma_clip(open_clip: bool):
 CONSTRUCTIONS = (
     Construction("torch's uniform_ on [erf(alpha/sqrt2), erf(beta/sqrt2)), erfinv, x std sqrt2 "
                  "+ mean, clamp, in the dtype (timm's trunc_normal_)", "timm", "erf",
-                 {32: 24, 64: 53}, ends_in_dtype=False, standard=False, finish=torch_finish),
+                 {32: 24, 64: 53}, ends_in_dtype=False, standard=False, finish=torch_finish,
+                 torch_kernels=True),
     Construction("the same on the standard law, then x std + mean in the dtype (timm's "
                  "trunc_normal_tf_)", "timm-tf", "erf", {32: 24, 64: 53}, ends_in_dtype=False,
-                 standard=True, finish=torch_finish),
+                 standard=True, finish=torch_finish, torch_kernels=True),
     Construction("JAX's uniform j 2^-k on [erf(lower/sqrt2), erf(upper/sqrt2)) in the dtype, "
                  "sqrt2 erfinv clipped open, then x std + mean", "JAX", "erf", {32: 23, 64: 52},
                  ends_in_dtype=True, standard=True, finish=sigma_clip(open_clip=True), xla=True),
@@ -198,10 +206,24 @@ class CoarseLaw:
     def q2(self) -> float:
         return float(np.sum(self.probs ** 2))
 
+    def indexed(self, index_of) -> list:
+        """`index_of` (a map from ordered keys to bins) of the values' keys, and of the lowest
+        and highest keys an erfinv error could move them to: computed once for an exact
+        kernel's law, whose three are one array (millions of keys on a whole lattice)."""
+        first = index_of(self.keys)
+        if self.lo_keys is self.keys and self.hi_keys is self.keys:
+            return [first, first, first]
+        return [first, index_of(self.lo_keys), index_of(self.hi_keys)]
+
 
 def exact_xla(fmt, c: Construction) -> bool:
     """Whether `c` runs XLA's float32 kernel, emulated step by step."""
     return c.xla and fmt.name == "float32"
+
+
+def exact_torch(fmt, c: Construction) -> bool:
+    """Whether `c` runs torch's float32 CPU kernels, repeated (`torch_cpu.uniform_fused`)."""
+    return c.torch_kernels and fmt.name == "float32" and torch_cpu.uniform_fused() is not None
 
 
 def python_end(alpha: float) -> float:
@@ -258,11 +280,15 @@ class Steps:
 
     @property
     def exact(self) -> bool:
-        return exact_xla(self.fmt, self.c)
+        return exact_xla(self.fmt, self.c) or exact_torch(self.fmt, self.c)
 
-    def v_of(self, j) -> np.ndarray:
-        """The uniform's image v of lattice points j."""
+    def v_of(self, j, wrapped: bool = True) -> np.ndarray:
+        """The uniform's image v of lattice points j (`wrapped`: torch's image as it writes it,
+        ``to`` written as ``from``; otherwise non-decreasing in j, for the bisection)."""
         fmt = self.fmt
+        if exact_torch(fmt, self.c):
+            return torch_cpu.uniform_image(j, self.lo, self.hi, torch_cpu.uniform_fused(),
+                                           wrapped)
         if self.exact:
             # XLA fuses f (b - a) + a into one rounding; max(a, .) as JAX writes it
             f = np.ldexp(np.asarray(j, dtype=np.float64), -self.bits)
@@ -276,7 +302,9 @@ class Steps:
         """The output values of v, erfinv's result moved by a relative `error`."""
         fmt = self.fmt
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            if self.exact:
+            if exact_torch(fmt, self.c):
+                z = torch_cpu.erfinv(v)
+            elif self.exact:
                 z = xla_cpu.erfinv(v).astype(np.float64)
             else:
                 z = rn(fmt, special.erfinv(v) * (1.0 + error))
@@ -308,13 +336,16 @@ def construction_law(law, c: Construction, whole: bool = False) -> CoarseLaw | N
         return None
     guess = ((lambda v: np.round((v - steps.lo) / steps.span * 2.0 ** steps.bits))
              if steps.span > 0 else None)
-    found = window_runs(steps.fmt, steps.lo, steps.hi, steps.v_of, (1 << steps.bits) - 1, guess)
+    found = window_runs(steps.fmt, steps.lo, steps.hi, lambda j: steps.v_of(j, wrapped=False),
+                        (1 << steps.bits) - 1, guess)
     if found is None:
         if whole and steps.exact and steps.bits <= WHOLE_LATTICE_BITS:
             return whole_lattice_law(steps)
         return None
     v, first = found
     counts = np.diff(first).astype(np.float64)
+    if exact_torch(steps.fmt, steps.c) and v.size > 1:
+        counts[0], counts[-1] = counts[0] + counts[-1], 0.0  # torch writes `from` for `to`
     keep = counts > 0
     return pushed_law(steps, v[keep], counts[keep])
 
@@ -390,6 +421,8 @@ def pushed_law(steps: Steps | PaddleSteps, v: np.ndarray, counts: np.ndarray) ->
     weights = counts[good]
     uniq, inverse = np.unique(out_keys[0], return_inverse=True)
     probs = np.bincount(inverse, weights=weights, minlength=uniq.size)
+    if steps.exact:
+        return CoarseLaw(uniq, probs / probs.sum(), uniq, uniq, int(v.size))
     lo_k = np.full(uniq.size, np.iinfo(np.uint64).max, dtype=np.uint64)
     hi_k = np.zeros(uniq.size, dtype=np.uint64)
     for ks in out_keys:
@@ -551,12 +584,10 @@ class CoarseConstruction(Mechanism):
         bins, hist = judged
         fmt = ev.law.fmt
         if bins.fine:
-            index = [fine_bin_index(k.astype(np.uint64), bins)
-                     for k in (coarse.keys, coarse.lo_keys, coarse.hi_keys)]
+            index = coarse.indexed(lambda k: fine_bin_index(k.astype(np.uint64), bins))
         else:
-            shift = fmt.bits - ev.summary.hist_bits
-            index = [(k >> np.uint64(shift)).astype(np.int64)
-                     for k in (coarse.keys, coarse.lo_keys, coarse.hi_keys)]
+            shift = np.uint64(fmt.bits - ev.summary.hist_bits)
+            index = coarse.indexed(lambda k: (k >> shift).astype(np.int64))
         return binned_fit(hist, bins.probs.size, index, coarse, "the histogram's")
 
     @staticmethod
@@ -565,8 +596,8 @@ class CoarseConstruction(Mechanism):
         counts = bins.counts(ev.summary)
         if counts is None or bins.exact:
             return None
-        index = [np.asarray(bins.mass.bin_of_keys(k.astype(np.uint64)), dtype=np.int64)
-                 for k in (coarse.keys, coarse.lo_keys, coarse.hi_keys)]
+        index = coarse.indexed(
+            lambda k: np.asarray(bins.mass.bin_of_keys(k.astype(np.uint64)), dtype=np.int64))
         return binned_fit(counts, bins.probs.size, index, coarse, "the mass bins'")
 
     @staticmethod
@@ -592,12 +623,12 @@ class CoarseConstruction(Mechanism):
         if not state.lattice_names or state.lattice_counts is None or int(state.scanned) == 0:
             return None
         n, fmt = int(state.scanned), ev.law.fmt
-        values = fmt.values_from_keys(coarse.keys.astype(np.uint64))
+        # the law's values in the dtype (exact), tested as the engine counts them
+        values = torch.from_numpy(fmt.values_from_keys(coarse.keys.astype(np.uint64))).to(
+            getattr(torch, ev.summary.dtype))
         ok, parts = True, []
         for name, count in zip(state.lattice_names, state.lattice_counts):
-            target = float_format(name)
-            with np.errstate(over="ignore", invalid="ignore"):
-                on = target.round(values) == values
+            on = lattice_mask(values, name).numpy()
             mass = float(coarse.probs[on].sum())
             ok &= agrees(int(count) / n, mass, count_sd(n, mass), MODEL_TOL)
             parts.append(f"{name} values {int(count)}, predicted {n * mass:.4g}")

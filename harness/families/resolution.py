@@ -203,13 +203,20 @@ def equal_pairs_in_sorted_rows(rows: torch.Tensor) -> int:
 
 def on_lattice(flat: torch.Tensor, ints: torch.Tensor, coarse: str) -> int:
     """How many of the finite values `flat` (with their integer view `ints`) are representable
-    in the coarser format `coarse`: bfloat16 is float32's top 16 bits (its values are the
-    float32 patterns whose low 16 bits are 0); float16 and float32 by a round trip through them
-    (a value beyond their range comes back infinite, one they cannot hold comes back changed)."""
+    in the coarser format `coarse` (`lattice_mask`)."""
     if coarse == "bfloat16" and flat.dtype == torch.float32:
         return ints.numel() - int(torch.count_nonzero(torch.bitwise_and(ints, 0xFFFF)))
-    target = getattr(torch, coarse)
-    return int(torch.count_nonzero(flat.to(target).to(flat.dtype) == flat))
+    return int(torch.count_nonzero(lattice_mask(flat, coarse)))
+
+
+def lattice_mask(flat: torch.Tensor, coarse: str) -> torch.Tensor:
+    """Which of the finite values `flat` are representable in the coarser format `coarse`:
+    bfloat16 is float32's top 16 bits (its values are the float32 patterns whose low 16 bits are
+    0); float16 and float32 by a round trip through them (a value beyond their range comes back
+    infinite, one they cannot hold comes back changed)."""
+    if coarse == "bfloat16" and flat.dtype == torch.float32:
+        return torch.bitwise_and(flat.view(torch.int32), 0xFFFF) == 0
+    return flat.to(getattr(torch, coarse)).to(flat.dtype) == flat
 
 
 def low_bit_classes(ints: torch.Tensor, bits: int) -> np.ndarray:

@@ -139,6 +139,9 @@ def test_a_sample_of_paddles_kernel_reads_as_it():
 LIBRARY_ROWS = [
     ("timm", "mean-outside-3-4", torch.float32, "timm", ("collisions", "spikes", "low_bits")),
     ("timm", "deep-window-10-1000", torch.float32, "timm", ("collisions",)),
+    # timm's construction is torch <= 2.11's: its law through torch's own kernels
+    ("torch-legacy", "sub-ulp-window", torch.float32, "torch", ("gof", "spikes", "low_bits")),
+    ("torch-legacy", "huge-std", torch.float32, "torch", ("collisions", "low_bits")),
     ("jax", "mean-outside-3-4", torch.float32, "jax", ("collisions", "low_bits", "spikes")),
     ("jax", "sub-ulp-window", torch.float32, "jax", ("gof", "spikes", "low_bits")),
     ("jax", "tail-5", torch.float32, "jax", ("gof", "ks", "collisions", "low_bits")),
