@@ -238,7 +238,8 @@ class PushedLaw:
         weights = probs / probs.sum(axis=1, keepdims=True)  # each run's mass-weighted share
         shares = np.bincount(np.bitwise_and(words, (1 << bits) - 1).ravel(),
                              weights=weights.ravel(), minlength=1 << bits)
-        return shares / shares.sum()
+        total = shares.sum()
+        return shares / total if total > 0 else shares  # no mass in the window: no shares
 
     def lattice_mass(self, coarse: str) -> float | None:
         """P(X on the lattice of a 16-bit format): every one of its values in the window, each
@@ -305,6 +306,8 @@ class AffineLaw(PushedLaw):
         return float(self.interval_mass(ends[:1], ends[1:])[0])
 
     def mass(self, values: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
+        if not self.accepted > 0:  # no z value reaches the window: the law writes nothing
+            return np.zeros(np.shape(start), dtype=np.float64)
         return self.interval_mass(start, stop) / self.accepted
 
 
