@@ -125,10 +125,11 @@ class MassBins:
         """Mass-bin counts from counts per part."""
         return np.add.reduceat(counts, self.mass_first)
 
-    def parts_to_coarse(self, counts: np.ndarray) -> np.ndarray:
+    def parts_to_coarse(self, counts: np.ndarray,
+                        first_parts: np.ndarray | None = None) -> np.ndarray:
         """Coarse-bin counts (the main histogram, or the fine one with the bins beyond it) from
-        counts per part."""
-        return np.add.reduceat(counts, self.first_parts())
+        counts per part (`first_parts`: this law's, where the caller keeps them)."""
+        return np.add.reduceat(counts, self.first_parts() if first_parts is None else first_parts)
 
     def coarse_first_key(self, c: np.ndarray) -> np.ndarray:
         c = np.asarray(c, dtype=np.int64)

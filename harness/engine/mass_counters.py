@@ -13,6 +13,11 @@ pattern for the main bins (not the ordered key's), the fine bin for a narrow law
 negative value the ordered key's low bits are the raw ones complemented, so inside a split negative
 main bin the raw counters run backwards: `MassCounters.order` puts them in part order once, at the
 end of a run.
+
+A law's counters are built once for the last few laws (`MassCounters.of`): the two stages of a
+group, and the shapes of one case, draw on one law, and the table (a few MB) and the coarse bins'
+first parts cost a draw ~10 ms to rebuild; the bound keeps the memory to a few tables whatever
+the run.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from ..bins import raw_to_ordered
 
 #: Bits of a table entry that hold the shift (shift <= 44 < 2**6); the first counter above them.
 SHIFT_BITS = 6
+#: Laws whose counters are kept built (`MassCounters.of`).
+KEPT_LAWS = 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,12 +43,17 @@ class MassCounters:
     bins: object  # reference.rounded.MassBins
     table: np.ndarray  # int32 (<= 32-bit formats) / int64 [coarse bins], as the fold indexes them
     backward: tuple  # ((count, int64[first counters]), ...): runs of `count` counters, reversed
+    first_parts: np.ndarray  # int64[coarse bins]: `MassBins.first_parts`, kept
 
     @classmethod
     def of(cls, mb) -> "MassCounters":
-        if mb.fine is not None:
-            return cls(mb, _ordered_table(mb), ())
-        return cls(mb, _raw_main_table(mb), _backward_runs(mb))
+        """The counters of `mb`, shared by every draw on its law while it is among the last
+        KEPT_LAWS (their arrays are read, never written)."""
+        return _counters_of(mb)
+
+    def coarse(self, ordered: np.ndarray) -> np.ndarray:
+        """The coarse bins' counts from the counters in part order (`MassBins.parts_to_coarse`)."""
+        return self.bins.parts_to_coarse(ordered, self.first_parts)
 
     @property
     def n(self) -> int:
@@ -58,15 +70,23 @@ class MassCounters:
         return out
 
 
+@functools.lru_cache(maxsize=KEPT_LAWS)
+def _counters_of(mb) -> MassCounters:
+    first = mb.first_parts()
+    if mb.fine is not None:
+        return MassCounters(mb, _ordered_table(mb, first), (), first)
+    return MassCounters(mb, _raw_main_table(mb), _backward_runs(mb), first)
+
+
 def _table_dtype(mb):
     return np.int32 if mb.bits <= 32 else np.int64
 
 
-def _ordered_table(mb) -> np.ndarray:
+def _ordered_table(mb, first_parts: np.ndarray) -> np.ndarray:
     """Fine layout: packed entries by coarse (fine) bin, in key order."""
     shift = np.full(mb.n_coarse, mb.low_bits, dtype=np.int64)
     shift[mb.split_bins] = mb.split_shift
-    return ((mb.first_parts() << SHIFT_BITS) | shift).astype(_table_dtype(mb))
+    return ((first_parts << SHIFT_BITS) | shift).astype(_table_dtype(mb))
 
 
 def _raw_main_table(mb) -> np.ndarray:

@@ -65,7 +65,7 @@ class BinnedFold:
         self.fine_bins = None if law is None or law.fine_bins is None else (
             law.fine_bins.key_lo, law.fine_bins.shift, law.fine_bins.n_bins)
         self.refined = None  # counters that refine the main bins, and give their counts
-        self.raw_hist = torch.zeros(1 << fold.s.hist_bits, dtype=torch.int64, device=fold.device)
+        self.raw_hist = None  # the main bins' counts, allocated by the first fold not refined
         self.raw_fine = None
         if self.fine_bins is not None:
             key_lo, fine_shift, n_fine = self.fine_bins
@@ -74,11 +74,14 @@ class BinnedFold:
     def refine(self, counters) -> None:
         """Counters that refine the main bins (the localized family's mass counters over the main
         layout) count them from now on: ``counters.coarse_hist()`` gives the main histogram."""
-        self.refined, self.raw_hist = counters, None
+        self.refined = counters
 
     def fold(self, chunk) -> None:
         f = self.owner
-        if self.raw_hist is not None:
+        if self.refined is None:
+            if self.raw_hist is None:
+                self.raw_hist = torch.zeros(1 << f.s.hist_bits, dtype=torch.int64,
+                                            device=f.device)
             chunk.pattern_hist = torch.bincount(chunk.bins, minlength=self.raw_hist.numel())
             self.raw_hist += chunk.pattern_hist
         if self.raw_fine is not None:
@@ -90,10 +93,12 @@ class BinnedFold:
             self.raw_fine += torch.bincount(fine, minlength=self.raw_fine.numel())
 
     def finish(self, whole: Summary) -> BinnedState:
-        if self.raw_hist is not None:
-            hist = ordered_from_raw(self.raw_hist.cpu().numpy().astype(np.int64, copy=False))
-        else:
+        if self.refined is not None:
             hist = self.refined.coarse_hist()
+        elif self.raw_hist is not None:
+            hist = ordered_from_raw(self.raw_hist.cpu().numpy().astype(np.int64, copy=False))
+        else:  # nothing folded
+            hist = np.zeros(1 << self.owner.s.hist_bits, dtype=np.int64)
         fine = None if self.raw_fine is None else self.raw_fine.cpu().numpy()
         return BinnedState(hist, self.fine_bins, fine)
 

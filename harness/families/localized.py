@@ -222,7 +222,7 @@ class LocalizedFold:
 
     def coarse_hist(self) -> np.ndarray:
         """The main histogram from the counters (main layout; `binned.BinnedFold.refine`)."""
-        return self.mass.parts_to_coarse(self._ordered())
+        return self.counters.coarse(self._ordered())
 
     def finish(self, whole: Summary) -> LocalizedState:
         state = LocalizedState(self.mass.parts_to_mass(self._ordered()), self.watch_bins)

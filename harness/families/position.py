@@ -62,7 +62,7 @@ class PositionFold:
         classes = position_classes(tuple(shape)) if law is not None and fold.positional else []
         if not classes:
             return None
-        edges, masses = position_bins(law)
+        edges, masses = _bins(law)
         if masses.size < 2:
             return None
         return cls(fold, tuple(shape), classes, edges, masses.size)
