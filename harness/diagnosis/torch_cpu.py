@@ -52,6 +52,15 @@ def uniform_image(j, lo: float, hi: float, fused: bool, wrapped: bool = True) ->
     return (np.where(v == hi32, lo32, v) if wrapped else v).astype(F64)
 
 
+def generator_words(seed: int, n: int) -> np.ndarray:
+    """The first n 32-bit words (uint64) of torch's CPU generator seeded with `seed`: numpy's
+    RandomState seeds its MT19937 by init_genrand(seed), as torch's does."""
+    _, key, pos, *_ = np.random.RandomState(seed).get_state()
+    words = np.random.MT19937()
+    words.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": pos}}
+    return words.random_raw(n).astype(np.uint64)
+
+
 @functools.lru_cache(maxsize=None)
 def uniform_fused() -> bool | None:
     """Whether this torch's CPU ``uniform_`` in float32 rounds once (fused) or twice; None where
@@ -60,11 +69,7 @@ def uniform_fused() -> bool | None:
     lo, hi = PROBE_WINDOW
     drawn = torch.empty(PROBE_DRAWS, dtype=torch.float32)
     drawn.uniform_(lo, hi, generator=torch.Generator().manual_seed(seed))
-    # RandomState seeds its MT19937 by init_genrand(seed), as torch's CPU generator does
-    _, key, pos, *_ = np.random.RandomState(seed).get_state()
-    words = np.random.MT19937()
-    words.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": pos}}
-    j = words.random_raw(PROBE_DRAWS).astype(np.uint64) & np.uint64((1 << UNIFORM_BITS) - 1)
+    j = generator_words(seed, PROBE_DRAWS) & np.uint64((1 << UNIFORM_BITS) - 1)
     written = drawn.numpy().astype(F64)
     for fused in (True, False):
         if np.array_equal(written, uniform_image(j.astype(np.int64), lo, hi, fused)):

@@ -108,8 +108,8 @@ def warm_up(candidate, case, dtype, device, call_timeout: float | None, fold: "F
                                f"{raised_text(exc)}", fold.finish()) from exc
 
 
-def _synchronize(device) -> None:
-    if torch.device(device).type == "cuda":
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
@@ -153,10 +153,9 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     filled = 0
     done = 0
     t_candidate = 0.0
-    # what each call repeats, looked up once: a tiny tensor's call costs ~100 us in all
+    # the poison and its view, looked up once: a tiny tensor's call costs ~100 us in all
     base_ints = base.view(INT_VIEW[dtype_bits(dtype)])
     poison = poison_value(dtype)
-    synchronize = device.type == "cuda"
     t_start = time.perf_counter()
     with held_handlers():  # installed once for the draw's calls, not per call
         while done < calls_total:
@@ -166,8 +165,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
             try:
                 with candidate_call(limit):
                     returned = candidate(target, case.mean, case.std, case.a, case.b, generator)
-                    if synchronize:
-                        torch.cuda.synchronize(device)
+                    _synchronize(device)
             except CallTimeout:
                 summary.candidate_s = t_candidate + (time.perf_counter() - t0)
                 raise CandidateFailure(

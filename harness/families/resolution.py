@@ -139,7 +139,7 @@ class ResolutionFold:
         s = self.state
         s.scanned += int(flat.numel())
         for i, name in enumerate(s.lattice_names):
-            s.lattice_counts[i] += on_lattice(flat, ints, name)
+            s.lattice_counts[i] += on_lattice(flat, name)
         s.low_bit_counts += low_bit_classes(ints, s.low_bits)
         m = s.collision_block
         if not m:
@@ -201,11 +201,9 @@ def equal_pairs_in_sorted_rows(rows: torch.Tensor) -> int:
     return int((runs * (runs + 1) // 2).sum())
 
 
-def on_lattice(flat: torch.Tensor, ints: torch.Tensor, coarse: str) -> int:
-    """How many of the finite values `flat` (with their integer view `ints`) are representable
-    in the coarser format `coarse` (`lattice_mask`)."""
-    if coarse == "bfloat16" and flat.dtype == torch.float32:
-        return ints.numel() - int(torch.count_nonzero(torch.bitwise_and(ints, 0xFFFF)))
+def on_lattice(flat: torch.Tensor, coarse: str) -> int:
+    """How many of the finite values `flat` are representable in the coarser format `coarse`
+    (`lattice_mask`)."""
     return int(torch.count_nonzero(lattice_mask(flat, coarse)))
 
 

@@ -32,14 +32,6 @@ WINDOWS = [(end(-2.0), end(2.0)), (end(-1e-3), end(1e-3)), (end(0.3), end(0.3000
            (end(3.0), end(4.0)), (-0.7, 0.3)]
 
 
-def mt19937_words(seed: int, n: int) -> np.ndarray:
-    """The first n 32-bit words of torch's CPU generator seeded with `seed`."""
-    _, key, pos, *_ = np.random.RandomState(seed).get_state()
-    words = np.random.MT19937()
-    words.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": pos}}
-    return words.random_raw(n).astype(np.uint64)
-
-
 @pytest.mark.parametrize("lo,hi", WINDOWS)
 def test_the_lattice_repeats_torchs_uniform_bit_for_bit(lo, hi):
     """65 536 draws of torch's float32 uniform_ on each window are the model's image of the
@@ -49,7 +41,7 @@ def test_the_lattice_repeats_torchs_uniform_bit_for_bit(lo, hi):
     n, seed = 1 << 16, 7
     drawn = torch.empty(n, dtype=torch.float32).uniform_(lo, hi, generator=torch.Generator()
                                                          .manual_seed(seed))
-    j = (mt19937_words(seed, n) & np.uint64((1 << 24) - 1)).astype(np.int64)
+    j = (torch_cpu.generator_words(seed, n) & np.uint64((1 << 24) - 1)).astype(np.int64)
     assert np.array_equal(drawn.numpy().astype(np.float64),
                           torch_cpu.uniform_image(j, lo, hi, fused))
 
