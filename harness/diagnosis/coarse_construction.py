@@ -71,7 +71,7 @@ from ..families.resolution import (
     lattice_mask,
     low_bit_cells,
 )
-from . import torch_cpu, xla_cpu
+from . import mlx_cpu, torch_cpu, xla_cpu
 from .affine import first_index
 from .bound_atoms import BINNED
 from .evidence import (
@@ -128,7 +128,8 @@ class Construction:
     (`harness.diagnosis.xla_cpu`: the law exact, no erfinv error to allow for);
     `torch_kernels`: in float32 the uniform's image and erfinv are torch's CPU kernels
     (`harness.diagnosis.torch_cpu`: exact too, where this torch's uniform_ is one the model
-    repeats); `steps`: a
+    repeats); `mlx_kernels`: in float32 the ends, the uniform's image and erfinv are MLX's
+    CPU kernels step by step (`harness.diagnosis.mlx_cpu`: exact); `steps`: a
     construction whose steps are its own (`NumpyroSteps`, `PaddleSteps`), each with its own
     enumeration."""
 
@@ -141,6 +142,7 @@ class Construction:
     finish: Callable | None
     xla: bool = False
     torch_kernels: bool = False
+    mlx_kernels: bool = False
     steps: Callable | None = None  # a RoundedLaw -> the construction's own steps (or None)
 
 
@@ -178,7 +180,7 @@ CONSTRUCTIONS = (
     Construction("MLX's uniform (a 32-bit word / 2^32 in float32) on [erf(lower/sqrt2), "
                  "erf(upper/sqrt2)], sqrt2 erfinv clipped, then x std + mean", "MLX", "erf",
                  {32: 32, 64: 53}, ends_in_dtype=True, standard=True,
-                 finish=sigma_clip(open_clip=False)),
+                 finish=sigma_clip(open_clip=False), mlx_kernels=True),
     Construction("Paddle's truncated_gaussian_random kernel: its float32 (float64) uniform "
                  "from a 64-bit word on [Phi(a), Phi(b)], its own Erfinv(2p - 1), sqrt2 std + "
                  "mean in double, clamped to the float32 bounds", "Paddle", "cdf",
@@ -221,6 +223,11 @@ def exact_xla(fmt, c: Construction) -> bool:
     return c.xla and fmt.name == "float32"
 
 
+def exact_mlx(fmt, c: Construction) -> bool:
+    """Whether `c` runs MLX's float32 CPU kernels, repeated step by step (`mlx_cpu`)."""
+    return c.mlx_kernels and fmt.name == "float32"
+
+
 def exact_torch(fmt, c: Construction) -> bool:
     """Whether `c` runs torch's float32 CPU kernels, repeated (`torch_cpu.uniform_fused`)."""
     return c.torch_kernels and fmt.name == "float32" and torch_cpu.uniform_fused() is not None
@@ -240,6 +247,9 @@ def ends(fmt, c: Construction, alpha: float, beta: float) -> tuple[float, float]
         # XLA turns the division by the constant sqrt2 into a product with its reciprocal
         inverse = xla_cpu.f32(1.0) / xla_cpu.f32(math.sqrt(2.0))
         e = xla_cpu.erf(xla_cpu.f32([alpha, beta]) * inverse)
+        return float(e[0]), float(e[1])
+    if exact_mlx(fmt, c):
+        e = mlx_cpu.erf(xla_cpu.f32([alpha, beta]) / xla_cpu.f32(math.sqrt(2.0)))
         return float(e[0]), float(e[1])
     with np.errstate(over="ignore", invalid="ignore"):
         if not c.ends_in_dtype:
@@ -280,7 +290,8 @@ class Steps:
 
     @property
     def exact(self) -> bool:
-        return exact_xla(self.fmt, self.c) or exact_torch(self.fmt, self.c)
+        return (exact_xla(self.fmt, self.c) or exact_torch(self.fmt, self.c)
+                or exact_mlx(self.fmt, self.c))
 
     def v_of(self, j, wrapped: bool = True) -> np.ndarray:
         """The uniform's image v of lattice points j (`wrapped`: torch's image as it writes it,
@@ -289,6 +300,8 @@ class Steps:
         if exact_torch(fmt, self.c):
             return torch_cpu.uniform_image(j, self.lo, self.hi, torch_cpu.uniform_fused(),
                                            wrapped)
+        if exact_mlx(fmt, self.c):
+            return mlx_cpu.uniform_image(j, self.lo, self.hi, self.bits)
         if self.exact:
             # XLA fuses f (b - a) + a into one rounding; max(a, .) as JAX writes it
             f = np.ldexp(np.asarray(j, dtype=np.float64), -self.bits)
@@ -304,6 +317,8 @@ class Steps:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             if exact_torch(fmt, self.c):
                 z = torch_cpu.erfinv(v)
+            elif exact_mlx(fmt, self.c):
+                z = mlx_cpu.erfinv(v).astype(np.float64)
             elif self.exact:
                 z = xla_cpu.erfinv(v).astype(np.float64)
             else:

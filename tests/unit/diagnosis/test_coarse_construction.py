@@ -151,6 +151,8 @@ LIBRARY_ROWS = [
     ("numpyro", "huge-std", torch.float32, "numpyro", ("collisions", "low_bits", "spikes")),
     ("numpyro", "tail-5", torch.float32, "numpyro", ("low_bits",)),
     ("mlx", "mean-outside-3-4", torch.float32, "mlx.core", ("collisions", "spikes")),
+    # MLX's float32 kernels repeated (its erf, its uniform, its erfinv through the C logf)
+    ("mlx", "sub-ulp-window", torch.float32, "mlx.core", ("gof", "spikes", "low_bits")),
     ("paddle", "sub-ulp-window", torch.float32, "paddle", ("gof", "spikes", "low_bits")),
     ("paddle", "mean-outside-3-4", torch.float32, "paddle", ("collisions", "low_bits", "spikes")),
     ("paddle", "huge-std", torch.float32, "paddle", ("low_bits", "lattices")),
