@@ -40,13 +40,17 @@ by op, `library_kernels.NumpyroSteps`) is only ever pushed that way. Paddle's ke
 (`library_kernels.PaddleSteps`, read from its C++ source: its uniform from a 64-bit word, its
 own Erfinv, double and float steps as C++ mixes them, the clamp to float32 bounds) is repeated
 exactly too, enumerated over its window's values of p with each value's share of the 64-bit
-words (`window_law`).
+words (`window_law`). Where that window holds more values than the enumeration takes (float64 on
+a sub-ulp window: ~10^11) and the bins depart, its law is held on 2^20 cells of the uniform
+instead (`cell_law`): each cell's mass is known and its values lie between the images of its
+ends, so the histogram and the mass bins are predicted (their bins pooled over each cell's
+range), and nothing at the resolution of single values is.
 
 It is the catalog's last row and claims only the checks no earlier row explains. It reads only
 32/64-bit Summaries, and departs only where the equal pairs (the collisions check), the last
-bits' classes or the judged histogram (main or fine bins, chi-square) depart from the rounded law
-at FALSE_MATCH: three events, <= 3 FALSE_MATCH for an exact sampler, so an exact sampler's law
-almost never costs the enumeration.
+bits' classes, the tails, the scan of the mass bins or the judged histogram (main or fine bins,
+chi-square) depart from the rounded law at FALSE_MATCH: five events, <= 5 FALSE_MATCH for an
+exact sampler, so an exact sampler's law almost never costs the enumeration.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ from scipy import special
 
 from ..families.common import cached_on_law
 from ..families.independence import INDEPENDENCE, check_independence
-from ..families.localized import LocalBins
+from ..families.localized import LocalBins, check_scan
 from ..families.resolution import (
     COLLISIONS,
     LATTICES,
@@ -71,6 +75,7 @@ from ..families.resolution import (
     lattice_mask,
     low_bit_cells,
 )
+from ..families.tails import check_tails
 from . import mlx_cpu, torch_cpu, xla_cpu
 from .affine import first_index
 from .bound_atoms import BINNED
@@ -97,6 +102,11 @@ MAX_VALUES = 1 << 20
 WHOLE_LATTICE_BITS = 24
 #: Lattice points pushed at once on that path.
 CHUNK = 1 << 16
+#: Cells of the uniform a kernel's law is held on where its window holds more values of p than
+#: the enumeration takes (Paddle's float64: ~10^11 on a sub-ulp window), and ulps each cell's
+#: image is widened by (the kernel is non-decreasing up to its last bits).
+CELLS = 1 << 20
+CELL_MARGIN_ULPS = 2
 #: The relative error allowed to a library's erfinv in float32 (XLA's, MLX's and torch's are
 #: polynomials a few ulps off the correctly rounded value) and in float64.
 APPROX = {32: 2.0 ** -20, 64: 2.0 ** -46}
@@ -203,6 +213,9 @@ class CoarseLaw:
     lo_keys: np.ndarray
     hi_keys: np.ndarray
     v_values: int
+    #: False for a law held on cells of the uniform (`cell_law`): its keys stand for the cells'
+    #: images, right at the resolution of bins, not of single values
+    values_exact: bool = True
 
     @property
     def q2(self) -> float:
@@ -333,19 +346,21 @@ class Steps:
         return self.x_of(self.v_of(j))
 
 
-def construction_law(law, c: Construction, whole: bool = False) -> CoarseLaw | None:
+def construction_law(law, c: Construction, whole: bool = False,
+                     cells: bool = False) -> CoarseLaw | None:
     """The law of `c` on a RoundedLaw, enumerated over the dtype's values of v (None: more than
     MAX_VALUES of them, an empty window, or a construction for another width). `whole`: beyond
     MAX_VALUES, an exact kernel is pushed over its whole lattice where it has at most
     WHOLE_LATTICE_BITS bits (a second or two); a construction with steps of its own enumerates
-    itself (its `coarse_law`)."""
+    itself (its `enumeration`). `cells`: beyond MAX_VALUES, a kernel enumerated over its window
+    is held on CELLS cells of its uniform (`cell_law`), a law of bins, not of values."""
     if c.steps is not None:
         own = c.steps(law)
         if own is None:
             return None
         if own.enumeration == "whole":
             return whole_lattice_law(own) if whole else None
-        return window_law(own)
+        return window_law(own) or (cell_law(own) if cells else None)
     steps = Steps.of(law, c)
     if steps is None:
         return None
@@ -398,6 +413,24 @@ def window_law(steps: PaddleSteps) -> CoarseLaw | None:
     return pushed_law(steps, p[keep], counts[keep])
 
 
+def cell_law(steps: PaddleSteps) -> CoarseLaw | None:
+    """The law of a kernel on a window too wide to enumerate, held on CELLS equal cells of its
+    uniform c: each cell's mass is its width (the uniform's own lattice is far finer), and as
+    the kernel is non-decreasing in c, the cell's values lie between the images of its two ends
+    (widened by CELL_MARGIN_ULPS), the range each fit pools its bins over."""
+    edges = np.arange(CELLS + 1, dtype=np.float64) / CELLS
+    middles = (edges[:-1] + edges[1:]) / 2.0
+    fmt = steps.fmt
+    ends_x = steps.x_of(steps.v_at(edges))
+    outs = [steps.x_of(steps.v_at(middles)), ends_x[:-1], ends_x[1:]]
+    law = gathered(fmt, outs, np.diff(edges), CELLS, exact=False)
+    if law is None:
+        return None
+    margin = np.uint64(CELL_MARGIN_ULPS)
+    lo = np.where(law.lo_keys > margin, law.lo_keys - margin, np.uint64(0))
+    return CoarseLaw(law.keys, law.probs, lo, law.hi_keys + margin, CELLS, values_exact=False)
+
+
 def whole_lattice_law(steps: Steps | NumpyroSteps) -> CoarseLaw | None:
     """The law of an exact kernel pushed point by point over its whole lattice, in chunks that
     stay in the processor's cache."""
@@ -426,24 +459,29 @@ def pushed_law(steps: Steps | PaddleSteps, v: np.ndarray, counts: np.ndarray) ->
     """The output law of the values v of the uniform's image, each written by `counts` lattice
     points, with the key range an erfinv error could move each output over (none for an exact
     kernel)."""
-    fmt = steps.fmt
-    error = 0.0 if steps.exact else APPROX[max(fmt.bits, 32)]
+    error = 0.0 if steps.exact else APPROX[max(steps.fmt.bits, 32)]
     outs = [steps.x_of(v, s * error) for s in ((0,) if steps.exact else (0, -1, 1))]
+    return gathered(steps.fmt, outs, counts, int(v.size), steps.exact)
+
+
+def gathered(fmt, outs: list, weights: np.ndarray, v_values: int, exact: bool) -> CoarseLaw | None:
+    """The law of output values `outs[0]` weighted by `weights`, each value's key range the
+    widest of it and its alternatives `outs[1:]` (None: no finite value)."""
     good = ~np.isnan(outs[0])
     if not np.any(good):
         return None
     out_keys = [fmt.ordered_keys(x[good]).astype(np.uint64) for x in outs]
-    weights = counts[good]
+    weights = weights[good]
     uniq, inverse = np.unique(out_keys[0], return_inverse=True)
     probs = np.bincount(inverse, weights=weights, minlength=uniq.size)
-    if steps.exact:
-        return CoarseLaw(uniq, probs / probs.sum(), uniq, uniq, int(v.size))
+    if exact:
+        return CoarseLaw(uniq, probs / probs.sum(), uniq, uniq, v_values)
     lo_k = np.full(uniq.size, np.iinfo(np.uint64).max, dtype=np.uint64)
     hi_k = np.zeros(uniq.size, dtype=np.uint64)
     for ks in out_keys:
         np.minimum.at(lo_k, inverse, ks)
         np.maximum.at(hi_k, inverse, ks)
-    return CoarseLaw(uniq, probs / probs.sum(), lo_k, hi_k, int(v.size))
+    return CoarseLaw(uniq, probs / probs.sum(), lo_k, hi_k, v_values)
 
 
 def earlier_explained(ev: Evidence) -> set:
@@ -497,9 +535,12 @@ class CoarseConstruction(Mechanism):
             return None
         read = []
         whole = self.fine_unexplained(ev)
+        # a law held on cells explains bins only: built where the bins depart
+        cells = self.bins_depart(ev)
         for index, c in enumerate(CONSTRUCTIONS):
-            coarse = cached_on_law(ev.law, f"_coarse_construction_{index}_{whole}",
-                                   lambda law, c=c: construction_law(law, c, whole) or False)
+            coarse = cached_on_law(ev.law, f"_coarse_construction_{index}_{whole}_{cells}",
+                                   lambda law, c=c: construction_law(law, c, whole, cells)
+                                   or False)
             found = self.read(ev, coarse) if coarse else None
             if found is not None:
                 read.append((c, found[0], found[1], coarse))
@@ -531,12 +572,24 @@ class CoarseConstruction(Mechanism):
                 return True
         return False
 
-    @staticmethod
-    def departs(ev: Evidence) -> bool:
+    @classmethod
+    def departs(cls, ev: Evidence) -> bool:
         for fn in (check_collisions, check_low_bits):
             out = ev.outcome(fn)
             if out.applicable and out.p_value < FALSE_MATCH:
                 return True
+        return cls.bins_depart(ev)
+
+    @staticmethod
+    def bins_depart(ev: Evidence) -> bool:
+        """Whether the tails, the scan of the mass bins or the judged histogram depart from the
+        rounded law at FALSE_MATCH (three of `departs`' five events: a window moved by a fraction of a bin shows in
+        the tails and the scan while the histogram's chi-square still fits)."""
+        for family, fn in (("binned", check_tails), ("localized", check_scan)):
+            if ev.has(family):
+                out = ev.outcome(fn)
+                if out.applicable and out.p_value < FALSE_MATCH:
+                    return True
         judged = ev.judged_hist
         if judged is None:
             return False
@@ -546,9 +599,13 @@ class CoarseConstruction(Mechanism):
     def read(self, ev: Evidence, coarse: CoarseLaw) -> tuple[set, str] | None:
         """(the checks whose statistic agrees with `coarse`, the note); None where neither the
         equal pairs nor the histogram does (the construction is not this sampler)."""
-        written = f"{coarse.keys.size} values written (from {coarse.v_values} values of v)"
+        if coarse.values_exact:
+            written = f"{coarse.keys.size} values written (from {coarse.v_values} values of v)"
+        else:
+            written = (f"held on {coarse.v_values} cells of its uniform (its window holds too "
+                       f"many values to enumerate: bins only)")
         explains, parts = set(), [written]
-        pairs = self.pairs(ev, coarse)
+        pairs = self.pairs(ev, coarse) if coarse.values_exact else None
         if pairs is not None:
             ok, text = pairs
             parts.append(text)
@@ -570,7 +627,7 @@ class CoarseConstruction(Mechanism):
                 explains |= LOCAL
         for check, fn in ((INDEPENDENCE.name, self.successive), (LATTICES.name, self.lattices),
                           (LOW_BITS.name, self.low_bits)):
-            found = fn(ev, coarse)
+            found = fn(ev, coarse) if coarse.values_exact else None
             if found is not None:
                 ok, text = found
                 parts.append(text)

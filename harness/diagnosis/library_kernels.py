@@ -206,8 +206,12 @@ class PaddleSteps:
         return np.asarray(keys).astype(bits).view(self.mt)
 
     def v_of(self, keys) -> np.ndarray:
+        return self.v_at(self.c_of(keys))
+
+    def v_at(self, c) -> np.ndarray:
+        """p at uniforms c in [0, 1] (MT values; non-decreasing in c)."""
         mt, tiny = self.mt, self.mt(np.finfo(np.float32).tiny)
-        value = self.c_of(keys) * (mt(1.0) - tiny) + tiny
+        value = np.asarray(c, dtype=mt) * (mt(1.0) - tiny) + tiny
         return (mt(self.lo) + mt(self.span) * value).astype(np.float64)
 
     def x_of(self, p, error: float = 0.0) -> np.ndarray:

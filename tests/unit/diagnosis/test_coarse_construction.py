@@ -20,7 +20,13 @@ import torch
 
 from harness.checks import summarize_samples
 from harness.diagnosis.catalog import diagnose, explain
-from harness.diagnosis.coarse_construction import CONSTRUCTIONS, Steps, construction_law
+from harness.diagnosis.coarse_construction import (
+    CONSTRUCTIONS,
+    Steps,
+    cell_law,
+    construction_law,
+    window_law,
+)
 from harness.diagnosis.library_kernels import NumpyroSteps, PaddleSteps, paddle_erfinv
 from reference import TruncatedNormal, rounded_law
 from summaries import named, stage_one
@@ -135,6 +141,44 @@ def test_a_sample_of_paddles_kernel_reads_as_it():
             check, [(m.name, m.note[:200]) for m in matches])
 
 
+def test_a_law_on_cells_brackets_the_enumerated_one():
+    """Paddle's kernel on TN(0, 1, 3, 4) in float32 (~22 000 values of p, enumerable) held on
+    cells of its uniform: below each of 200 edges across the window, the enumerated law's mass
+    lies between the masses of the cells whose whole image is below it and of those whose image
+    starts below it (the range each fit pools over)."""
+    law = rounded_law(TruncatedNormal(0.0, 1.0, 3.0, 4.0), torch.float32)
+    steps = PaddleSteps.of(law)
+    exact, cells = window_law(steps), cell_law(steps)
+    assert not cells.values_exact and abs(cells.probs.sum() - 1.0) < 1e-12
+    for edge in np.linspace(exact.keys[0], exact.keys[-1], 200).astype(np.uint64):
+        mass = exact.probs[exact.keys < edge].sum()
+        assert cells.probs[cells.hi_keys < edge].sum() - 1e-12 <= mass
+        assert mass <= cells.probs[cells.lo_keys < edge].sum() + 1e-12
+
+
+def test_a_sample_of_paddles_float64_kernel_on_a_sub_ulp_window_reads_as_it():
+    """2^19 float64 values of Paddle's kernel on sub-ulp-window [0.3, 0.30001], drawn the
+    kernel's way: its bounds arrive as float32 (0.30000001192..., 0.30000999569...), so its
+    window is moved by a fraction of a bin and no value lies below float32(0.3). The window
+    holds ~10^11 doubles of p; the law held on cells of the uniform explains the tails, the
+    scan and the extremes, and nothing at the resolution of single values."""
+    law = rounded_law(TruncatedNormal(0.0, 1.0, 0.3, 0.30001), torch.float64)
+    steps = PaddleSteps.of(law)
+    rng = np.random.default_rng(20261205)
+    words = rng.integers(0, np.iinfo(np.uint64).max, size=1 << 19, dtype=np.uint64,
+                         endpoint=True)
+    c = np.minimum(words.astype(np.float64) * 2.0**-64, np.nextafter(1.0, 0.0))
+    values = steps.x_of(steps.v_at(c))
+    samples = torch.from_numpy(values).reshape(-1, 256, 256)
+    matches = diagnose(summarize_samples(samples, law), law)
+    match = named(matches, "coarse-construction")
+    assert "cells of its uniform" in match.note, match.note
+    for check in ("tails", "scan", "extremes"):
+        assert explain(check, "fail", "", matches)[0] == "coarse-construction", (
+            check, [(m.name, m.note[:200]) for m in matches])
+    assert not match.explains & {"collisions", "low_bits", "lattices"}
+
+
 #: (candidate, case, dtype, the library's package, checks the construction explains at 2^19)
 LIBRARY_ROWS = [
     ("timm", "mean-outside-3-4", torch.float32, "timm", ("collisions", "spikes", "low_bits")),
@@ -157,6 +201,8 @@ LIBRARY_ROWS = [
     ("paddle", "mean-outside-3-4", torch.float32, "paddle", ("collisions", "low_bits", "spikes")),
     ("paddle", "huge-std", torch.float32, "paddle", ("low_bits", "lattices")),
     ("paddle", "narrow-window-8", torch.float64, "paddle", ("gof", "atoms", "moments")),
+    # ~10^11 doubles of p in the window: held on cells of the uniform, bins only
+    ("paddle", "sub-ulp-window", torch.float64, "paddle", ("extremes", "scan", "tails")),
 ]
 
 
