@@ -90,7 +90,7 @@ from .evidence import (
     fine_bin_index,
 )
 from .fine_structure import class_fit, moves, predicted_pairs, scanned_pairs
-from .library_kernels import NumpyroSteps, PaddleSteps
+from .library_kernels import NumpyroSteps, PaddleSteps, TensorflowSteps
 from .match import Match, Mechanism
 from .proposals import in_accumulator
 from .scope import checks_reading
@@ -196,6 +196,11 @@ CONSTRUCTIONS = (
                  "mean in double, clamped to the float32 bounds", "Paddle", "cdf",
                  {32: 64, 64: 64}, ends_in_dtype=True, standard=False, finish=None,
                  steps=PaddleSteps.of),
+    Construction("TensorFlow's parameterized_truncated_normal kernel in float32: uniform "
+                 "rejection on a narrow window, Robert's exponential proposals in a tail, "
+                 "-log(u) / alpha + normMin and z stddev + mean in float32 through the C "
+                 "library's logf", "TensorFlow", "cdf", {32: 23}, ends_in_dtype=True,
+                 standard=False, finish=None, steps=TensorflowSteps.of),
     Construction("NumPyro's TruncatedNormal: JAX's uniform j 2^-23 on [tiny, 1), "
                  "Phi^-1((1 - u) Phi(low) + u Phi(high)) mirrored about the mean when the "
                  "window lies above it, every step in float32", "NumPyro", "cdf", {32: 23},
@@ -431,16 +436,32 @@ def cell_law(steps: PaddleSteps) -> CoarseLaw | None:
     return CoarseLaw(law.keys, law.probs, lo, law.hi_keys + margin, CELLS, values_exact=False)
 
 
-def whole_lattice_law(steps: Steps | NumpyroSteps) -> CoarseLaw | None:
+def whole_lattice_law(steps: Steps | NumpyroSteps | TensorflowSteps) -> CoarseLaw | None:
     """The law of an exact kernel pushed point by point over its whole lattice, in chunks that
-    stay in the processor's cache."""
-    fmt, keys = steps.fmt, []
+    stay in the processor's cache; a rejection sampler's points (`TensorflowSteps`) each
+    weighted by the chance the kernel keeps it."""
+    fmt, keys, weights = steps.fmt, [], []
+    rejection = isinstance(steps, TensorflowSteps)
     for start in range(0, 1 << steps.bits, CHUNK):
-        x = steps.x_of(steps.v_of(np.arange(start, start + CHUNK)))
-        keys.append(fmt.ordered_keys(x[~np.isnan(x)]).astype(np.uint64))
+        j = np.arange(start, start + CHUNK)
+        if rejection:
+            z, share = steps.proposals(j)
+            x, kept = steps.outputs(z), share > 0
+            x, share = x[kept], share[kept]
+        else:
+            x = steps.x_of(steps.v_of(j))
+            share = None
+        good = ~np.isnan(x)
+        keys.append(fmt.ordered_keys(x[good]).astype(np.uint64))
+        if rejection:
+            weights.append(share[good])
     keys = np.concatenate(keys)
     if keys.size == 0:
         return None
+    if rejection:
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        probs = np.bincount(inverse, weights=np.concatenate(weights), minlength=uniq.size)
+        return CoarseLaw(uniq, probs / probs.sum(), uniq, uniq, 1 << steps.bits)
     # the kernel is monotone up to its last bits (rising, or falling where mirrored): a merge
     # sort on nearly sorted runs is ~linear
     keys.sort(kind="stable")

@@ -1,8 +1,9 @@
 """The libraries' own sampling kernels, repeated step by step from their sources, for
 `coarse-construction` to enumerate: NumPyro's float32 ``TruncatedNormal`` (its ``icdf`` op by
-op, on JAX's uniform and JAX's ndtri, `harness.diagnosis.xla_cpu`) and Paddle's
+op, on JAX's uniform and JAX's ndtri, `harness.diagnosis.xla_cpu`), Paddle's
 ``truncated_gaussian_random`` CPU kernel (its uniform from a 64-bit word, its own Erfinv, C++'s
-mix of double and float steps, the clamp to float32 bounds).
+mix of double and float steps, the clamp to float32 bounds) and TensorFlow's float32
+``parameterized_truncated_normal`` kernel (its uniform and exponential rejection samplers).
 
 Each is a small frozen class: ``of(law)`` builds it on a RoundedLaw (None where the library
 cannot express the law), ``v_of`` maps lattice keys to the value handed to the inverse CDF,
@@ -21,7 +22,7 @@ import numpy as np
 
 from reference.dtypes import float_format
 
-from . import xla_cpu
+from . import libm, xla_cpu
 
 
 @dataclass(frozen=True)
@@ -248,3 +249,86 @@ class PaddleSteps:
         # enumerable (narrow) window of p gathers into each of its values
         out[inside] = below + (here - below) / 2.0
         return out
+
+
+#: Standard deviations inside the bounds from which TensorFlow's kernel draws normals instead.
+TF_RANDN_FROM = 1.3
+
+
+@dataclass(frozen=True)
+class TensorflowSteps:
+    """TensorFlow's ``parameterized_truncated_normal`` CPU kernel in float32 (``stateless_``
+    too; ``parameterized_truncated_normal_op.cc``), every step in float32: bounds in sigma
+    units ``(bound - mean) / stddev`` (mirrored where the window lies below the mean); its
+    uniforms u = k 2^-23 (Philox's 23 mantissa bits); on a narrow window (``diff < cutoff``)
+    z = u diff + normMin, kept with probability exp((plus - z^2) / 2) against a second
+    uniform; in a tail, Robert's exponential proposals z = -log(u) / alpha + normMin, kept
+    with probability exp(-(alpha - z)^2 / 2) and z < normMax; then z stddev + mean. Its log and
+    exp are the C library's logf and expf (scalar ``Eigen::numext`` calls; `harness.diagnosis.
+    libm`). The normal branch (Box-Muller; windows reaching 1.3 sigma past the mean) is not
+    repeated (None). Its law is pushed over the 2^23 proposals, each weighted by the share of
+    the second uniform's lattice that keeps it."""
+
+    fmt: object
+    mean: np.float32
+    stddev: np.float32
+    low: np.float32  # normMin
+    high: np.float32  # normMax
+    branch: str  # "uniform" or "exponential"
+    bits: ClassVar[int] = 23
+    exact: ClassVar[bool] = True
+    enumeration: ClassVar[str] = "whole"
+
+    @classmethod
+    def of(cls, law) -> TensorflowSteps | None:
+        dist = law.dist
+        return cls.on(law.fmt, float(dist.loc), float(dist.scale), float(dist.a), float(dist.b))
+
+    @classmethod
+    def on(cls, fmt, mean: float, std: float, a: float, b: float) -> TensorflowSteps | None:
+        """The kernel on TN(mean, std, a, b) written into `fmt` (None: not float32, the normal
+        branch, or arguments the kernel refuses)."""
+        f = np.float32
+        mean, stddev, lo, hi = f(mean), f(std), f(a), f(b)
+        if fmt.name != "float32" or not (stddev > 0 and lo < hi) or not (
+                np.isfinite(lo) or np.isfinite(hi)):
+            return None
+        if (np.isinf(lo) and lo < 0) or hi < mean:
+            lo, hi, stddev = hi, lo, -stddev
+        with np.errstate(all="ignore"):
+            low, high = f((lo - mean) / stddev), f((hi - mean) / stddev)
+            root = np.sqrt(f(low * low) + f(4.0), dtype=f)
+            exponent = f(f(0.5) + f(f(low * f(low - root)) / f(4.0)))
+            cutoff = f(f(f(2.0) * libm.expf(exponent)[()]) / f(low + root))
+            diff = f(high - low)
+        if (low < -TF_RANDN_FROM and high >= 0) or (high > TF_RANDN_FROM and low <= 0):
+            return None
+        branch = "uniform" if diff < cutoff else "exponential"
+        return cls(fmt, mean, stddev, low, high, branch)
+
+    def proposals(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(z, the chance it is kept) of proposals k (0 <= k < 2^23) as float32 and float64."""
+        f = np.float32
+        u = (np.asarray(k, dtype=np.float64) * 2.0 ** -self.bits).astype(f)
+        with np.errstate(all="ignore"):
+            if self.branch == "uniform":
+                z = ((u * f(self.high - self.low)).astype(f) + self.low).astype(f)
+                plus = f(0.0) if self.low < 0 else f(self.low * self.low)
+                keep = np.exp(((plus - (z * z).astype(f)) / f(2.0)).astype(f).astype(np.float64))
+                inside = np.ones(z.shape, dtype=bool)
+            else:
+                alpha = f((self.low + np.sqrt(f(self.low * self.low) + f(4.0), dtype=f)) / f(2.0))
+                z = ((-libm.logf(u) / alpha).astype(f) + self.low).astype(f)
+                x = (alpha - z).astype(f) if self.low < alpha else np.full_like(z, self.low - alpha)
+                keep = np.exp((-(x * x).astype(f) / f(2.0)).astype(f).astype(np.float64))
+                inside = z < self.high
+        # the second uniform v = m 2^-23 keeps z where v <= g: floor(g 2^23) + 1 of 2^23 values
+        share = np.minimum(np.floor(keep * 2.0 ** self.bits) + 1.0, 2.0 ** self.bits)
+        share = np.where(inside & np.isfinite(z), share, 0.0)
+        return z, share
+
+    def outputs(self, z: np.ndarray) -> np.ndarray:
+        """z stddev + mean in float32, as float64."""
+        f = np.float32
+        with np.errstate(all="ignore"):
+            return ((z * self.stddev).astype(f) + self.mean).astype(f).astype(np.float64)

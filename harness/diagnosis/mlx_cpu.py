@@ -12,21 +12,17 @@ MLX's CPU backend on Linux evaluates its unary ops one element at a time (`simd:
 ``erf`` is Abramowitz and Stegun's 7.1.26 through MLX's own Cephes-style ``exp``, with the
 multiply-adds ``std::fma`` writes; ``erfinv`` is Giles' single-precision polynomial in
 ``t = log(1 - v^2)``, its ``log`` the C library's ``logf`` (``std::log`` of a float). numpy's
-float32 log is another implementation (it differs on ~1.5 % of the arguments, the correctly
-rounded one on ~0.04 %), so the C library's ``logf`` is called itself (`c_logf`), as MLX calls
-it. Bit for bit against MLX 0.32's CPU kernels (tests/unit/diagnosis/test_mlx_cpu.py, where MLX
+float32 log is another implementation, so the C library's ``logf`` is called itself
+(`harness.diagnosis.libm`), as MLX calls it. Bit for bit against MLX 0.32's CPU kernels (tests/unit/diagnosis/test_mlx_cpu.py, where MLX
 is installed). These are models of a library's arithmetic for naming a mechanism; the candidate
 is still judged against the reference's law alone.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
-
 import numpy as np
 
+from .libm import logf
 from .xla_cpu import f32, fma, horner_fma
 
 F32 = np.float32
@@ -45,27 +41,6 @@ ERF_P = 0.3275911
 ERF_POLY = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
 #: The uniform's largest value: the float32 below 1.
 BELOW_ONE = float(np.nextafter(F32(1.0), F32(0.0)))
-
-
-@functools.lru_cache(maxsize=1)
-def _libm_logf():
-    name = ctypes.util.find_library("m")
-    if name is None:
-        return None
-    logf = ctypes.CDLL(name).logf
-    logf.restype, logf.argtypes = ctypes.c_float, [ctypes.c_float]
-    return logf
-
-
-def c_logf(t) -> np.ndarray:
-    """The C library's ``logf`` of each float32 in `t` (float32 of the float64 log where no C
-    library can be loaded: the correctly rounded value, which ``logf`` returns on > 99 % of
-    arguments)."""
-    t = f32(t)
-    logf = _libm_logf()
-    if logf is None:
-        return np.log(t.astype(np.float64)).astype(F32)
-    return np.fromiter(map(logf, t.ravel().tolist()), dtype=F32, count=t.size).reshape(t.shape)
 
 
 def exp(x) -> np.ndarray:
@@ -98,7 +73,7 @@ def erfinv(x) -> np.ndarray:
     """MLX's float32 ``erfinv`` (Giles' polynomial in log(1 - x^2), the C library's logf)."""
     x = f32(x)
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = c_logf(fma(x, F32(0.0) - x, F32(1.0)))
+        t = logf(fma(x, F32(0.0) - x, F32(1.0)))
         p = np.where(np.abs(t) > F32(ERFINV_SPLIT), horner_fma(t, ERFINV_FAR),
                      horner_fma(t, ERFINV_NEAR))
         return (x * p).astype(F32)

@@ -52,7 +52,10 @@ READERS = {
     "tensor, without the departing class, to the law",
     ("harness/diagnosis/coarse_construction.py", "resolution"): "coarse-construction predicts "
     "the equal pairs, the lattice counts and the last bits of its enumerated law",
-    ("harness/diagnosis/coarse_construction.py", "localized"): "and fits its law to the mass bins",
+    ("harness/diagnosis/coarse_construction.py", "localized"): "and fits its law to the mass "
+    "bins, where the scan (like the tails) departing is what calls for it",
+    ("harness/diagnosis/coarse_construction.py", "tails"): "a window moved by a fraction of a bin "
+    "departs in the tails before the histogram: one of its departure events",
     ("harness/diagnosis/coarse_construction.py", "independence"): "and predicts the equal "
     "successive elements",
 }

@@ -27,7 +27,12 @@ from harness.diagnosis.coarse_construction import (
     construction_law,
     window_law,
 )
-from harness.diagnosis.library_kernels import NumpyroSteps, PaddleSteps, paddle_erfinv
+from harness.diagnosis.library_kernels import (
+    NumpyroSteps,
+    PaddleSteps,
+    TensorflowSteps,
+    paddle_erfinv,
+)
 from reference import TruncatedNormal, rounded_law
 from summaries import named, stage_one
 
@@ -179,6 +184,28 @@ def test_a_sample_of_paddles_float64_kernel_on_a_sub_ulp_window_reads_as_it():
     assert not match.explains & {"collisions", "low_bits", "lattices"}
 
 
+@pytest.mark.parametrize("a,b,branch", [(1.0, 3.0, "exponential"), (-1e-3, 1e-3, "uniform")])
+def test_a_sample_of_tensorflows_rejection_kernel_reads_as_it(a, b, branch):
+    """2^19 float32 values of TensorFlow's kernel drawn its way with numpy's generator (a
+    proposal k, a second uniform m kept where m 2^-23 <= its acceptance): on asym-window's
+    exponential proposals and on a sigma-narrow window's uniform ones, the last bits read
+    coarse-construction from the law pushed over the 2^23 proposals."""
+    law = rounded_law(TruncatedNormal(0.0, 1.0, a, b), torch.float32)
+    steps = TensorflowSteps.of(law)
+    assert steps.branch == branch
+    rng = np.random.default_rng(20261205)
+    kept = []
+    while sum(map(len, kept)) < 1 << 19:
+        k = rng.integers(0, 1 << 23, size=1 << 19)
+        z, share = steps.proposals(k)
+        kept.append(steps.outputs(z)[rng.integers(0, 1 << 23, size=k.size) < share])
+    values = np.concatenate(kept)[: 1 << 19].astype(np.float32)
+    samples = torch.from_numpy(values).reshape(-1, 256, 256)
+    matches = diagnose(summarize_samples(samples, law), law)
+    assert explain("low_bits", "fail", "", matches)[0] == "coarse-construction", (
+        [(m.name, m.note[:300]) for m in matches])
+
+
 #: (candidate, case, dtype, the library's package, checks the construction explains at 2^19)
 LIBRARY_ROWS = [
     ("timm", "mean-outside-3-4", torch.float32, "timm", ("collisions", "spikes", "low_bits")),
@@ -203,6 +230,11 @@ LIBRARY_ROWS = [
     ("paddle", "narrow-window-8", torch.float64, "paddle", ("gof", "atoms", "moments")),
     # ~10^11 doubles of p in the window: held on cells of the uniform, bins only
     ("paddle", "sub-ulp-window", torch.float64, "paddle", ("extremes", "scan", "tails")),
+    # TensorFlow's rejection samplers in float32: exponential proposals, uniform proposals
+    ("tensorflow-param", "asym-window-1-3", torch.float32, "tensorflow",
+     ("collisions", "low_bits")),
+    ("tensorflow-param", "mean-outside-3-4", torch.float32, "tensorflow", ("low_bits",)),
+    ("tensorflow-param", "huge-std", torch.float32, "tensorflow", ("low_bits",)),
 ]
 
 

@@ -11,7 +11,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from harness.diagnosis import mlx_cpu
+from harness.diagnosis import libm, mlx_cpu
 
 
 def exact_values(fn, xs: np.ndarray) -> np.ndarray:
@@ -54,10 +54,10 @@ def test_exp_and_erfinv_sit_within_their_stated_ulps():
 
 
 def test_the_c_logf_is_the_c_librarys():
-    """`c_logf` returns the C library's logf, which is not numpy's float32 log on every
-    argument, and is the correctly rounded log on most."""
+    """`libm.logf` returns the C library's logf, within an ulp of the log and the correctly
+    rounded log on most arguments."""
     ts = arguments(1e-3, 1.0, 1 << 14, 4)
-    ours = mlx_cpu.c_logf(ts)
+    ours = libm.logf(ts)
     rounded = np.log(ts.astype(np.float64)).astype(np.float32)
     assert np.mean(ours == rounded) > 0.98
     assert np.all(np.abs(ours.astype(np.float64) - np.log(ts.astype(np.float64)))
