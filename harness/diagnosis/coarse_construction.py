@@ -32,10 +32,13 @@ JAX's float32 construction is exact instead: its ends, its fused ``f (b - a) + a
 are XLA's CPU kernel step by step (`harness.diagnosis.xla_cpu`), so its law carries the kernel's
 last bits, and no pooling. So is timm's (torch <= 2.11's) in float32: torch's CPU ``uniform_``,
 fused or not as this torch measures, and torch's own erfinv (`harness.diagnosis.torch_cpu`).
-Where the window holds more than MAX_VALUES values of v and the equal
-pairs or the last bits depart with no earlier row explaining them, that law is pushed over the
-whole 2^23-point (timm: 2^24) lattice (a few seconds), which reaches any window: the huge-std
-case's million values. NumPyro's float32 sampler (JAX's uniform through Phi-space and JAX's ndtri, op
+So is MLX's in float32 (its erf, its uniform and its erfinv through the C library's logf,
+`harness.diagnosis.mlx_cpu`). Where the window holds more than MAX_VALUES values of v and the
+equal pairs, the last bits, the tails, the scan or the histogram depart with no earlier row
+explaining them, that law is pushed over the whole 2^23-point (timm: 2^24) lattice (a few
+seconds), which reaches any window: the huge-std case's million values. TensorFlow's float32
+rejection samplers (`library_kernels.TensorflowSteps`) are only ever pushed that way, each
+proposal weighted by the chance the kernel keeps it. NumPyro's float32 sampler (JAX's uniform through Phi-space and JAX's ndtri, op
 by op, `library_kernels.NumpyroSteps`) is only ever pushed that way. Paddle's kernel
 (`library_kernels.PaddleSteps`, read from its C++ source: its uniform from a 64-bit word, its
 own Erfinv, double and float steps as C++ mixes them, the clamp to float32 bounds) is repeated
@@ -65,7 +68,8 @@ from scipy import special
 
 from ..families.common import cached_on_law
 from ..families.independence import INDEPENDENCE, check_independence
-from ..families.localized import LocalBins, check_scan
+from ..families.binned import GOF
+from ..families.localized import SCAN, LocalBins
 from ..families.resolution import (
     COLLISIONS,
     LATTICES,
@@ -75,7 +79,7 @@ from ..families.resolution import (
     lattice_mask,
     low_bit_cells,
 )
-from ..families.tails import check_tails
+from ..families.tails import TAILS
 from . import mlx_cpu, torch_cpu, xla_cpu
 from .affine import first_index
 from .bound_atoms import BINNED
@@ -555,9 +559,11 @@ class CoarseConstruction(Mechanism):
         if not ev.has("resolution") or ev.law.fmt.bits < 32 or not self.departs(ev):
             return None
         read = []
-        whole = self.fine_unexplained(ev)
+        departing = self.departing_bins(ev)
+        # a whole lattice's push where what departs is left unexplained by the earlier rows
+        whole = self.fine_unexplained(ev) or bool(departing - earlier_explained(ev))
         # a law held on cells explains bins only: built where the bins depart
-        cells = self.bins_depart(ev)
+        cells = bool(departing)
         for index, c in enumerate(CONSTRUCTIONS):
             coarse = cached_on_law(ev.law, f"_coarse_construction_{index}_{whole}_{cells}",
                                    lambda law, c=c: construction_law(law, c, whole, cells)
@@ -599,23 +605,26 @@ class CoarseConstruction(Mechanism):
             out = ev.outcome(fn)
             if out.applicable and out.p_value < FALSE_MATCH:
                 return True
-        return cls.bins_depart(ev)
+        return bool(cls.departing_bins(ev))
 
     @staticmethod
-    def bins_depart(ev: Evidence) -> bool:
-        """Whether the tails, the scan of the mass bins or the judged histogram depart from the
-        rounded law at FALSE_MATCH (three of `departs`' five events: a window moved by a fraction of a bin shows in
-        the tails and the scan while the histogram's chi-square still fits)."""
-        for family, fn in (("binned", check_tails), ("localized", check_scan)):
+    def departing_bins(ev: Evidence) -> set:
+        """The checks among tails, scan and gof whose statistic departs from the rounded law at
+        FALSE_MATCH (gof's: the judged histogram's chi-square; three of `departs`' five events:
+        a window moved by a fraction of a bin shows in the tails and the scan while the
+        histogram's chi-square still fits)."""
+        found = set()
+        for family, check in (("binned", TAILS), ("localized", SCAN)):
             if ev.has(family):
-                out = ev.outcome(fn)
+                out = ev.outcome(check.outcome)
                 if out.applicable and out.p_value < FALSE_MATCH:
-                    return True
+                    found.add(check.name)
         judged = ev.judged_hist
-        if judged is None:
-            return False
-        p = chi2_fit(judged[1], judged[0].probs)
-        return p is not None and p < FALSE_MATCH
+        if judged is not None:
+            p = chi2_fit(judged[1], judged[0].probs)
+            if p is not None and p < FALSE_MATCH:
+                found.add(GOF.name)
+        return found
 
     def read(self, ev: Evidence, coarse: CoarseLaw) -> tuple[set, str] | None:
         """(the checks whose statistic agrees with `coarse`, the note); None where neither the

@@ -56,6 +56,8 @@ READERS = {
     "bins, where the scan (like the tails) departing is what calls for it",
     ("harness/diagnosis/coarse_construction.py", "tails"): "a window moved by a fraction of a bin "
     "departs in the tails before the histogram: one of its departure events",
+    ("harness/diagnosis/coarse_construction.py", "binned"): "and names the gof check its "
+    "histogram's departure stands for",
     ("harness/diagnosis/coarse_construction.py", "independence"): "and predicts the equal "
     "successive elements",
 }

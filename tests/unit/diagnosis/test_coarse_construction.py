@@ -235,6 +235,7 @@ LIBRARY_ROWS = [
      ("collisions", "low_bits")),
     ("tensorflow-param", "mean-outside-3-4", torch.float32, "tensorflow", ("low_bits",)),
     ("tensorflow-param", "huge-std", torch.float32, "tensorflow", ("low_bits",)),
+    ("tensorflow-param", "sub-ulp-window", torch.float32, "tensorflow", ("gof", "scan", "tails")),
 ]
 
 
