@@ -36,10 +36,11 @@ So is MLX's in float32 (its erf, its uniform and its erfinv through the C librar
 `harness.diagnosis.mlx_cpu`). Where the window holds more than MAX_VALUES values of v and the
 equal pairs, the last bits, the tails, the scan or the histogram depart with no earlier row
 explaining them, that law is pushed over the whole 2^23-point (timm: 2^24) lattice (a few
-seconds), which reaches any window: the huge-std case's million values. TensorFlow's float32
-rejection samplers (`library_kernels.TensorflowSteps`) are only ever pushed that way, each
-proposal weighted by the chance the kernel keeps it. NumPyro's float32 sampler (JAX's uniform through Phi-space and JAX's ndtri, op
-by op, `library_kernels.NumpyroSteps`) is only ever pushed that way. Paddle's kernel
+seconds), which reaches any window: the huge-std case's million values. NumPyro's float32
+sampler (JAX's uniform through Phi-space and JAX's ndtri, op by op,
+`library_kernels.NumpyroSteps`) and TensorFlow's float32 rejection samplers
+(`library_kernels.TensorflowSteps`, each proposal weighted by the chance the kernel keeps it)
+are only ever pushed that way. Paddle's kernel
 (`library_kernels.PaddleSteps`, read from its C++ source: its uniform from a 64-bit word, its
 own Erfinv, double and float steps as C++ mixes them, the clamp to float32 bounds) is repeated
 exactly too, enumerated over its window's values of p with each value's share of the 64-bit
@@ -144,8 +145,8 @@ class Construction:
     (`harness.diagnosis.torch_cpu`: exact too, where this torch's uniform_ is one the model
     repeats); `mlx_kernels`: in float32 the ends, the uniform's image and erfinv are MLX's
     CPU kernels step by step (`harness.diagnosis.mlx_cpu`: exact); `steps`: a
-    construction whose steps are its own (`NumpyroSteps`, `PaddleSteps`), each with its own
-    enumeration."""
+    construction whose steps are its own (`NumpyroSteps`, `PaddleSteps`, `TensorflowSteps`),
+    each with its own enumeration."""
 
     label: str
     short: str
@@ -454,7 +455,6 @@ def whole_lattice_law(steps: Steps | NumpyroSteps | TensorflowSteps) -> CoarseLa
             x, share = x[kept], share[kept]
         else:
             x = steps.x_of(steps.v_of(j))
-            share = None
         good = ~np.isnan(x)
         keys.append(fmt.ordered_keys(x[good]).astype(np.uint64))
         if rejection:

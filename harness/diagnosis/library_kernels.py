@@ -150,8 +150,17 @@ def paddle_erfinv(x: np.ndarray, mt) -> np.ndarray:
         return np.where(x == 1, np.inf, np.where(x == -1, -np.inf, out)).astype(mt)
 
 
+class OnParameters:
+    """A kernel built from a law's parameters: ``of(law)`` is ``on(fmt, mean, std, a, b)``."""
+
+    @classmethod
+    def of(cls, law):
+        dist = law.dist
+        return cls.on(law.fmt, float(dist.loc), float(dist.scale), float(dist.a), float(dist.b))
+
+
 @dataclass(frozen=True)
-class PaddleSteps:
+class PaddleSteps(OnParameters):
     """Paddle's ``truncated_gaussian_random`` CPU kernel (``paddle.nn.init.trunc_normal_``): in
     MT (float32 for float32 and bfloat16 outputs, float64 for float64), mean, std, a and b
     arriving as float32; the uniform ``std::uniform_real_distribution<MT>(FLT_MIN, 1)`` on a
@@ -174,11 +183,6 @@ class PaddleSteps:
     exact: ClassVar[bool] = True
     #: how coarse-construction enumerates it: over the MT values of p in [lo, hi]
     enumeration: ClassVar[str] = "window"
-
-    @classmethod
-    def of(cls, law) -> PaddleSteps | None:
-        dist = law.dist
-        return cls.on(law.fmt, float(dist.loc), float(dist.scale), float(dist.a), float(dist.b))
 
     @classmethod
     def on(cls, fmt, mean: float, std: float, a: float, b: float) -> PaddleSteps | None:
@@ -256,7 +260,7 @@ TF_RANDN_FROM = 1.3
 
 
 @dataclass(frozen=True)
-class TensorflowSteps:
+class TensorflowSteps(OnParameters):
     """TensorFlow's ``parameterized_truncated_normal`` CPU kernel in float32 (``stateless_``
     too; ``parameterized_truncated_normal_op.cc``), every step in float32: bounds in sigma
     units ``(bound - mean) / stddev`` (mirrored where the window lies below the mean); its
@@ -278,11 +282,6 @@ class TensorflowSteps:
     bits: ClassVar[int] = 23
     exact: ClassVar[bool] = True
     enumeration: ClassVar[str] = "whole"
-
-    @classmethod
-    def of(cls, law) -> TensorflowSteps | None:
-        dist = law.dist
-        return cls.on(law.fmt, float(dist.loc), float(dist.scale), float(dist.a), float(dist.b))
 
     @classmethod
     def on(cls, fmt, mean: float, std: float, a: float, b: float) -> TensorflowSteps | None:
@@ -307,7 +306,9 @@ class TensorflowSteps:
         return cls(fmt, mean, stddev, low, high, branch)
 
     def proposals(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(z, the chance it is kept) of proposals k (0 <= k < 2^23) as float32 and float64."""
+        """(z in float32, and how many of the second uniform's 2^23 values keep it) of proposals
+        k (0 <= k < 2^23). The acceptance g is taken in float64 from its float32 argument: the
+        count floor(g 2^23) + 1 moves by one of 2^23 where expf's last bit would cross it."""
         f = np.float32
         u = (np.asarray(k, dtype=np.float64) * 2.0 ** -self.bits).astype(f)
         with np.errstate(all="ignore"):
@@ -322,7 +323,7 @@ class TensorflowSteps:
                 x = (alpha - z).astype(f) if self.low < alpha else np.full_like(z, self.low - alpha)
                 keep = np.exp((-(x * x).astype(f) / f(2.0)).astype(f).astype(np.float64))
                 inside = z < self.high
-        # the second uniform v = m 2^-23 keeps z where v <= g: floor(g 2^23) + 1 of 2^23 values
+        # the second uniform m 2^-23 keeps z where m 2^-23 <= g
         share = np.minimum(np.floor(keep * 2.0 ** self.bits) + 1.0, 2.0 ** self.bits)
         share = np.where(inside & np.isfinite(z), share, 0.0)
         return z, share
