@@ -45,10 +45,13 @@ are only ever pushed that way. Paddle's kernel
 own Erfinv, double and float steps as C++ mixes them, the clamp to float32 bounds) is repeated
 exactly too, enumerated over its window's values of p with each value's share of the 64-bit
 words (`window_law`). Where that window holds more values than the enumeration takes (float64 on
-a sub-ulp window: ~10^11) and the bins depart, its law is held on 2^20 cells of the uniform
-instead (`cell_law`): each cell's mass is known and its values lie between the images of its
-ends, so the histogram and the mass bins are predicted (their bins pooled over each cell's
-range), and nothing at the resolution of single values is.
+a sub-ulp window: ~10^11) and the bins depart, its law is held on 2^21 cells of the uniform
+instead (`cell_law`), and so is TensorFlow's float64 kernel (a 52-bit uniform): each cell's
+mass is known and its values lie between the images of its ends, so the histogram and the
+mass bins are predicted (their bins pooled over each cell's range); the value at a point drawn
+in each cell makes a stratified sample of the law, from which the last bits' shares are
+estimated (their fit's chi-square divided by 1 + n / the cells, the two samples' variance);
+the equal pairs and the lattices, which need the law's own values, are not predicted.
 
 It is the catalog's last row and claims only the checks no earlier row explains. It reads only
 32/64-bit Summaries, and departs only where the equal pairs (the collisions check), the last
@@ -107,11 +110,13 @@ MAX_VALUES = 1 << 20
 WHOLE_LATTICE_BITS = 24
 #: Lattice points pushed at once on that path.
 CHUNK = 1 << 16
-#: Cells of the uniform a kernel's law is held on where its window holds more values of p than
-#: the enumeration takes (Paddle's float64: ~10^11 on a sub-ulp window), and ulps each cell's
-#: image is widened by (the kernel is non-decreasing up to its last bits).
-CELLS = 1 << 20
+#: Cells of the uniform a kernel's law is held on where its lattice holds more values than
+#: the enumeration takes (Paddle's float64 window: ~10^11 on a sub-ulp window; TensorFlow's
+#: 52-bit uniform), the ulps each cell's image is widened by (the kernel is monotone up to its
+#: last bits), and the seed of the point drawn in each cell.
+CELLS = 1 << 21
 CELL_MARGIN_ULPS = 2
+CELL_SEED = 20261205
 #: The relative error allowed to a library's erfinv in float32 (XLA's, MLX's and torch's are
 #: polynomials a few ulps off the correctly rounded value) and in float64.
 APPROX = {32: 2.0 ** -20, 64: 2.0 ** -46}
@@ -201,11 +206,11 @@ CONSTRUCTIONS = (
                  "mean in double, clamped to the float32 bounds", "Paddle", "cdf",
                  {32: 64, 64: 64}, ends_in_dtype=True, standard=False, finish=None,
                  steps=PaddleSteps.of),
-    Construction("TensorFlow's parameterized_truncated_normal kernel in float32: uniform "
-                 "rejection on a narrow window, Robert's exponential proposals in a tail, "
-                 "-log(u) / alpha + normMin and z stddev + mean in float32 through the C "
-                 "library's logf", "TensorFlow", "cdf", {32: 23}, ends_in_dtype=True,
-                 standard=False, finish=None, steps=TensorflowSteps.of),
+    Construction("TensorFlow's parameterized_truncated_normal kernel: uniform rejection on a "
+                 "narrow window, Robert's exponential proposals in a tail, -log(u) / alpha + "
+                 "normMin and z stddev + mean in the dtype through the C library's log",
+                 "TensorFlow", "cdf", {32: 23, 64: 52}, ends_in_dtype=True, standard=False,
+                 finish=None, steps=TensorflowSteps.of),
     Construction("NumPyro's TruncatedNormal: JAX's uniform j 2^-23 on [tiny, 1), "
                  "Phi^-1((1 - u) Phi(low) + u Phi(high)) mirrored about the mean when the "
                  "window lies above it, every step in float32", "NumPyro", "cdf", {32: 23},
@@ -223,9 +228,14 @@ class CoarseLaw:
     lo_keys: np.ndarray
     hi_keys: np.ndarray
     v_values: int
-    #: False for a law held on cells of the uniform (`cell_law`): its keys stand for the cells'
-    #: images, right at the resolution of bins, not of single values
-    values_exact: bool = True
+    #: None where the keys are the law's own values; for a law held on cells of the uniform
+    #: (`cell_law`) the effective number of cells, whose drawn points' values are a stratified
+    #: sample: right at the resolution of bins, the last bits' shares estimated
+    sample_size: float | None = None
+
+    @property
+    def values_exact(self) -> bool:
+        return self.sample_size is None
 
     @property
     def q2(self) -> float:
@@ -363,13 +373,16 @@ def construction_law(law, c: Construction, whole: bool = False,
     MAX_VALUES, an exact kernel is pushed over its whole lattice where it has at most
     WHOLE_LATTICE_BITS bits (a second or two); a construction with steps of its own enumerates
     itself (its `enumeration`). `cells`: beyond MAX_VALUES, a kernel enumerated over its window
-    is held on CELLS cells of its uniform (`cell_law`), a law of bins, not of values."""
+    is held on CELLS cells of its uniform (`cell_law`: bins and estimated last bits, not
+    values); a kernel with too wide a lattice to push is held so where `whole` or `cells`."""
     if c.steps is not None:
         own = c.steps(law)
         if own is None:
             return None
         if own.enumeration == "whole":
             return whole_lattice_law(own) if whole else None
+        if own.enumeration == "cells":
+            return cell_law(own) if (whole or cells) else None
         return window_law(own) or (cell_law(own) if cells else None)
     steps = Steps.of(law, c)
     if steps is None:
@@ -423,22 +436,30 @@ def window_law(steps: PaddleSteps) -> CoarseLaw | None:
     return pushed_law(steps, p[keep], counts[keep])
 
 
-def cell_law(steps: PaddleSteps) -> CoarseLaw | None:
-    """The law of a kernel on a window too wide to enumerate, held on CELLS equal cells of its
-    uniform c: each cell's mass is its width (the uniform's own lattice is far finer), and as
-    the kernel is non-decreasing in c, the cell's values lie between the images of its two ends
-    (widened by CELL_MARGIN_ULPS), the range each fit pools its bins over."""
+def cell_law(steps: PaddleSteps | TensorflowSteps) -> CoarseLaw | None:
+    """The law of a kernel whose lattice is too wide to enumerate, held on CELLS equal cells of
+    its uniform c (`steps.on_cells`: the output and the chance the kernel keeps it at given
+    uniforms): each cell's mass is its width times that chance at a point drawn uniformly in
+    the cell (CELL_SEED; the uniform's own lattice is far finer), and as the kernel is monotone
+    in c, the cell's values lie between the images of its two ends (widened by
+    CELL_MARGIN_ULPS), the range each fit pools its bins over. The drawn points' values are a
+    stratified sample of the law's: their last bits' shares are an estimate, with the
+    effective number of cells as its sample size."""
     edges = np.arange(CELLS + 1, dtype=np.float64) / CELLS
-    middles = (edges[:-1] + edges[1:]) / 2.0
-    fmt = steps.fmt
-    ends_x = steps.x_of(steps.v_at(edges))
-    outs = [steps.x_of(steps.v_at(middles)), ends_x[:-1], ends_x[1:]]
-    law = gathered(fmt, outs, np.diff(edges), CELLS, exact=False)
-    if law is None:
+    points = edges[:-1] + np.random.default_rng(CELL_SEED).random(CELLS) / CELLS
+    ends_x, _ = steps.on_cells(edges)
+    x, weight = steps.on_cells(points)
+    mass = np.diff(edges) * weight
+    keep = (mass > 0) & ~np.isnan(x)
+    if not np.any(keep):
         return None
+    outs = [x[keep], ends_x[:-1][keep], ends_x[1:][keep]]
+    law = gathered(steps.fmt, outs, mass[keep], CELLS, exact=False)
     margin = np.uint64(CELL_MARGIN_ULPS)
     lo = np.where(law.lo_keys > margin, law.lo_keys - margin, np.uint64(0))
-    return CoarseLaw(law.keys, law.probs, lo, law.hi_keys + margin, CELLS, values_exact=False)
+    kept = mass[keep]
+    size = float(kept.sum() ** 2 / np.sum(kept ** 2))
+    return CoarseLaw(law.keys, law.probs, lo, law.hi_keys + margin, CELLS, sample_size=size)
 
 
 def whole_lattice_law(steps: Steps | NumpyroSteps | TensorflowSteps) -> CoarseLaw | None:
@@ -632,8 +653,9 @@ class CoarseConstruction(Mechanism):
         if coarse.values_exact:
             written = f"{coarse.keys.size} values written (from {coarse.v_values} values of v)"
         else:
-            written = (f"held on {coarse.v_values} cells of its uniform (its window holds too "
-                       f"many values to enumerate: bins only)")
+            written = (f"held on {coarse.v_values} cells of its uniform, a point drawn in each "
+                       f"(too many values to enumerate: the bins, and the last bits' shares "
+                       f"estimated)")
         explains, parts = set(), [written]
         pairs = self.pairs(ev, coarse) if coarse.values_exact else None
         if pairs is not None:
@@ -657,7 +679,7 @@ class CoarseConstruction(Mechanism):
                 explains |= LOCAL
         for check, fn in ((INDEPENDENCE.name, self.successive), (LATTICES.name, self.lattices),
                           (LOW_BITS.name, self.low_bits)):
-            found = fn(ev, coarse) if coarse.values_exact else None
+            found = fn(ev, coarse) if coarse.values_exact or check == LOW_BITS.name else None
             if found is not None:
                 ok, text = found
                 parts.append(text)
@@ -755,5 +777,7 @@ class CoarseConstruction(Mechanism):
             return True, f"the last {bits} bits: every value in the one class the law writes"
         if len(low_bit_cells(n * shares)) < 2:
             return None
-        p = class_fit(counts, shares, inflation=1.0)
+        # a sampled law's shares carry their own error: the two samples' chi-square
+        inflation = 1.0 if coarse.values_exact else 1.0 + n / coarse.sample_size
+        p = class_fit(counts, shares, inflation=inflation)
         return p >= AGREE_LEVEL, f"the last {bits} bits' fit p {p:.2g}"

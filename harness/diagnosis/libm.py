@@ -1,6 +1,6 @@
-"""The C library's float32 ``logf`` and ``expf``, called element by element: what a library's
-scalar kernel writes where its source calls ``std::log`` or ``std::exp`` of a float (MLX's
-erfinv, TensorFlow's rejection samplers). numpy's float32 log is another implementation
+"""The C library's ``logf``, ``expf`` and ``log``, called element by element: what a library's
+scalar kernel writes where its source calls ``std::log`` or ``std::exp`` of a float or a double
+(MLX's erfinv, TensorFlow's rejection samplers). numpy's float32 log is another implementation
 (measured on [0.01, 1]: it differs from glibc's logf on ~1.5 % of arguments, and glibc's logf
 from the correctly rounded log on ~0.7 %), so the models that need these bits call the C
 library itself; where none can be loaded, the float64
@@ -20,29 +20,35 @@ F32 = np.float32
 
 
 @functools.lru_cache(maxsize=None)
-def _function(name: str):
+def _function(name: str, real):
     library = ctypes.util.find_library("m")
     if library is None:
         return None
+    c_type = ctypes.c_float if real is F32 else ctypes.c_double
     fn = getattr(ctypes.CDLL(library), name)
-    fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
+    fn.restype, fn.argtypes = c_type, [c_type]
     return fn
 
 
-def _elementwise(name: str, fallback, x) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64).astype(F32)
-    fn = _function(name)
+def _elementwise(name: str, real, fallback, x) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64).astype(real)
+    fn = _function(name, real)
     if fn is None:
         with np.errstate(all="ignore"):
-            return fallback(x.astype(np.float64)).astype(F32)
-    return np.fromiter(map(fn, x.ravel().tolist()), dtype=F32, count=x.size).reshape(x.shape)
+            return fallback(x.astype(np.float64)).astype(real)
+    return np.fromiter(map(fn, x.ravel().tolist()), dtype=real, count=x.size).reshape(x.shape)
 
 
 def logf(x) -> np.ndarray:
     """The C library's ``logf`` of each float32 in `x`."""
-    return _elementwise("logf", np.log, x)
+    return _elementwise("logf", F32, np.log, x)
 
 
 def expf(x) -> np.ndarray:
     """The C library's ``expf`` of each float32 in `x`."""
-    return _elementwise("expf", np.exp, x)
+    return _elementwise("expf", F32, np.exp, x)
+
+
+def log(x) -> np.ndarray:
+    """The C library's ``log`` of each float64 in `x`."""
+    return _elementwise("log", np.float64, np.log, x)

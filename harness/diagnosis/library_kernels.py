@@ -219,6 +219,11 @@ class PaddleSteps(OnParameters):
         value = np.asarray(c, dtype=mt) * (mt(1.0) - tiny) + tiny
         return (mt(self.lo) + mt(self.span) * value).astype(np.float64)
 
+    def on_cells(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the output, its weight: 1) at uniforms c in [0, 1] (`coarse_construction.cell_law`)."""
+        x = self.x_of(self.v_at(c))
+        return x, np.ones(x.shape)
+
     def x_of(self, p, error: float = 0.0) -> np.ndarray:
         """The output value of p (`error` unused: the kernel is repeated exactly)."""
         mt = self.mt
@@ -261,36 +266,47 @@ TF_RANDN_FROM = 1.3
 
 @dataclass(frozen=True)
 class TensorflowSteps(OnParameters):
-    """TensorFlow's ``parameterized_truncated_normal`` CPU kernel in float32 (``stateless_``
-    too; ``parameterized_truncated_normal_op.cc``), every step in float32: bounds in sigma
-    units ``(bound - mean) / stddev`` (mirrored where the window lies below the mean); its
-    uniforms u = k 2^-23 (Philox's 23 mantissa bits); on a narrow window (``diff < cutoff``)
-    z = u diff + normMin, kept with probability exp((plus - z^2) / 2) against a second
-    uniform; in a tail, Robert's exponential proposals z = -log(u) / alpha + normMin, kept
-    with probability exp(-(alpha - z)^2 / 2) and z < normMax; then z stddev + mean. Its log and
-    exp are the C library's logf and expf (scalar ``Eigen::numext`` calls; `harness.diagnosis.
-    libm`). The normal branch (Box-Muller; windows reaching 1.3 sigma past the mean) is not
-    repeated (None). Its law is pushed over the 2^23 proposals, each weighted by the share of
-    the second uniform's lattice that keeps it."""
+    """TensorFlow's ``parameterized_truncated_normal`` CPU kernel (``stateless_`` too;
+    ``parameterized_truncated_normal_op.cc``) in float32 or float64, every step in that type T:
+    bounds in sigma units ``(bound - mean) / stddev`` (mirrored where the window lies below the
+    mean); its uniforms u = k 2^-23 (float32: Philox's 23 mantissa bits) or k 2^-52 (float64);
+    on a narrow window (``diff < cutoff``) z = u diff + normMin, kept with probability
+    exp((plus - z^2) / 2) against a second uniform; in a tail, Robert's exponential proposals
+    z = -log(u) / alpha + normMin, kept with probability exp(-(alpha - z)^2 / 2) and
+    z < normMax; then z stddev + mean. Its log is the C library's (scalar ``Eigen::numext``
+    calls; `harness.diagnosis.libm`). The normal branch (Box-Muller; windows reaching 1.3 sigma
+    past the mean) is not repeated (None). In float32 its law is pushed over the 2^23
+    proposals, each weighted by the share of the second uniform's lattice that keeps it; in
+    float64 it is held on cells of the uniform, one proposal drawn in each."""
 
     fmt: object
-    mean: np.float32
-    stddev: np.float32
-    low: np.float32  # normMin
-    high: np.float32  # normMax
+    real: type
+    mean: float
+    stddev: float
+    low: float  # normMin
+    high: float  # normMax
     branch: str  # "uniform" or "exponential"
-    bits: ClassVar[int] = 23
     exact: ClassVar[bool] = True
-    enumeration: ClassVar[str] = "whole"
+
+    @property
+    def bits(self) -> int:
+        """Random bits of a uniform: T's mantissa bits."""
+        return 23 if self.real is np.float32 else 52
+
+    @property
+    def enumeration(self) -> str:
+        """How coarse-construction holds its law: over its whole lattice, or on cells."""
+        return "whole" if self.real is np.float32 else "cells"
 
     @classmethod
     def on(cls, fmt, mean: float, std: float, a: float, b: float) -> TensorflowSteps | None:
-        """The kernel on TN(mean, std, a, b) written into `fmt` (None: not float32, the normal
-        branch, or arguments the kernel refuses)."""
-        f = np.float32
+        """The kernel on TN(mean, std, a, b) written into `fmt` (None: not float32 or float64,
+        the normal branch, or arguments the kernel refuses)."""
+        if fmt.name not in ("float32", "float64"):
+            return None
+        f = np.float32 if fmt.name == "float32" else np.float64
         mean, stddev, lo, hi = f(mean), f(std), f(a), f(b)
-        if fmt.name != "float32" or not (stddev > 0 and lo < hi) or not (
-                np.isfinite(lo) or np.isfinite(hi)):
+        if not (stddev > 0 and lo < hi) or not (np.isfinite(lo) or np.isfinite(hi)):
             return None
         if (np.isinf(lo) and lo < 0) or hi < mean:
             lo, hi, stddev = hi, lo, -stddev
@@ -298,19 +314,22 @@ class TensorflowSteps(OnParameters):
             low, high = f((lo - mean) / stddev), f((hi - mean) / stddev)
             root = np.sqrt(f(low * low) + f(4.0), dtype=f)
             exponent = f(f(0.5) + f(f(low * f(low - root)) / f(4.0)))
-            cutoff = f(f(f(2.0) * libm.expf(exponent)[()]) / f(low + root))
+            grow = libm.expf(exponent)[()] if f is np.float32 else f(np.exp(exponent))
+            cutoff = f(f(f(2.0) * grow) / f(low + root))
             diff = f(high - low)
         if (low < -TF_RANDN_FROM and high >= 0) or (high > TF_RANDN_FROM and low <= 0):
             return None
         branch = "uniform" if diff < cutoff else "exponential"
-        return cls(fmt, mean, stddev, low, high, branch)
+        return cls(fmt, f, mean, stddev, low, high, branch)
 
     def proposals(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(z in float32, and how many of the second uniform's 2^23 values keep it) of proposals
-        k (0 <= k < 2^23). The acceptance g is taken in float64 from its float32 argument: the
-        count floor(g 2^23) + 1 moves by one of 2^23 where expf's last bit would cross it."""
-        f = np.float32
-        u = (np.asarray(k, dtype=np.float64) * 2.0 ** -self.bits).astype(f)
+        """(z in T, and the share of the second uniform's 2^bits values that keep it) of
+        proposals k (integers 0 <= k < 2^bits, as int64 or float64). The acceptance g is taken
+        in float64 from its argument in T: the share floor(g 2^bits) + 1 moves by one value
+        where T's exp would round across it."""
+        f, top = self.real, 2.0 ** self.bits
+        u = (np.asarray(k, dtype=np.float64) / top).astype(f)
+        log = libm.logf if f is np.float32 else libm.log
         with np.errstate(all="ignore"):
             if self.branch == "uniform":
                 z = ((u * f(self.high - self.low)).astype(f) + self.low).astype(f)
@@ -319,17 +338,23 @@ class TensorflowSteps(OnParameters):
                 inside = np.ones(z.shape, dtype=bool)
             else:
                 alpha = f((self.low + np.sqrt(f(self.low * self.low) + f(4.0), dtype=f)) / f(2.0))
-                z = ((-libm.logf(u) / alpha).astype(f) + self.low).astype(f)
+                z = ((-log(u) / alpha).astype(f) + self.low).astype(f)
                 x = (alpha - z).astype(f) if self.low < alpha else np.full_like(z, self.low - alpha)
                 keep = np.exp((-(x * x).astype(f) / f(2.0)).astype(f).astype(np.float64))
                 inside = z < self.high
-        # the second uniform m 2^-23 keeps z where m 2^-23 <= g
-        share = np.minimum(np.floor(keep * 2.0 ** self.bits) + 1.0, 2.0 ** self.bits)
+        # the second uniform m 2^-bits keeps z where m 2^-bits <= g
+        share = np.minimum(np.floor(keep * top) + 1.0, top) / top
         share = np.where(inside & np.isfinite(z), share, 0.0)
         return z, share
 
     def outputs(self, z: np.ndarray) -> np.ndarray:
-        """z stddev + mean in float32, as float64."""
-        f = np.float32
+        """z stddev + mean in T, as float64."""
+        f = self.real
         with np.errstate(all="ignore"):
             return ((z * self.stddev).astype(f) + self.mean).astype(f).astype(np.float64)
+
+    def on_cells(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the output, the chance it is kept) of the proposal at uniforms c in [0, 1]."""
+        k = np.floor(np.asarray(c, dtype=np.float64) * 2.0 ** self.bits)
+        z, share = self.proposals(k)
+        return self.outputs(z), share
