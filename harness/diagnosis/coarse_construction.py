@@ -40,18 +40,21 @@ seconds), which reaches any window: the huge-std case's million values. NumPyro'
 sampler (JAX's uniform through Phi-space and JAX's ndtri, op by op,
 `library_kernels.NumpyroSteps`) and TensorFlow's float32 rejection samplers
 (`library_kernels.TensorflowSteps`, each proposal weighted by the chance the kernel keeps it)
-are only ever pushed that way. Paddle's kernel
+are only ever pushed that way; in float64 both are held on cells (below). Paddle's kernel
 (`library_kernels.PaddleSteps`, read from its C++ source: its uniform from a 64-bit word, its
 own Erfinv, double and float steps as C++ mixes them, the clamp to float32 bounds) is repeated
 exactly too, enumerated over its window's values of p with each value's share of the 64-bit
 words (`window_law`). Where that window holds more values than the enumeration takes (float64 on
 a sub-ulp window: ~10^11) and the bins depart, its law is held on 2^21 cells of the uniform
-instead (`cell_law`), and so is TensorFlow's float64 kernel (a 52-bit uniform): each cell's
-mass is known and its values lie between the images of its ends, so the histogram and the
-mass bins are predicted (their bins pooled over each cell's range); the value at a point drawn
-in each cell makes a stratified sample of the law, from which the last bits' shares are
-estimated (their fit's chi-square divided by 1 + n / the cells, the two samples' variance);
-the equal pairs and the lattices, which need the law's own values, are not predicted.
+instead (`cell_law`), and so are TensorFlow's and NumPyro's float64 kernels (52-bit uniforms;
+where the others are pushed whole): each cell's mass is known and its values lie between the
+images of the points drawn in its neighbours, so the histogram and the mass bins are predicted
+(their bins pooled over each cell's range); the value at the point drawn in each cell makes a
+stratified sample of the law, from which the last bits' shares are estimated (their fit's
+chi-square divided by 1 + n / the cells, the two samples' variance); the equal pairs and the
+lattices, which need the law's own values, are not predicted. Far out two constructions can
+predict alike (TensorFlow's and NumPyro's float64 last bits on tail-5): the note names every
+one that reads as well, and the row the closest fit.
 
 It is the catalog's last row and claims only the checks no earlier row explains. It reads only
 32/64-bit Summaries, and departs only where the equal pairs (the collisions check), the last
@@ -211,10 +214,11 @@ CONSTRUCTIONS = (
                  "normMin and z stddev + mean in the dtype through the C library's log",
                  "TensorFlow", "cdf", {32: 23, 64: 52}, ends_in_dtype=True, standard=False,
                  finish=None, steps=TensorflowSteps.of),
-    Construction("NumPyro's TruncatedNormal: JAX's uniform j 2^-23 on [tiny, 1), "
+    Construction("NumPyro's TruncatedNormal: JAX's uniform j 2^-k on [tiny, 1) (k = 23, 52), "
                  "Phi^-1((1 - u) Phi(low) + u Phi(high)) mirrored about the mean when the "
-                 "window lies above it, every step in float32", "NumPyro", "cdf", {32: 23},
-                 ends_in_dtype=True, standard=False, finish=None, steps=NumpyroSteps.of),
+                 "window lies above it, every step in the dtype", "NumPyro", "cdf",
+                 {32: 23, 64: 52}, ends_in_dtype=True, standard=False, finish=None,
+                 steps=NumpyroSteps.of),
 )
 
 
@@ -374,7 +378,7 @@ def construction_law(law, c: Construction, whole: bool = False,
     WHOLE_LATTICE_BITS bits (a second or two); a construction with steps of its own enumerates
     itself (its `enumeration`). `cells`: beyond MAX_VALUES, a kernel enumerated over its window
     is held on CELLS cells of its uniform (`cell_law`: bins and estimated last bits, not
-    values); a kernel with too wide a lattice to push is held so where `whole` or `cells`."""
+    values); a kernel with too wide a lattice to push is held so where `whole`."""
     if c.steps is not None:
         own = c.steps(law)
         if own is None:
@@ -382,7 +386,7 @@ def construction_law(law, c: Construction, whole: bool = False,
         if own.enumeration == "whole":
             return whole_lattice_law(own) if whole else None
         if own.enumeration == "cells":
-            return cell_law(own) if (whole or cells) else None
+            return cell_law(own) if whole else None
         return window_law(own) or (cell_law(own) if cells else None)
     steps = Steps.of(law, c)
     if steps is None:
@@ -436,25 +440,28 @@ def window_law(steps: PaddleSteps) -> CoarseLaw | None:
     return pushed_law(steps, p[keep], counts[keep])
 
 
-def cell_law(steps: PaddleSteps | TensorflowSteps) -> CoarseLaw | None:
+def cell_law(steps: PaddleSteps | TensorflowSteps | NumpyroSteps) -> CoarseLaw | None:
     """The law of a kernel whose lattice is too wide to enumerate, held on CELLS equal cells of
     its uniform c (`steps.on_cells`: the output and the chance the kernel keeps it at given
     uniforms): each cell's mass is its width times that chance at a point drawn uniformly in
-    the cell (CELL_SEED; the uniform's own lattice is far finer), and as the kernel is monotone
-    in c, the cell's values lie between the images of its two ends (widened by
-    CELL_MARGIN_ULPS), the range each fit pools its bins over. The drawn points' values are a
-    stratified sample of the law's: their last bits' shares are an estimate, with the
-    effective number of cells as its sample size."""
+    the cell (CELL_SEED; the uniform's own lattice is far finer). The kernel is monotone in c,
+    so a cell's values lie between the images of the points drawn in the cells on either side
+    (of 0 and 1 at the ends; widened by CELL_MARGIN_ULPS), the range each fit pools its bins
+    over. The drawn points' values are a stratified sample of the law's: their last bits'
+    shares are an estimate, with the effective number of cells as its sample size."""
     edges = np.arange(CELLS + 1, dtype=np.float64) / CELLS
     points = edges[:-1] + np.random.default_rng(CELL_SEED).random(CELLS) / CELLS
-    ends_x, _ = steps.on_cells(edges)
     x, weight = steps.on_cells(points)
+    ends, _ = steps.on_cells(np.array([0.0, 1.0]))
+    below = np.concatenate([ends[:1], x[:-1]])
+    above = np.concatenate([x[1:], ends[1:]])
+    below, above = np.where(np.isnan(below), x, below), np.where(np.isnan(above), x, above)
     mass = np.diff(edges) * weight
     keep = (mass > 0) & ~np.isnan(x)
     if not np.any(keep):
         return None
-    outs = [x[keep], ends_x[:-1][keep], ends_x[1:][keep]]
-    law = gathered(steps.fmt, outs, mass[keep], CELLS, exact=False)
+    law = gathered(steps.fmt, [x[keep], below[keep], above[keep]], mass[keep], CELLS,
+                   exact=False)
     margin = np.uint64(CELL_MARGIN_ULPS)
     lo = np.where(law.lo_keys > margin, law.lo_keys - margin, np.uint64(0))
     kept = mass[keep]
@@ -555,14 +562,14 @@ def pooled_fit(hist, law_probs_by_bin, bin_lo, bin_hi) -> float | None:
 
 
 def binned_fit(counts, size: int, index: list, coarse: CoarseLaw, what: str):
-    """(whether the counts fit the law, a note): the law's values put in their bins (`index`:
-    each value's bin and the lowest and highest an erfinv error could move it to), then
-    `pooled_fit`; None where no fit can be computed."""
+    """(whether the counts fit the law, a note, the fit's p): the law's values put in their
+    bins (`index`: each value's bin and the lowest and highest an erfinv error could move it
+    to), then `pooled_fit`; None where no fit can be computed."""
     probs = np.bincount(index[0], weights=coarse.probs, minlength=size)[:size]
     p = pooled_fit(np.asarray(counts, dtype=np.float64), probs, index[1], index[2])
     if p is None:
         return None
-    return p >= AGREE_LEVEL, f"{what} fit p {p:.2g}"
+    return p >= AGREE_LEVEL, f"{what} fit p {p:.2g}", p
 
 
 class CoarseConstruction(Mechanism):
@@ -591,10 +598,12 @@ class CoarseConstruction(Mechanism):
                                    or False)
             found = self.read(ev, coarse) if coarse else None
             if found is not None:
-                read.append((c, found[0], found[1], coarse))
+                read.append((c, *found, coarse))
         if not read:
             return None
-        c, explains, text, coarse = max(read, key=lambda r: len(r[1]))
+        # the most checks explained; among as many, the closest fit (constructions far out can
+        # predict alike: TensorFlow's and NumPyro's float64 last bits on a tail)
+        c, explains, text, _, coarse = max(read, key=lambda r: (len(r[1]), r[3]))
         # far out the constructions often write one law: the note names every one that reads
         # as well, not only the first
         alike = [r[0].short for r in read if r[1] == explains]
@@ -647,45 +656,38 @@ class CoarseConstruction(Mechanism):
                 found.add(GOF.name)
         return found
 
-    def read(self, ev: Evidence, coarse: CoarseLaw) -> tuple[set, str] | None:
-        """(the checks whose statistic agrees with `coarse`, the note); None where neither the
-        equal pairs nor the histogram does (the construction is not this sampler)."""
+    def read(self, ev: Evidence, coarse: CoarseLaw) -> tuple[set, str, float] | None:
+        """(the checks whose statistic agrees with `coarse`, the note, the smallest p of the
+        fits that agree); None where neither the equal pairs nor the histogram does (the
+        construction is not this sampler)."""
         if coarse.values_exact:
             written = f"{coarse.keys.size} values written (from {coarse.v_values} values of v)"
         else:
             written = (f"held on {coarse.v_values} cells of its uniform, a point drawn in each "
                        f"(too many values to enumerate: the bins, and the last bits' shares "
                        f"estimated)")
-        explains, parts = set(), [written]
-        pairs = self.pairs(ev, coarse) if coarse.values_exact else None
-        if pairs is not None:
-            ok, text = pairs
+        explains, parts, fits = set(), [written], [1.0]
+
+        def take(found, checks) -> None:
+            # found: (agrees, text) or (agrees, text, the fit's p)
+            if found is None:
+                return
+            ok, text, *p = found
             parts.append(text)
             if ok:
-                explains.add(COLLISIONS.name)
-        hist = self.histogram(ev, coarse)
-        if hist is not None:
-            ok, text = hist
-            parts.append(text)
-            if ok:
-                explains |= HISTOGRAM
+                explains.update(checks)
+                fits.extend(p)
+
+        take(self.pairs(ev, coarse) if coarse.values_exact else None, {COLLISIONS.name})
+        take(self.histogram(ev, coarse), HISTOGRAM)
         if not explains:
             return None
-        local = self.local(ev, coarse)
-        if local is not None:
-            ok, text = local
-            parts.append(text)
-            if ok:
-                explains |= LOCAL
+        take(self.local(ev, coarse), LOCAL)
         for check, fn in ((INDEPENDENCE.name, self.successive), (LATTICES.name, self.lattices),
                           (LOW_BITS.name, self.low_bits)):
-            found = fn(ev, coarse) if coarse.values_exact or check == LOW_BITS.name else None
-            if found is not None:
-                ok, text = found
-                parts.append(text)
-                if ok:
-                    explains.add(check)
-        return explains, "; ".join(parts)
+            take(fn(ev, coarse) if coarse.values_exact or check == LOW_BITS.name else None,
+                 {check})
+        return explains, "; ".join(parts), min(fits)
 
     @staticmethod
     def pairs(ev: Evidence, coarse: CoarseLaw):
@@ -780,4 +782,4 @@ class CoarseConstruction(Mechanism):
         # a sampled law's shares carry their own error: the two samples' chi-square
         inflation = 1.0 if coarse.values_exact else 1.0 + n / coarse.sample_size
         p = class_fit(counts, shares, inflation=inflation)
-        return p >= AGREE_LEVEL, f"the last {bits} bits' fit p {p:.2g}"
+        return p >= AGREE_LEVEL, f"the last {bits} bits' fit p {p:.2g}", p

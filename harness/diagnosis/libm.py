@@ -1,6 +1,7 @@
 """The C library's ``logf``, ``expf`` and ``log``, called element by element: what a library's
 scalar kernel writes where its source calls ``std::log`` or ``std::exp`` of a float or a double
-(MLX's erfinv, TensorFlow's rejection samplers). numpy's float32 log is another implementation
+(MLX's erfinv, TensorFlow's rejection samplers, JAX's float64 log); and C's float64 ``fma``,
+vectorized. numpy's float32 log is another implementation
 (measured on [0.01, 1]: it differs from glibc's logf on ~1.5 % of arguments, and glibc's logf
 from the correctly rounded log on ~0.7 %), so the models that need these bits call the C
 library itself; where none can be loaded, the float64
@@ -52,3 +53,21 @@ def expf(x) -> np.ndarray:
 def log(x) -> np.ndarray:
     """The C library's ``log`` of each float64 in `x`."""
     return _elementwise("log", np.float64, np.log, x)
+
+
+def fma(x, y, z) -> np.ndarray:
+    """x y + z in float64 with (almost always) one rounding, as C's ``fma``: the product split
+    exactly into p + e (Dekker), p + z into s + t (Knuth's two-sum), then s + (t + e); it differs
+    from the correctly rounded result only where t + e itself rounds onto a tie of s's lattice."""
+    split = 134217729.0  # 2^27 + 1
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    p = x * y
+    cx, cy = split * x, split * y
+    x_hi = cx - (cx - x)
+    y_hi = cy - (cy - y)
+    x_lo, y_lo = x - x_hi, y - y_hi
+    e = ((x_hi * y_hi - p) + x_hi * y_lo + x_lo * y_hi) + x_lo * y_lo
+    s = p + z
+    bb = s - p
+    t = (p - (s - bb)) + (z - bb)
+    return s + (t + e)

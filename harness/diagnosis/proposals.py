@@ -37,6 +37,7 @@ import numpy as np
 from reference import float_format
 
 from ..families.common import LawBins
+from . import libm
 from .affine import first_index
 from .bound_atoms import (ATOMS, BINNED, atom_text, atoms_agree, bound_departures, bound_value,
                           law_atom, sigma_text)
@@ -70,24 +71,6 @@ def in_dtype(x, fmt) -> np.ndarray:
     return fmt.round(in_accumulator(x, fmt))
 
 
-def fused_multiply_add(x: np.ndarray, y: float, z: float) -> np.ndarray:
-    """x y + z in float64 with (almost always) one rounding: the product split exactly into
-    p + e (Dekker), p + z into s + t (Knuth's two-sum), then s + (t + e); it differs from the
-    correctly rounded result only where t + e itself rounds onto a tie of s's lattice."""
-    split = 134217729.0  # 2^27 + 1
-    x = np.asarray(x, dtype=np.float64)
-    p = x * y
-    cx, cy = split * x, split * y
-    x_hi = cx - (cx - x)
-    y_hi = cy - (cy - y)
-    x_lo, y_lo = x - x_hi, y - y_hi
-    e = ((x_hi * y_hi - p) + x_hi * y_lo + x_lo * y_hi) + x_lo * y_lo
-    s = p + z
-    bb = s - p
-    t = (p - (s - bb)) + (z - bb)
-    return s + (t + e)
-
-
 class UniformLattice:
     """``uniform_(lo, hi)`` in the format: from + j 2^-D (to - from), j = 0..2^D - 1, rounded into
     the accumulator then the format, a value equal to `to` written as `from`; `counts` gives how
@@ -114,7 +97,7 @@ class UniformLattice:
         midpoint, which the bit-for-bit test never met."""
         u = np.ldexp(j.astype(np.float64), -self.digits)
         if accumulator_bits(self.fmt) == 64:
-            return fused_multiply_add(u, self.width, self.lo)
+            return libm.fma(u, self.width, self.lo)
         return in_dtype(u * self.width + self.lo, self.fmt)
 
     def first_index(self, keys: np.ndarray) -> np.ndarray:

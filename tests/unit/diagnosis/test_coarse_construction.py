@@ -210,6 +210,21 @@ def test_a_sample_of_tensorflows_rejection_kernel_reads_as_it(a, b, branch, dtyp
         [(m.name, m.note[:300]) for m in matches])
 
 
+def test_a_sample_of_numpyros_float64_kernel_reads_as_it():
+    """2^19 float64 values of NumPyro's TruncatedNormal on normal-2sigma drawn its way (52-bit
+    uniforms from numpy's generator through its icdf): the last bits depart from the rounded
+    law's and read coarse-construction from the law held on cells of the uniform, its shares
+    estimated from one point drawn in each cell."""
+    law = rounded_law(TruncatedNormal(0.0, 1.0, -2.0, 2.0), torch.float64)
+    steps = NumpyroSteps.of(law)
+    j = np.random.default_rng(20261205).integers(0, 1 << 52, size=1 << 19).astype(np.float64)
+    samples = torch.from_numpy(steps.x_of(steps.v_of(j))).reshape(-1, 256, 256)
+    matches = diagnose(summarize_samples(samples, law), law)
+    assert explain("low_bits", "fail", "", matches)[0] == "coarse-construction", (
+        [(m.name, m.note[:300]) for m in matches])
+    assert "NumPyro" in named(matches, "coarse-construction").note
+
+
 #: (candidate, case, dtype, the library's package, checks the construction explains at 2^19)
 LIBRARY_ROWS = [
     ("timm", "mean-outside-3-4", torch.float32, "timm", ("collisions", "spikes", "low_bits")),
@@ -243,6 +258,8 @@ LIBRARY_ROWS = [
     # in float64 held on cells of its 52-bit uniform: the last bits' shares estimated
     ("tensorflow-param", "asym-window-1-3", torch.float64, "tensorflow", ("low_bits",)),
     ("tensorflow-param", "huge-std", torch.float64, "tensorflow", ("low_bits",)),
+    ("numpyro", "normal-2sigma", torch.float64, "numpyro", ("low_bits",)),
+    ("numpyro", "half-normal", torch.float64, "numpyro", ("low_bits",)),
 ]
 
 
