@@ -25,8 +25,24 @@ from reference.dtypes import float_format
 from . import libm, xla_cpu
 
 
+class MantissaUniform:
+    """A kernel whose uniform holds its type's (`real`) mantissa bits, JAX's and Philox's: 23 in
+    float32, its law pushed over the whole lattice; 52 in float64, its law held on cells."""
+
+    real: type
+
+    @property
+    def bits(self) -> int:
+        return 23 if self.real is np.float32 else 52
+
+    @property
+    def enumeration(self) -> str:
+        """How coarse-construction holds its law (`coarse_construction.construction_law`)."""
+        return "whole" if self.real is np.float32 else "cells"
+
+
 @dataclass(frozen=True)
-class NumpyroSteps:
+class NumpyroSteps(MantissaUniform):
     """NumPyro's ``TruncatedNormal(loc, scale, low=, high=).sample`` in float32 or float64
     (``jax.enable_x64``), as its ``icdf`` writes it (``numpyro/distributions/truncated.py``),
     each jnp operation rounded on its own: u = max(tiny, j 2^-k + tiny) (k = 23, 52);
@@ -48,15 +64,6 @@ class NumpyroSteps:
     tail_high: float
     kind: str  # "two-sided", "below" (low only) or "above" (high only)
     exact: ClassVar[bool] = True
-
-    @property
-    def bits(self) -> int:
-        return 23 if self.real is np.float32 else 52
-
-    @property
-    def enumeration(self) -> str:
-        """How coarse-construction holds its law: its whole 2^23-point lattice, or cells."""
-        return "whole" if self.real is np.float32 else "cells"
 
     @classmethod
     def of(cls, law) -> NumpyroSteps | None:
@@ -292,7 +299,7 @@ TF_RANDN_FROM = 1.3
 
 
 @dataclass(frozen=True)
-class TensorflowSteps(OnParameters):
+class TensorflowSteps(OnParameters, MantissaUniform):
     """TensorFlow's ``parameterized_truncated_normal`` CPU kernel (``stateless_`` too;
     ``parameterized_truncated_normal_op.cc``) in float32 or float64, every step in that type T:
     bounds in sigma units ``(bound - mean) / stddev`` (mirrored where the window lies below the
@@ -314,16 +321,6 @@ class TensorflowSteps(OnParameters):
     high: float  # normMax
     branch: str  # "uniform" or "exponential"
     exact: ClassVar[bool] = True
-
-    @property
-    def bits(self) -> int:
-        """Random bits of a uniform: T's mantissa bits."""
-        return 23 if self.real is np.float32 else 52
-
-    @property
-    def enumeration(self) -> str:
-        """How coarse-construction holds its law: over its whole lattice, or on cells."""
-        return "whole" if self.real is np.float32 else "cells"
 
     @classmethod
     def on(cls, fmt, mean: float, std: float, a: float, b: float) -> TensorflowSteps | None:
