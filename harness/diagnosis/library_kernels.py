@@ -1,15 +1,17 @@
 """The libraries' own sampling kernels, repeated step by step from their sources, for
-`coarse-construction` to enumerate: NumPyro's float32 ``TruncatedNormal`` (its ``icdf`` op by
-op, on JAX's uniform and JAX's ndtri, `harness.diagnosis.xla_cpu`), Paddle's
+`coarse-construction` to enumerate: NumPyro's ``TruncatedNormal`` (its ``icdf`` op by op, on
+JAX's uniform and JAX's ndtri, `harness.diagnosis.xla_cpu`), Paddle's
 ``truncated_gaussian_random`` CPU kernel (its uniform from a 64-bit word, its own Erfinv, C++'s
-mix of double and float steps, the clamp to float32 bounds) and TensorFlow's float32
-``parameterized_truncated_normal`` kernel (its uniform and exponential rejection samplers).
+mix of double and float steps, the clamp to float32 bounds) and TensorFlow's
+``parameterized_truncated_normal`` kernel (its uniform and exponential rejection samplers),
+each in float32 and float64.
 
 Each is a small frozen class: ``of(law)`` builds it on a RoundedLaw (None where the library
-cannot express the law), ``v_of`` maps lattice keys to the value handed to the inverse CDF,
-``x_of`` that value to the output, ``enumeration`` says how its law is enumerated. They are
-models of a library's arithmetic for naming a mechanism, never the law a sampler is judged
-against.
+cannot express the law); ``v_of`` maps lattice keys to the value handed to the inverse CDF and
+``x_of`` that value to the output (TensorFlow's: ``proposals`` and ``outputs``); ``on_cells``
+gives the output at uniforms in [0, 1] for a law held on cells; ``enumeration`` says how its
+law is enumerated. They are models of a library's arithmetic for naming a mechanism, never the
+law a sampler is judged against.
 """
 
 from __future__ import annotations

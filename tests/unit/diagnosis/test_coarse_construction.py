@@ -247,7 +247,7 @@ LIBRARY_ROWS = [
     ("paddle", "mean-outside-3-4", torch.float32, "paddle", ("collisions", "low_bits", "spikes")),
     ("paddle", "huge-std", torch.float32, "paddle", ("low_bits", "lattices")),
     ("paddle", "narrow-window-8", torch.float64, "paddle", ("gof", "atoms", "moments")),
-    # ~10^11 doubles of p in the window: held on cells of the uniform, bins only
+    # ~10^11 doubles of p in the window: held on cells of the uniform (bins; no single value)
     ("paddle", "sub-ulp-window", torch.float64, "paddle", ("extremes", "scan", "tails")),
     # TensorFlow's rejection samplers in float32: exponential proposals, uniform proposals
     ("tensorflow-param", "asym-window-1-3", torch.float32, "tensorflow",
