@@ -21,20 +21,9 @@ from harness.diagnosis.coarse_construction import (
     whole_lattice_law,
 )
 from reference import TruncatedNormal, rounded_law
+from summaries import arguments, assert_kernels_equal, every_float32, near_one, ulps_off
 
 JAX_CONSTRUCTION = next(c for c in CONSTRUCTIONS if c.short == "JAX")
-
-
-def ulps_off(got: np.ndarray, fn, xs: np.ndarray) -> np.ndarray:
-    """|got - fn(x)| in float32 ulps of the exact value (mpmath at 80 bits)."""
-    with mpmath.workprec(80):
-        exact = np.array([float(fn(mpmath.mpf(float(x)))) for x in xs])
-    spacing = np.spacing(np.abs(exact.astype(np.float32))).astype(np.float64)
-    return np.abs(got.astype(np.float64) - exact) / spacing
-
-
-def arguments(lo: float, hi: float, n: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).uniform(lo, hi, n).astype(np.float32)
 
 
 def test_erf_and_log1p_sit_within_a_few_ulps():
@@ -52,9 +41,7 @@ def test_erfinv_is_giles_accuracy_in_the_centre_and_far_off_near_one():
     sampler writes far out. erfinv(+-1) is +-inf."""
     rng = np.random.default_rng(4)
     central = rng.uniform(-0.9966, 0.9966, 1500).astype(np.float32)
-    tail = (1.0 - np.concatenate([rng.uniform(0.0, 3.4e-3, 400),
-                                  np.ldexp(1.0, -np.arange(9, 25))])).astype(np.float32)
-    tail = tail[tail < 1]
+    tail = near_one(rng)
     assert ulps_off(xla_cpu.erfinv(central), mpmath.erfinv, central).max() <= 6.0
     far = ulps_off(xla_cpu.erfinv(tail), mpmath.erfinv, tail)
     assert 10 < far.max() <= 70
@@ -98,14 +85,9 @@ def test_the_kernels_equal_jax_bit_for_bit():
         (jnp.exp, xla_cpu.exp, rng.uniform(-80, 10, 1 << 18)),
         (jnp.log1p, xla_cpu.log1p, rng.uniform(-1, 3, 1 << 18)),
         (lax.erf_inv, xla_cpu.erfinv, rng.uniform(-1, 1, 1 << 18)),
-        (lax.erf_inv, xla_cpu.erfinv,
-         np.arange(np.float32(0.999).view(np.int32), np.float32(1.0).view(np.int32) + 1,
-                   dtype=np.int32).view(np.float32)),
+        (lax.erf_inv, xla_cpu.erfinv, every_float32(0.999, 1.0)),
     ]
-    for library, ours, xs in cases:
-        xs = np.asarray(xs, dtype=np.float32)
-        theirs = np.asarray(jax.jit(library)(jnp.asarray(xs)))
-        assert np.array_equal(theirs, ours(xs)), library
+    assert_kernels_equal(cases, lambda library, xs: jax.jit(library)(jnp.asarray(xs)))
     ps = np.concatenate([rng.uniform(0, 1, 1 << 18), 10.0 ** rng.uniform(-37, -3, 1 << 14)])
     ps = ps.astype(np.float32)
     assert np.array_equal(np.asarray(ndtri(jnp.asarray(ps))), xla_cpu.ndtri(ps))
