@@ -82,7 +82,6 @@ from ..families.resolution import (
     LATTICES,
     LOW_BITS,
     check_collisions,
-    check_low_bits,
     lattice_mask,
     low_bit_cells,
 )
@@ -584,14 +583,17 @@ class CoarseConstruction(Mechanism):
            "where its prediction agrees.")
 
     def test(self, ev: Evidence) -> Match | None:
-        if not ev.has("resolution") or ev.law.fmt.bits < 32 or not self.departs(ev):
+        if not ev.has("resolution") or ev.law.fmt.bits < 32:
+            return None
+        departing = self.departing(ev)
+        if not departing:
             return None
         read = []
-        departing = self.departing_bins(ev)
-        # a whole lattice's push where what departs is left unexplained by the earlier rows
-        whole = self.fine_unexplained(ev) or bool(departing - earlier_explained(ev))
+        # a whole lattice's push where what departs is left unexplained by the earlier rows: a
+        # uniform lattice coarser than the dtype, or a library's own arithmetic
+        whole = bool(departing - earlier_explained(ev))
         # a law held on cells explains bins only: built where the bins depart
-        cells = bool(departing)
+        cells = bool(departing - {COLLISIONS.name, LOW_BITS.name})
         for index, c in enumerate(CONSTRUCTIONS):
             coarse = cached_on_law(ev.law, f"_coarse_construction_{index}_{whole}_{cells}",
                                    lambda law, c=c: construction_law(law, c, whole, cells)
@@ -615,36 +617,14 @@ class CoarseConstruction(Mechanism):
         return self.match(note, parameter=coarse.keys.size, explains=frozenset(explains))
 
     @staticmethod
-    def fine_unexplained(ev: Evidence) -> bool:
-        """Whether the equal pairs or the last bits depart with no earlier row explaining them:
-        a uniform lattice coarser than the dtype, or a library's own arithmetic, the regimes
-        worth a whole lattice's push (within the departure `departs` already requires: no
-        further event for an exact sampler)."""
-        explained = earlier_explained(ev)
-        for check, fn in ((COLLISIONS.name, check_collisions), (LOW_BITS.name, check_low_bits)):
-            if check in explained:
-                continue
-            out = ev.outcome(fn)
-            if out.applicable and out.p_value < FALSE_MATCH:
-                return True
-        return False
-
-    @classmethod
-    def departs(cls, ev: Evidence) -> bool:
-        for fn in (check_collisions, check_low_bits):
-            out = ev.outcome(fn)
-            if out.applicable and out.p_value < FALSE_MATCH:
-                return True
-        return bool(cls.departing_bins(ev))
-
-    @staticmethod
-    def departing_bins(ev: Evidence) -> set:
-        """The checks among tails, scan and gof whose statistic departs from the rounded law at
-        FALSE_MATCH (gof's: the judged histogram's chi-square; three of `departs`' five events:
-        a window moved by a fraction of a bin shows in the tails and the scan while the
-        histogram's chi-square still fits)."""
+    def departing(ev: Evidence) -> set:
+        """The checks among collisions, low_bits, tails, scan and gof whose statistic departs
+        from the rounded law at FALSE_MATCH (gof's: the judged histogram's chi-square): five
+        events. A window moved by a fraction of a bin shows in the tails and the scan while the
+        histogram's chi-square still fits."""
         found = set()
-        for family, check in (("binned", TAILS), ("localized", SCAN)):
+        for family, check in (("resolution", COLLISIONS), ("resolution", LOW_BITS),
+                              ("binned", TAILS), ("localized", SCAN)):
             if ev.has(family):
                 out = ev.outcome(check.outcome)
                 if out.applicable and out.p_value < FALSE_MATCH:
