@@ -16,8 +16,9 @@ May import: `harness.checks`, `harness.families`, `harness.engine` and the floor
 
 from .annotate import annotate, annotate_failure, figures_and_matches
 from .catalog import MECHANISMS, NAMES as MECHANISM_NAMES, diagnose, explain
+from .evidence import OWN_STAGE_FAMILIES
 from .levels import level_of
 from .severity import DELTA, NAMES, beyond_floor, severity
 
 __all__ = ["annotate", "annotate_failure", "figures_and_matches", "level_of", "DELTA", "NAMES",
-           "beyond_floor", "severity", "MECHANISMS", "MECHANISM_NAMES", "diagnose", "explain"]
+           "beyond_floor", "severity", "MECHANISMS", "MECHANISM_NAMES", "diagnose", "explain", "OWN_STAGE_FAMILIES"]

@@ -20,26 +20,28 @@ KEPT = 8
 _KEPT: "OrderedDict[int, tuple]" = OrderedDict()
 
 
-def figures_and_matches(summary, law) -> tuple[dict, tuple]:
-    """The Summary's severity figures and the catalog's matches, computed once per Summary."""
+def figures_and_matches(summary, law, first=None) -> tuple[dict, tuple]:
+    """The Summary's severity figures and the catalog's matches, computed once per Summary
+    (`first`: the group's stage-1 Summary where `summary` is stage 2's, `diagnose`)."""
     key = id(summary)
     kept = _KEPT.get(key)
-    if kept is not None and kept[0] is summary and kept[1] is law:
+    if kept is not None and kept[0] is summary and kept[1] is law and kept[2] is first:
         _KEPT.move_to_end(key)
-        return kept[2], kept[3]
-    figures, matches = severity(summary, law), tuple(diagnose(summary, law))
-    _KEPT[key] = (summary, law, figures, matches)
+        return kept[3], kept[4]
+    figures, matches = severity(summary, law), tuple(diagnose(summary, law, first))
+    _KEPT[key] = (summary, law, first, figures, matches)
     while len(_KEPT) > KEPT:
         _KEPT.popitem(last=False)
     return figures, matches
 
 
-def annotate(result: Result, summary, law) -> Result:
+def annotate(result: Result, summary, law, first=None) -> Result:
     """`result` with its level, severity and mechanism from its deciding stage's Summary (pass
-    and skip rows are left as they are)."""
+    and skip rows are left as they are); `first`: the group's stage-1 Summary where that is stage
+    2's (the catalog reads OWN_STAGE_FAMILIES stage 2 did not fold from it)."""
     if result.verdict not in FAILING:
         return result
-    figures, matches = figures_and_matches(summary, law)
+    figures, matches = figures_and_matches(summary, law, first)
     result.severity = dict(figures)
     result.level = level_of(result.check, result.verdict, figures)
     result.mechanism, result.mechanism_note = explain(result.check, result.verdict,

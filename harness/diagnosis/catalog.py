@@ -65,14 +65,15 @@ RAISE_WORDS = ("candidate raised", "candidate crashed")
 _MEMO: dict = {}
 
 
-def diagnose(summary, law) -> tuple[Match, ...]:
+def diagnose(summary, law, first=None) -> tuple[Match, ...]:
     """Every row of the catalog whose prediction the Summary matches, in catalog order
-    (computed once per Summary object: later calls return the same tuple)."""
+    (computed once per Summary object: later calls return the same tuple). `first`: the group's
+    stage-1 Summary where `summary` is its stage 2's (`Evidence.holder`)."""
     key = id(summary)
     held = _MEMO.get(key)
-    if held is not None and held[0]() is summary:
-        return held[1]
-    evidence = Evidence(summary, law)
+    if held is not None and held[0]() is summary and held[1] == id(first):
+        return held[2]
+    evidence = Evidence(summary, law, first)
     found = []
     # the matches so far: a late row that reads the whole law leaves to them what they explain
     evidence.memo["earlier"] = found
@@ -88,7 +89,7 @@ def diagnose(summary, law) -> tuple[Match, ...]:
         ref = weakref.ref(summary, lambda _, k=key: _MEMO.pop(k, None))
     except TypeError:
         return matches
-    _MEMO[key] = (ref, matches)
+    _MEMO[key] = (ref, id(first), matches)
     return matches
 
 

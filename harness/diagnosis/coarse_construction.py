@@ -74,14 +74,13 @@ import torch
 from scipy import special
 
 from ..families.common import cached_on_law
-from ..families.independence import INDEPENDENCE, check_independence
+from ..families.independence import INDEPENDENCE
 from ..families.binned import GOF
 from ..families.localized import SCAN, LocalBins
 from ..families.resolution import (
     COLLISIONS,
     LATTICES,
     LOW_BITS,
-    check_collisions,
     lattice_mask,
     low_bit_cells,
 )
@@ -626,7 +625,7 @@ class CoarseConstruction(Mechanism):
         for family, check in (("resolution", COLLISIONS), ("resolution", LOW_BITS),
                               ("binned", TAILS), ("localized", SCAN)):
             if ev.has(family):
-                out = ev.outcome(check.outcome)
+                out = ev.outcome(check)
                 if out.applicable and out.p_value < FALSE_MATCH:
                     found.add(check.name)
         judged = ev.judged_hist
@@ -672,7 +671,7 @@ class CoarseConstruction(Mechanism):
     @staticmethod
     def pairs(ev: Evidence, coarse: CoarseLaw):
         count = scanned_pairs(ev)
-        out = ev.outcome(check_collisions)
+        out = ev.outcome(COLLISIONS)
         if count is None or not out.applicable:
             return None
         mean, sd = predicted_pairs(ev, coarse.q2)
@@ -710,8 +709,8 @@ class CoarseConstruction(Mechanism):
     def successive(ev: Evidence, coarse: CoarseLaw):
         if not ev.has("independence"):
             return None
-        out = ev.outcome(check_independence)
-        state = ev.summary.independence
+        out = ev.outcome(INDEPENDENCE)
+        state = ev.state("independence")
         pairs, equal = int(state.n_pairs_successive), int(state.n_equal_successive)
         if not out.applicable or pairs <= 0:
             return None

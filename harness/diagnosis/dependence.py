@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import math
 
-from ..families.independence import INDEPENDENCE, check_independence
+from ..families.independence import INDEPENDENCE
 from ..families.position import POSITION
-from ..families.repetition import REPETITION, check_repetition
+from ..families.repetition import REPETITION
 from .bound_atoms import BINNED
 from .evidence import FALSE_MATCH, MODEL_TOL, Evidence, agrees, chi2_statistic
 from .match import Match, Mechanism
@@ -33,12 +33,12 @@ class Dependence(Mechanism):
     def test(self, ev: Evidence) -> Match | None:
         parts, figure = [], None
         if ev.has("independence"):
-            out = ev.outcome(check_independence)
+            out = ev.outcome(INDEPENDENCE)
             if out.applicable and out.p_value < FALSE_MATCH:
                 parts.append(f"independence p {out.p_value:.2g}: {out.message}")
                 figure = out.effect  # the worst component's: r, or a count's obs/exp
         if ev.has("repetition"):
-            out = ev.outcome(check_repetition)
+            out = ev.outcome(REPETITION)
             if out.applicable and out.p_value < FALSE_MATCH:
                 parts.append(f"repetition p {out.p_value:.2g}: {out.message}")
                 figure = out.effect if figure is None else figure
@@ -59,7 +59,7 @@ class Dependence(Mechanism):
         repeated rows, no main histogram, or a chi-square that disagrees)."""
         if not ev.has("independence") or ev.bins is None:
             return None
-        state = ev.summary.independence
+        state = ev.state("independence")
         rows, repeats = int(state.n_rows_compared), int(state.n_duplicate_rows)
         if rows <= 0 or repeats <= 0 or repeats >= rows:
             return None

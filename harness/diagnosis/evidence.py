@@ -25,6 +25,7 @@ from scipy import stats
 
 from reference import TruncatedNormal, rounded_law
 
+from ..families import independence, position, repetition
 from ..families.binned import gof_groups
 from ..families.common import LawBins, binom_two_sided
 
@@ -40,6 +41,12 @@ Z_AGREE = float(stats.norm.isf(AGREE_LEVEL / 2))
 #: Relative tolerance of a prediction that stands for a family of samplers (the cell of a
 #: uniform lattice, the order of an affine step): 5% of the predicted value.
 MODEL_TOL = 0.05
+#: The families the catalog reads from the stage that judged their checks, not from the row's
+#: deciding stage: a deciding stage 2 folds them only where one of their checks went to stage 2
+#: (`harness.runner.CaseRunner.stage_families`), and otherwise their stage-1 state, on which
+#: their checks passed, is the evidence (`Evidence.holder`). Every other family the catalog and
+#: the severity figures read from the deciding stage, which always folds them.
+OWN_STAGE_FAMILIES = frozenset(f.FAMILY.name for f in (independence, repetition, position))
 #: The expected count behind an empty region whose emptiness departs at FALSE_MATCH:
 #: P(Poisson(m) = 0) = e^-m <= FALSE_MATCH.
 EMPTY_EXPECTED = -math.log(FALSE_MATCH)
@@ -125,10 +132,13 @@ def log_likelihood_ratio(counts: np.ndarray, shares: np.ndarray, law: np.ndarray
 
 
 class Evidence:
-    """The views of one Summary the catalog reads, each computed once (on first use)."""
+    """The views of one Summary the catalog reads, each computed once (on first use). `first`:
+    the group's stage-1 Summary where `summary` is its stage 2's, which holds the
+    OWN_STAGE_FAMILIES that stage 2 did not fold."""
 
-    def __init__(self, summary, law):
+    def __init__(self, summary, law, first=None):
         self.summary = summary
+        self.first = first
         self.law = law
         self.dist = law.dist
         self.n = int(summary.n)
@@ -145,8 +155,20 @@ class Evidence:
     def std(self) -> float:
         return float(self.dist.scale)
 
+    def holder(self, family: str):
+        """The Summary the catalog reads `family` from: the deciding one, or for one of the
+        OWN_STAGE_FAMILIES it did not fold, the stage-1 Summary that judged its checks."""
+        if (family in OWN_STAGE_FAMILIES and not self.summary.has(family)
+                and self.first is not None and self.first.has(family)):
+            return self.first
+        return self.summary
+
     def has(self, family: str) -> bool:
-        return self.summary.has(family)
+        return self.holder(family).has(family)
+
+    def state(self, family: str):
+        """`family`'s state, from its `holder`."""
+        return getattr(self.holder(family), family)
 
     def alternative(self, mean: float, std: float, a: float, b: float, rounding: str = "rn"):
         """The rounded law of another TN in the Summary's dtype (`reference.rounded_law`)."""
@@ -279,8 +301,11 @@ class Evidence:
 
     # -- the check outcomes some rows read -----------------------------------------------------
     def outcome(self, check):
-        """`check(summary, law, alpha=FALSE_MATCH)`, once per check function."""
+        """The outcome of `check` (a statistical check's declaration) at FALSE_MATCH, once per
+        check, on the Summary that holds its families (`holder`)."""
         done = self.__dict__.setdefault("outcomes", {})
-        if check not in done:
-            done[check] = check(self.summary, self.law, alpha=FALSE_MATCH)
-        return done[check]
+        if check.name not in done:
+            own = [f.name for f in check.families if f.name in OWN_STAGE_FAMILIES]
+            summary = self.holder(own[0]) if own else self.summary
+            done[check.name] = check.outcome(summary, self.law, alpha=FALSE_MATCH)
+        return done[check.name]

@@ -17,8 +17,7 @@ from scipy import special, stats
 from reference import rounded_law
 from reference.dtypes import float_format
 
-from ..families.resolution import (COLLISIONS, LATTICES, LOW_BITS, check_collisions,
-                                   check_lattices, check_low_bits, low_bit_cells, low_bit_law,
+from ..families.resolution import (COLLISIONS, LATTICES, LOW_BITS, low_bit_cells, low_bit_law,
                                    pair_law)
 from .affine import ARITHMETIC, BLOCKS, RUN, AffineLaw, PushedLaw, PushedProposals
 from .bound_atoms import BINNED
@@ -93,7 +92,7 @@ class FewRandomBits(Mechanism):
         count = scanned_pairs(ev)
         if count is None or count == 0:
             return None
-        out = ev.outcome(check_collisions)
+        out = ev.outcome(COLLISIONS)
         if (not out.applicable or out.p_value >= FALSE_MATCH
                 or count <= out.details["pairs_expected"]):
             return None
@@ -133,8 +132,7 @@ def candidate_bits(fmt, observed_bits: float) -> list[int]:
 def last_bits_accounted(ev: Evidence) -> bool:
     """Whether the last bits and the coarser lattices are the law's, or `dtype-arithmetic` reads
     each of them that is not."""
-    loud = [name for name, check in ((LOW_BITS.name, check_low_bits),
-                                     (LATTICES.name, check_lattices)) if not quiet_at(ev, check)]
+    loud = [check.name for check in (LOW_BITS, LATTICES) if not quiet_at(ev, check)]
     if not loud:
         return True
     match = DtypeArithmetic().test(ev)
@@ -356,7 +354,7 @@ class DtypeArithmetic(Mechanism):
         step done in the output dtype (`pushed_laws`); the first that fits is the match, and it
         explains collisions and lattices too where their counts agree with its prediction and
         the prediction moves them off the law's (`pairs_follow`, `lattices_follow`)."""
-        out = ev.outcome(check_low_bits)
+        out = ev.outcome(LOW_BITS)
         if not out.applicable or (t == 0 and out.p_value >= LOW_BITS_GATE):
             return None
         state = ev.summary.resolution

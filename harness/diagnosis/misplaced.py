@@ -18,7 +18,7 @@ import numpy as np
 from reference.dtypes import float_format
 
 from ..checks.hard import BOUNDS, FINITE, not_finite
-from ..families.localized import LocalBins, check_scan, check_spikes
+from ..families.localized import SCAN, SPIKES, LocalBins
 from ..families.resolution import COLLISIONS, LATTICES
 from .bound_atoms import BINNED, bound_value, law_atom
 from .evidence import (AGREE_LEVEL, FALSE_MATCH, MODEL_TOL, Evidence, agrees, chi2_fit,
@@ -54,7 +54,7 @@ class PointMass(Mechanism):
         local = local_counts(ev)
         if local is None:
             return None
-        out = ev.outcome(check_spikes)
+        out = ev.outcome(SPIKES)
         if not out.applicable or out.p_value >= FALSE_MATCH or "worst_bin" not in out.details:
             return None
         bins, counts = local
@@ -141,7 +141,7 @@ class Hole(Mechanism):
         local = local_counts(ev)
         if local is None:
             return None
-        out = ev.outcome(check_scan)
+        out = ev.outcome(SCAN)
         if (not out.applicable or out.p_value >= FALSE_MATCH or out.effect >= 0
                 or "worst_bins" not in out.details):
             return None

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..bins import position_bins
-from ..families.position import POSITION, check_position, group_totals
+from ..families.position import POSITION, group_totals, law_groups
 from .evidence import AGREE_LEVEL, FALSE_MATCH, Evidence, chi2_fit
 from .match import Match, Mechanism
 
@@ -27,16 +26,17 @@ class PositionClass(Mechanism):
     def test(self, ev: Evidence) -> Match | None:
         if not ev.has("position") or not ev.has("binned"):
             return None
-        out = ev.outcome(check_position)
+        out = ev.outcome(POSITION)
         if not out.applicable or out.p_value >= FALSE_MATCH:
             return None
-        state = ev.summary.position
+        summary = ev.holder("position")
+        state = summary.position
         name = out.details.get("class")
         if name not in tuple(state.classes):
             return None
         counts = np.asarray(state.counts, dtype=np.float64)[list(state.classes).index(name)]
-        edges, masses = position_bins(ev.law)
-        totals = group_totals(ev.summary, ev.law, edges, counts.size)
+        edges, masses = law_groups(ev.law)
+        totals = group_totals(summary, ev.law, edges, counts.size)
         rest = np.maximum(totals - counts, 0.0)
         p = chi2_fit(rest, masses)
         if p is None or p < AGREE_LEVEL:

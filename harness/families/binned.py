@@ -266,8 +266,7 @@ def check_ks(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
         return not_applicable("no samples", unit)
     # F at the top of every bin (right-continuous); the left limit at a bin's bottom is the top of
     # the previous bin, so the sup over bin edges covers both one-sided limits at every atom.
-    f_law = np.cumsum(probs)
-    f_law /= f_law[-1] if f_law[-1] > 0 else 1.0
+    f_law = LawBins.of(law).cdf
     f_emp = np.cumsum(hist) / n
     diff = f_emp - f_law
     k = int(np.argmax(np.abs(diff)))

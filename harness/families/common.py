@@ -208,6 +208,15 @@ class LawBins:
     def of(cls, law) -> "LawBins":
         return cached_on_law(law, "_stat_law_bins", cls)
 
+    @functools.cached_property
+    def cdf(self) -> np.ndarray:
+        """The law's CDF at the top of every bin, normalized to end at 1 (read-only): each
+        stage's ks check reads it."""
+        cdf = np.cumsum(self.probs)
+        cdf /= cdf[-1] if cdf[-1] > 0 else 1.0
+        cdf.setflags(write=False)
+        return cdf
+
     def counts(self, summary) -> np.ndarray:
         if not self.fine:
             return np.asarray(summary.binned.hist, dtype=np.int64)

@@ -62,7 +62,7 @@ class PositionFold:
         classes = position_classes(tuple(shape)) if law is not None and fold.positional else []
         if not classes:
             return None
-        edges, masses = _bins(law)
+        edges, masses = law_groups(law)
         if masses.size < 2:
             return None
         return cls(fold, tuple(shape), classes, edges, masses.size)
@@ -102,7 +102,8 @@ class PositionFold:
 FAMILY = Family("position", PositionFold.start)
 
 
-def _bins(law):
+def law_groups(law):
+    """`position_bins` of `law`, found once per law."""
     return cached_on_law(law, "_position_bins", position_bins)
 
 
@@ -112,23 +113,34 @@ def group_totals(summary: Summary, law, edges: np.ndarray, groups: int) -> np.nd
     of its largest value (edges fall on bin boundaries). Bins without a finite value (NaN, inf)
     go to the first or last group by their side, as the engine's searchsorted puts those values."""
     bins = summary.binned
-    if law.fine_bins is not None and bins.fine_hist is not None:
-        lo, hi = law.fine_bin_bounds()
+    fine = law.fine_bins is not None and bins.fine_hist is not None
+    if fine:
         inner = np.asarray(bins.fine_hist, dtype=np.float64)
         counts = inner[1:-1]
         below, above = float(inner[0]), float(inner[-1])
     else:
-        lo, hi = law.fmt.hist_bin_bounds()
         counts = np.asarray(bins.hist, dtype=np.float64)
         below = above = 0.0
-    hi, lo = np.asarray(hi, dtype=np.float64), np.asarray(lo, dtype=np.float64)
-    side = np.where(np.arange(hi.size) < hi.size // 2, -np.inf, np.inf)
-    value = np.where(np.isfinite(hi), hi, np.where(np.isfinite(lo), lo, side))
-    group = np.minimum(np.searchsorted(edges, value, side="left"), groups - 1)
-    totals = np.bincount(group, weights=counts, minlength=groups)[:groups]
+    totals = np.bincount(bin_groups(law, edges, groups, fine), weights=counts,
+                         minlength=groups)[:groups]
     totals[0] += below
     totals[-1] += above
     return totals
+
+
+def bin_groups(law, edges: np.ndarray, groups: int, fine: bool) -> np.ndarray:
+    """The coarse group of each histogram bin (each fine bin where `fine`) of `law`: a function
+    of the law and the edges alone, found once per law (every stage's check and the diagnosis
+    read it, a searchsorted over up to 2^20 bins)."""
+    held = cached_on_law(law, "_position_bin_groups", lambda _: {})
+    key = (fine, groups, np.asarray(edges, dtype=np.float64).tobytes())
+    if key not in held:
+        lo, hi = law.fine_bin_bounds() if fine else law.fmt.hist_bin_bounds()
+        hi, lo = np.asarray(hi, dtype=np.float64), np.asarray(lo, dtype=np.float64)
+        side = np.where(np.arange(hi.size) < hi.size // 2, -np.inf, np.inf)
+        value = np.where(np.isfinite(hi), hi, np.where(np.isfinite(lo), lo, side))
+        held[key] = np.minimum(np.searchsorted(edges, value, side="left"), groups - 1)
+    return held[key]
 
 
 def class_test(counts: np.ndarray, totals: np.ndarray, masses: np.ndarray):
@@ -179,7 +191,7 @@ def check_position(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     if state is None or not classes:
         return not_applicable("no position classes (a tensor of one element, a law of one "
                               "group, or a sharded part)", unit)
-    edges, masses = _bins(law)
+    edges, masses = law_groups(law)
     position_counts = np.asarray(state.counts, dtype=np.float64)
     totals = group_totals(summary, law, edges, position_counts.shape[1])
     tested = []
@@ -206,7 +218,7 @@ def position_mde(law, n: int, shape: tuple, alpha: float = 1e-3) -> float:
 
     numel = max(1, math.prod(shape)) if shape else 1
     calls = max(1, n // numel)
-    _, masses = _bins(law)
+    _, masses = law_groups(law)
     if masses.size < 2:
         return math.nan
     sizes = []

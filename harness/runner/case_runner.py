@@ -28,7 +28,7 @@ from ..cases import PROFILES, STAGE2_FACTOR
 from ..checks import CHECKS, Check
 from ..checks.hard import failed_draw
 from ..declaration import GroupFacts
-from ..diagnosis import annotate, annotate_failure
+from ..diagnosis import OWN_STAGE_FAMILIES, annotate, annotate_failure
 from ..engine import (CandidateFailure, chunk_elements_for, fold_order, normal_throughput,
                       run_engine)
 from ..families.localized import spike_watch
@@ -94,6 +94,7 @@ class CaseRunner:
         self._summaries: dict = {}
         self._uncharged: dict = {}  # stage -> (candidate_s, engine_s) not yet put on a Result
         self._read: set = set()  # the stages the running check read
+        self._first_outcomes: dict = {}  # check name -> its stage-1 Outcome (two-stage checks)
         self.warnings: list[str] = []
         self.progress = None  # progress(drawn, target) after each fold of a draw (harness.api)
 
@@ -200,7 +201,7 @@ class CaseRunner:
         """One stage's Summary, drawn by the engine in this process; raises CandidateFailure.
         A runner of another layout overrides it and `lease_case_name` (harness.sharded.runner)."""
         return run_engine(self.candidate, self.case, self.dtype, self.device, self.law,
-                          request.n, request.seed, families=self.families(),
+                          request.n, request.seed, families=self.stage_families(request.stage),
                           call_timeout=request.call_timeout,
                           chunk_elements=request.chunk_elements, min_calls=request.min_calls,
                           time_budget=request.time_budget, watch=request.watch,
@@ -250,6 +251,43 @@ class CaseRunner:
         """The statistic families the engine folds for this group: those its checks read."""
         return fold_order(f for c in self.checks() for f in c.families)
 
+    def stage_families(self, stage: int) -> tuple:
+        """The families a stage's draw folds: at stage 1 every family the group's checks read; at
+        stage 2 the same but the diagnosis's OWN_STAGE_FAMILIES (independence, repetition,
+        position) none of whose checks is `suspect`: no check reads them at stage 2, and the
+        diagnosis reads their stage-1 state (`harness.diagnosis.evidence.Evidence.holder`). They
+        cost most of a stage-2 fold (every element's lag products, row and window hashes).
+        (A sharded group's ranks fold every family at both stages.)"""
+        families = self.families()
+        if stage != 2:
+            return families
+        wanted = {f.name for c in self.suspects() for f in fold_order(c.families)}
+        return tuple(f for f in families
+                     if f.name not in OWN_STAGE_FAMILIES or f.name in wanted)
+
+    def suspects(self) -> tuple:
+        """The group's two-stage checks that stage 1 leaves suspect (p < alpha_suspect, neither
+        decided nor inapplicable), or whose stage-1 outcome raised (its own row reports that)."""
+        out = []
+        for check in self.checks():
+            if check.outcome is None:
+                continue
+            try:
+                o1 = self.first_outcome(check.name, check.outcome)
+            except Exception:
+                out.append(check)
+                continue
+            if o1.applicable and not o1.decisive and o1.p_value < self.config.alpha_suspect:
+                out.append(check)
+        return tuple(out)
+
+    def first_outcome(self, check: str, fn):
+        """`check`'s outcome on the stage-1 Summary at the group's level (computed once: the
+        check's row and `suspects` read it)."""
+        if check not in self._first_outcomes:
+            self._first_outcomes[check] = fn(self.summary(1), self.law, alpha=self.alpha_fail)
+        return self._first_outcomes[check]
+
     def check_names(self) -> tuple:
         return tuple(c.name for c in self.checks())
 
@@ -276,11 +314,12 @@ class CaseRunner:
         costs the row its verdict: it is noted in the row's details."""
         summaries = [self._summaries.get(stage) for stage in sorted(self._read)]
         deciding = self._summaries.get(2 if result.n_stage2 else 1)
+        first = self._summaries.get(1) if result.n_stage2 else None
         try:
             if (check.kind == "api" or not summaries or deciding is None
                     or any(isinstance(s, CandidateFailure) for s in summaries + [deciding])):
                 return annotate_failure(result)
-            return annotate(result, deciding, self.law)
+            return annotate(result, deciding, self.law, first)
         except Exception as exc:
             result.details["diagnosis"] = f"{type(exc).__name__}: {exc}"[:200]
             return annotate_failure(result)
@@ -341,7 +380,7 @@ class CaseRunner:
             return self.failed(check, s1, 1)
         cfg = self.config
         alpha_fail = self.alpha_fail
-        o1 = fn(s1, self.law, alpha=alpha_fail)
+        o1 = self.first_outcome(check, fn)
         base = dict(statistic=o1.statistic, p_value=o1.p_value, p_value_stage1=o1.p_value,
                     n=s1.n, n_stage1=s1.n, seed=self.seed(1), effect=o1.effect,
                     effect_unit=o1.effect_unit, mde=o1.mde, alpha_suspect=cfg.alpha_suspect,

@@ -36,6 +36,10 @@ READERS = {
     ("harness/diagnosis/evidence.py", "binned"): "the evidence of every mechanism starts from the "
     "binned histogram against the law",
     ("harness/diagnosis/evidence.py", "moments"): "and from the moments' power sums",
+    ("harness/diagnosis/evidence.py", "independence"): "the catalog reads the independence, "
+    "repetition and position states from the stage that judged their checks (OWN_STAGE_FAMILIES)",
+    ("harness/diagnosis/evidence.py", "repetition"): "(OWN_STAGE_FAMILIES)",
+    ("harness/diagnosis/evidence.py", "position"): "(OWN_STAGE_FAMILIES)",
     ("harness/diagnosis/fine_structure.py", "resolution"): "few-random-bits and dtype-arithmetic "
     "predict the collision rate and the low-bit classes the resolution family counts",
     ("harness/diagnosis/law_shape.py", "binned"): "shifted, scaled and tail-cut fit the histogram",
