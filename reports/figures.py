@@ -3,8 +3,9 @@
 Rows do not carry histograms, so a worker that sees a case fail saves the figure data next to the
 report (`save_case_data`, one small .npz per (candidate, case, dtype, device) under
 `<report_dir>/case-data/`); at the end of the run the controller renders one PNG per file that
-belongs to a failing row (`render_figures`), next to index.html, over a pool of as many processes
-as the run had workers: those sit idle by then, and the figures are most of the report's time.
+belongs to a failing row (`render_figures`), the defects' worst groups first (`figure_order`) up
+to MAX_FIGURES, next to index.html, over a pool of as many processes as the run had workers:
+those sit idle by then, and the figures are most of the report's time.
 
 What is saved (and why not the raw 2**20-bin histogram): a float32/float64 histogram has 2**20
 bins and the law puts positive mass on several hundred thousand of them, megabytes per case. A
@@ -32,6 +33,7 @@ import warnings
 
 import numpy as np
 
+from .defects import GROUP, defects
 from .store import CASE_DATA_DIR, DISK_ERRNOS
 
 #: Coalesced groups across the visible value range (where samples are or the law expects some)...
@@ -42,8 +44,11 @@ MAX_GROUPS = 12000
 BOUNDARY_WINDOW = 48
 #: At most this many impossible bins (samples where the law has no mass) kept, largest counts first.
 MAX_IMPOSSIBLE = 4096
-#: Figures rendered per run at most (each costs ~0.3 s of CPU at session end).
-MAX_FIGURES = 60
+#: Figures rendered per run at most (each costs ~0.3 s of CPU at session end, when the run's
+#: workers are done): every defect's worst group first (`figure_order`; a report of one candidate
+#: leads with at most a dozen defects), then each defect's next worst, then the other failing
+#: groups.
+MAX_FIGURES = 24
 #: Processes rendering a report's figures at most: past this, starting them costs more than the
 #: figures left to each save.
 MAX_FIGURE_PROCESSES = 8
@@ -487,7 +492,35 @@ def render_figures(df, report_dir: str, workers: int | None = None) -> dict:
     checks: dict = {}
     for _, r in failing.iterrows():
         checks.setdefault((r["candidate"], r["case"], r["dtype"], r["device"]), []).append(r["check"])
-    return _FigureJobs(paths, checks, tuple(df["case"].dropna().unique()), report_dir).run(workers)
+    case_ids = tuple(df["case"].dropna().unique())
+    paths = by_figure_order(paths, figure_order(df), case_ids)
+    return _FigureJobs(paths, checks, case_ids, report_dir).run(workers)
+
+
+def figure_order(df) -> dict:
+    """{(candidate, case, dtype, device): rank} of the groups the defects of `df` name
+    (`reports.defects.defects`), in the order figures are drawn: every defect's worst group, in
+    the order the report lists the defects, then every defect's second worst, and so on."""
+    found = defects(df)
+    order: dict = {}
+    for depth in range(max((len(d.groups) for d in found), default=0)):
+        for d in found:
+            if depth < len(d.groups):
+                order.setdefault((d.candidate, *d.groups[depth]), len(order))
+    return order
+
+
+def by_figure_order(paths: list, order: dict, case_ids: tuple) -> list:
+    """The case-data files, those of the groups in `order` first by rank, the others after them
+    in file order (a file whose meta cannot be read among them: drawing it says why)."""
+    def rank(path: str) -> int:
+        try:
+            meta = load_case_meta(path, case_ids)
+        except Exception:
+            return len(order)
+        return order.get(tuple(str(meta.get(k)) for k in ("candidate", *GROUP)), len(order))
+
+    return sorted(paths, key=rank)
 
 
 def _no_figure(path: str, why: str) -> None:
@@ -526,7 +559,7 @@ def _pool_start() -> None:
 
 class _FigureJobs:
     """The figures of one report, rendered as `render_figure` one after another would leave them:
-    the first MAX_FIGURES files (in name order) that belong to failing rows and render, each under
+    the first MAX_FIGURES files (in `figure_order`, then name order) that belong to failing rows and render, each under
     its figure name, whatever the number of processes.
 
     Each figure is drawn into a hidden temporary file and renamed onto its name in file order as
@@ -561,7 +594,7 @@ class _FigureJobs:
                 _remove(tmp)
         if len(self.out) >= MAX_FIGURES and self.next_path < len(self.paths):
             warnings.warn(f"reports: more than {MAX_FIGURES} failing cases with data; "
-                          "figures rendered for the first ones only", stacklevel=3)
+                          "figures rendered for the defects' worst ones only", stacklevel=3)
         return self.out
 
     @staticmethod

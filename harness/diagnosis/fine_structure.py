@@ -17,6 +17,7 @@ from scipy import special, stats
 from reference import rounded_law
 from reference.dtypes import float_format
 
+from ..families.common import cached_on_law
 from ..families.resolution import (COLLISIONS, LATTICES, LOW_BITS, low_bit_cells, low_bit_law,
                                    pair_law)
 from .affine import ARITHMETIC, BLOCKS, RUN, AffineLaw, PushedLaw, PushedProposals
@@ -235,15 +236,22 @@ class Pushed:
 
 def pushed_laws(ev: Evidence, bits: int) -> Iterator[Pushed]:
     """The pushed laws of `ev`'s case in its dtype, computed one at a time (`harness.diagnosis.
-    affine`): mean + std z in the dtype; the same on the redraws only, the first draw exact (a
-    mixture, the first draw's share the normal's mass inside [a, b]: torch's float32 `normal_` on
-    a strided view goes through float64, its redraws into a fresh contiguous tensor do not);
-    rejection from the dtype's uniform proposals on [a, b]."""
+    affine`) and once per law (the stages and shapes of a case share it): mean + std z in the
+    dtype; the same on the redraws only, the first draw exact (a mixture, the first draw's share
+    the normal's mass inside [a, b]: torch's float32 `normal_` on a strided view goes through
+    float64, its redraws into a fresh contiguous tensor do not); rejection from the dtype's
+    uniform proposals on [a, b]."""
     dtype = ev.law.fmt.name
     if dtype not in ARITHMETIC:
         return
-    affine = AffineLaw(ev.dist, dtype)
-    shares = affine.low_bit_shares(bits)
+    held = cached_on_law(ev.law, "_pushed_laws", lambda _: {})
+
+    def once(key, build):
+        if key not in held:
+            held[key] = build()
+        return held[key]
+
+    affine, shares = once(("affine", bits), lambda: _with_shares(AffineLaw(ev.dist, dtype), bits))
     exact = affine.runs[0].shape[0] == 1
     yield Pushed(f"mean + std z in {dtype}", shares, affine, exact)
     first = float(special.ndtr(ev.dist.beta) - special.ndtr(ev.dist.alpha))
@@ -251,13 +259,25 @@ def pushed_laws(ev: Evidence, bits: int) -> Iterator[Pushed]:
         mixed = first * low_bit_law(ev.law, bits) + (1.0 - first) * shares
         yield Pushed(f"the first draw exact, its redraws ({1.0 - first:.3g} of the values) mean "
                      f"+ std z in {dtype}", mixed, None, exact)
-    try:
-        uniform = PushedProposals(ev.dist, dtype)
-    except ValueError:
+    uniform = once(("uniform", bits), lambda: _proposals(ev, dtype, bits))
+    if uniform is None:
         return
-    yield Pushed(f"uniform proposals RN(a) + (RN(b) - RN(a)) j 2^-{uniform.bits} in {dtype}, "
-                 f"accepted by the density", uniform.low_bit_shares(bits), uniform,
-                 uniform.runs[0].shape[0] == 1)
+    proposals, shares = uniform
+    yield Pushed(f"uniform proposals RN(a) + (RN(b) - RN(a)) j 2^-{proposals.bits} in {dtype}, "
+                 f"accepted by the density", shares, proposals, proposals.runs[0].shape[0] == 1)
+
+
+def _with_shares(law, bits: int) -> tuple:
+    return law, law.low_bit_shares(bits)
+
+
+def _proposals(ev: Evidence, dtype: str, bits: int) -> tuple | None:
+    """The uniform proposals' pushed law and its class shares (None: the case has none)."""
+    try:
+        proposals = PushedProposals(ev.dist, dtype)
+    except ValueError:
+        return None
+    return _with_shares(proposals, bits)
 
 
 def class_fit(counts: np.ndarray, shares: np.ndarray, inflation: float) -> float:

@@ -383,6 +383,22 @@ def test_the_figure_cap_counts_figures_drawn(tmp_path, trap_case_data, monkeypat
     assert sum("more than 2 failing cases" in s for s in said) == 1
 
 
+def test_figures_follow_the_defects_not_the_file_names(tmp_path, trap_case_data, monkeypatch):
+    """Past the cap, the figures drawn are the defects' worst groups in the report's order (its
+    candidates in row order here: one unexplained defect each), not the first file names."""
+    monkeypatch.setattr(F, "MAX_FIGURES", 2)
+    d = _figure_dir(tmp_path, trap_case_data, CANDIDATES)
+    rows = _failing(["c4", "c3", "c0", "c1-broken", "c2-noarray"])
+    assert list(F.figure_order(rows)) == [(c, "abs-bounds-trap", "bfloat16", "cpu") for c in
+                                          ("c4", "c3", "c0", "c1-broken", "c2-noarray")]
+    import warnings
+
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        figs = F.render_figures(rows, str(d), 1)
+    assert [k[0] for k in figs] == ["c4", "c3"]
+
+
 def test_a_killed_figure_process_costs_no_figure(tmp_path, trap_case_data, monkeypatch):
     """The pool's processes die (killed, out of memory): the figures are drawn here instead, the
     same ones, with a warning that says so."""
