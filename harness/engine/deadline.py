@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 
 #: How many times the fixed limit a call may take where the candidate's pace says it is slow, not
@@ -153,20 +153,40 @@ def raised_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
 
 
-@contextmanager
-def candidate_call(seconds: float | None):
+class candidate_call:
     """The deadline of `call_deadline`, and the candidate's BaseExceptions as `CandidateRaised`
-    (see the module docstring)."""
-    try:
-        with held_handlers():
+    (see the module docstring). A class rather than nested generators: a draw enters it once per
+    call, and inside `held_handlers` (the main thread) it only clears the noted SIGINTs and arms
+    and disarms the timer, ~1 us a call instead of ~4."""
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.armed = False
+        self.outer: ExitStack | None = None
+
+    def __enter__(self) -> "candidate_call":
+        seconds = self.seconds
+        if _Handlers.depth and threading.current_thread() is threading.main_thread():
             _SIGINTS.clear()
-            with call_deadline(seconds):
-                yield
-    except (CallTimeout, Exception):
-        raise
-    except KeyboardInterrupt as exc:
-        if _SIGINTS:
-            raise  # the user's Ctrl-C: stop the run
-        raise CandidateRaised(exc) from exc
-    except BaseException as exc:
+            if seconds and seconds > 0 and hasattr(signal, "setitimer"):
+                signal.setitimer(signal.ITIMER_REAL, seconds)
+                self.armed = True
+            return self
+        self.outer = ExitStack()
+        self.outer.enter_context(held_handlers())
+        _SIGINTS.clear()
+        self.outer.enter_context(call_deadline(seconds))
+        return self
+
+    def __exit__(self, kind, exc, trace) -> bool:
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            self.armed = False
+        if self.outer is not None:
+            outer, self.outer = self.outer, None
+            outer.__exit__(kind, exc, trace)
+        if exc is None or isinstance(exc, (CallTimeout, Exception)):
+            return False
+        if isinstance(exc, KeyboardInterrupt) and _SIGINTS:
+            return False  # the user's Ctrl-C: stop the run
         raise CandidateRaised(exc) from exc
