@@ -21,4 +21,5 @@ from .levels import level_of
 from .severity import DELTA, NAMES, beyond_floor, severity
 
 __all__ = ["annotate", "annotate_failure", "figures_and_matches", "level_of", "DELTA", "NAMES",
-           "beyond_floor", "severity", "MECHANISMS", "MECHANISM_NAMES", "diagnose", "explain", "OWN_STAGE_FAMILIES"]
+           "beyond_floor", "severity", "MECHANISMS", "MECHANISM_NAMES", "diagnose", "explain",
+           "OWN_STAGE_FAMILIES"]
