@@ -271,7 +271,7 @@ def check_ks(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     diff = f_emp - f_law
     k = int(np.argmax(np.abs(diff)))
     d = float(abs(diff[k]))
-    if np.count_nonzero(probs > 0) < 2 and d == 0.0:
+    if d == 0.0 and np.count_nonzero(probs > 0) < 2:
         return not_applicable("the law puts all its mass in one histogram bin", unit)
     p = ks_pvalue(d, n)
     msg = (f"D {d:.4g} at the top of bin {label(k)}: empirical CDF {f_emp[k]:.6g} vs law "

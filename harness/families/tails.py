@@ -13,7 +13,8 @@ from ..declaration import statistical
 from ..result import Outcome
 from ..summary import Summary
 from . import binned
-from .common import LawBins, binom_mde_ratio, binom_two_sided, bonferroni, not_applicable, quiet
+from .common import (LawBins, binom_mde_ratio, binom_two_sided, bonferroni, cached_on_law,
+                     not_applicable, quiet)
 
 TAIL_TARGETS = (1e-3, 1e-5, 1e-7)
 #: A tail set is used only if its exact mass is within this factor above its target (coarse
@@ -70,10 +71,22 @@ def tail_sets(probs: np.ndarray):
     return side[first], target[first], k[first], mass[first]
 
 
+def law_tail_sets(law):
+    """`tail_sets` of the law's bins (read-only), found once per law: every stage's check and
+    the diagnosis read them."""
+    def build(law):
+        out = tail_sets(LawBins.of(law).probs)
+        for array in out:
+            array.setflags(write=False)
+        return out
+
+    return cached_on_law(law, "_tail_sets", build)
+
+
 def tails_mde(law, n: int, alpha: float = 1e-3) -> float:
     """obs/exp ratio (< 1: a deficit, e.g. a cut tail) of the best-powered tail detected with power
     0.5; NaN when no tail can be tested."""
-    side, target, k, mass = tail_sets(LawBins.of(law).probs)
+    side, target, k, mass = law_tail_sets(law)
     if side.size == 0 or n <= 0:
         return math.nan
     level = alpha / side.size
@@ -89,12 +102,13 @@ def check_tails(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     n = int(hist.sum())
     if n == 0:
         return not_applicable("no samples", unit)
-    side, target, k, mass = tail_sets(bins.probs)
+    side, target, k, mass = law_tail_sets(law)
     if side.size == 0:
         return not_applicable("the law has no tail below 1e-2 on either side (coarse lattice)", unit)
     lower = np.cumsum(hist)
-    upper = np.cumsum(hist[::-1])[::-1]
-    obs = np.where(side == 0, lower[k], upper[k]).astype(np.float64)
+    # bins k.. hold what bins ..k-1 do not (integer counts: exact)
+    upper = n - np.where(k > 0, lower[np.maximum(k - 1, 0)], 0)
+    obs = np.where(side == 0, lower[k], upper).astype(np.float64)
     exp = n * mass
     ps = binom_two_sided(obs, n, mass)
     p, j = bonferroni(ps)
