@@ -493,8 +493,25 @@ def render_figures(df, report_dir: str, workers: int | None = None) -> dict:
     for _, r in failing.iterrows():
         checks.setdefault((r["candidate"], r["case"], r["dtype"], r["device"]), []).append(r["check"])
     case_ids = tuple(df["case"].dropna().unique())
-    paths = by_figure_order(paths, figure_order(df), case_ids)
-    return _FigureJobs(paths, checks, case_ids, report_dir).run(workers)
+    metas = {path: _meta_or_fault(path, case_ids) for path in paths}
+    paths = by_figure_order(paths, figure_order(df), metas)
+    return _FigureJobs(paths, metas, checks, case_ids, report_dir).run(workers)
+
+
+def _meta_or_fault(path: str, case_ids: tuple):
+    """The file's meta (`load_case_meta`), or the exception that reading it raised (drawing it
+    says why); an OSError of the disk (DISK_ERRNOS) propagates."""
+    try:
+        return load_case_meta(path, case_ids)
+    except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+            raise  # the disk, not the data: the run reports it as a fault
+        return exc
+
+
+def figure_key(meta: dict) -> tuple:
+    """(candidate, case, dtype, device) of a file's meta, as the rows name a group."""
+    return tuple(str(meta.get(k)) for k in ("candidate", *GROUP))
 
 
 def figure_order(df) -> dict:
@@ -510,15 +527,14 @@ def figure_order(df) -> dict:
     return order
 
 
-def by_figure_order(paths: list, order: dict, case_ids: tuple) -> list:
+def by_figure_order(paths: list, order: dict, metas: dict) -> list:
     """The case-data files, those of the groups in `order` first by rank, the others after them
-    in file order (a file whose meta cannot be read among them: drawing it says why)."""
+    in file order (a file whose meta could not be read among them: drawing it says why)."""
     def rank(path: str) -> int:
-        try:
-            meta = load_case_meta(path, case_ids)
-        except Exception:
+        meta = metas[path]
+        if isinstance(meta, Exception):
             return len(order)
-        return order.get(tuple(str(meta.get(k)) for k in ("candidate", *GROUP)), len(order))
+        return order.get(figure_key(meta), len(order))
 
     return sorted(paths, key=rank)
 
@@ -559,15 +575,17 @@ def _pool_start() -> None:
 
 class _FigureJobs:
     """The figures of one report, rendered as `render_figure` one after another would leave them:
-    the first MAX_FIGURES files (in `figure_order`, then name order) that belong to failing rows and render, each under
-    its figure name, whatever the number of processes.
+    the first MAX_FIGURES files (in `figure_order`, then name order) that belong to failing rows
+    and render, each under its figure name, whatever the number of processes (`metas`: each
+    file's meta, or what reading it raised).
 
     Each figure is drawn into a hidden temporary file and renamed onto its name in file order as
     the results come in, so that figures finished ahead of their turn never show (past the cap,
     after a failed write) and two files of one name end as the later one."""
 
-    def __init__(self, paths: list, checks: dict, case_ids: tuple, report_dir: str):
-        self.paths, self.checks, self.case_ids, self.report_dir = paths, checks, case_ids, report_dir
+    def __init__(self, paths: list, metas: dict, checks: dict, case_ids: tuple, report_dir: str):
+        self.paths, self.metas, self.checks = paths, metas, checks
+        self.case_ids, self.report_dir = case_ids, report_dir
         self.next_path = 0  # the next file to look at
         self.out: dict = {}
         self.pool = None
@@ -619,14 +637,11 @@ class _FigureJobs:
         while len(wave) < count and self.next_path < len(self.paths):
             path = self.paths[self.next_path]
             self.next_path += 1
-            try:
-                meta = load_case_meta(path, self.case_ids)
-            except Exception as exc:
-                if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
-                    raise  # the disk, not the data: the run reports it as a fault
-                _no_figure(path, f"{type(exc).__name__}: {exc}")
+            meta = self.metas[path]
+            if isinstance(meta, Exception):
+                _no_figure(path, f"{type(meta).__name__}: {meta}")
                 continue
-            key = tuple(str(meta.get(k)) for k in ("candidate", "case", "dtype", "device"))
+            key = figure_key(meta)
             if key not in self.checks:
                 continue
             name = figure_name(meta)

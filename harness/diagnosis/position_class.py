@@ -35,8 +35,8 @@ class PositionClass(Mechanism):
         if name not in tuple(state.classes):
             return None
         counts = np.asarray(state.counts, dtype=np.float64)[list(state.classes).index(name)]
-        edges, masses = law_groups(ev.law)
-        totals = group_totals(summary, ev.law, edges, counts.size)
+        _, masses = law_groups(ev.law)
+        totals = group_totals(summary, ev.law)
         rest = np.maximum(totals - counts, 0.0)
         p = chi2_fit(rest, masses)
         if p is None or p < AGREE_LEVEL:

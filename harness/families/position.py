@@ -107,8 +107,8 @@ def law_groups(law):
     return cached_on_law(law, "_position_bins", position_bins)
 
 
-def group_totals(summary: Summary, law, edges: np.ndarray, groups: int) -> np.ndarray:
-    """Elements of the whole draw in each coarse group (`position_bins`), from the Summary's
+def group_totals(summary: Summary, law) -> np.ndarray:
+    """Elements of the whole draw in each coarse group of `law` (`law_groups`), from the Summary's
     histogram: every histogram bin (a fine bin for a narrow law) lies inside one group, the group
     of its largest value (edges fall on bin boundaries). Bins without a finite value (NaN, inf)
     go to the first or last group by their side, as the engine's searchsorted puts those values."""
@@ -121,26 +121,27 @@ def group_totals(summary: Summary, law, edges: np.ndarray, groups: int) -> np.nd
     else:
         counts = np.asarray(bins.hist, dtype=np.float64)
         below = above = 0.0
-    totals = np.bincount(bin_groups(law, edges, groups, fine), weights=counts,
-                         minlength=groups)[:groups]
+    groups = law_groups(law)[1].size
+    totals = np.bincount(bin_groups(law, fine), weights=counts, minlength=groups)[:groups]
     totals[0] += below
     totals[-1] += above
     return totals
 
 
-def bin_groups(law, edges: np.ndarray, groups: int, fine: bool) -> np.ndarray:
-    """The coarse group of each histogram bin (each fine bin where `fine`) of `law`: a function
-    of the law and the edges alone, found once per law (every stage's check and the diagnosis
-    read it, a searchsorted over up to 2^20 bins)."""
+def bin_groups(law, fine: bool) -> np.ndarray:
+    """The coarse group (`law_groups`) of each histogram bin of `law`, of each fine bin where
+    `fine`: a function of the law alone, found once per law (every stage's check and the
+    diagnosis read it, a searchsorted over up to 2^20 bins)."""
     held = cached_on_law(law, "_position_bin_groups", lambda _: {})
-    key = (fine, groups, np.asarray(edges, dtype=np.float64).tobytes())
-    if key not in held:
+    if fine not in held:
+        edges, masses = law_groups(law)
+        groups = masses.size
         lo, hi = law.fine_bin_bounds() if fine else law.fmt.hist_bin_bounds()
         hi, lo = np.asarray(hi, dtype=np.float64), np.asarray(lo, dtype=np.float64)
         side = np.where(np.arange(hi.size) < hi.size // 2, -np.inf, np.inf)
         value = np.where(np.isfinite(hi), hi, np.where(np.isfinite(lo), lo, side))
-        held[key] = np.minimum(np.searchsorted(edges, value, side="left"), groups - 1)
-    return held[key]
+        held[fine] = np.minimum(np.searchsorted(edges, value, side="left"), groups - 1)
+    return held[fine]
 
 
 def class_test(counts: np.ndarray, totals: np.ndarray, masses: np.ndarray):
@@ -191,9 +192,9 @@ def check_position(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     if state is None or not classes:
         return not_applicable("no position classes (a tensor of one element, a law of one "
                               "group, or a sharded part)", unit)
-    edges, masses = law_groups(law)
+    _, masses = law_groups(law)
     position_counts = np.asarray(state.counts, dtype=np.float64)
-    totals = group_totals(summary, law, edges, position_counts.shape[1])
+    totals = group_totals(summary, law)
     tested = []
     for name, counts in zip(classes, position_counts):
         result = class_test(counts, totals, masses)
