@@ -30,7 +30,9 @@ def folded(summary) -> set:
 
 def test_stage_two_folds_own_stage_families_only_for_their_suspects():
     # A shift of 0.02 sigma at n = 2^20 is 20 sds of the mean: moments and gof go to stage 2
-    # (deterministic at the fixed run seed, as every draw here).
+    # but with a chance below 1e-80. Repetition and position do not see a shift: each is
+    # suspect with chance alpha_suspect = 1e-3, both (the last assertion's failure) 1e-6.
+    # Deterministic at the fixed run seed, as every draw here.
     runner, rows = run_group("shift-0.02sigma", 1 << 20)
     s1, s2 = runner.cached_summary(1), runner.cached_summary(2)
     assert s2 is not None and any(r.n_stage2 for r in rows)
@@ -46,6 +48,8 @@ def test_stage_two_folds_own_stage_families_only_for_their_suspects():
 
 
 def test_a_suspect_dependence_check_gets_its_family_at_stage_two_and_its_mechanism():
+    # every odd element mirrors its even neighbour (correlation -1 in quantile space): the lag-1
+    # statistic at 2^15 pairs is over 100 sds out (chance of a pass < 1e-100)
     runner, rows = run_group("antithetic-neighbours", 1 << 16)
     s2 = runner.cached_summary(2)
     row = next(r for r in rows if r.check == INDEPENDENCE.name)
