@@ -29,7 +29,7 @@ from ..fleet.groups import group_of_nodeid
 from ..fleet.scheduling import DeviceGroupScheduling, owned_cuda_device, visible_cuda_devices
 from ..seeds import DEFAULT_RUN_SEED
 from ..sharded import ranks
-from . import crashes
+from . import crashes, terminal
 from ..session.options import OptionError, add_options, parse_options
 from ..session.rows import ROW_KEY, latest_rows, row_key, row_skeleton, throughput
 from ..group import ApiGroup, Group
@@ -89,6 +89,7 @@ def pytest_configure(config):
                 f"--dist {dist}: the harness keeps each case's checks on one worker itself; use "
                 f"-n N with the default --dist load (or loadgroup)")
         s = _session(config)
+        config.pluginmanager.register(terminal.SummaryScan(), "harness-summary-scan")
         crashes.allow_restarts(config, len(s.candidates))
         if s.options.xfails_unmatched:
             # No shipped file fits this torch: said at the end too, where -q shows it.

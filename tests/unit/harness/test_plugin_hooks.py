@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pathlib
 import types
 
 from pytest import ExceptionInfo
 
 from harness.plugin import pytest_keyboard_interrupt
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def _interrupt() -> None:
@@ -27,3 +30,56 @@ def test_a_ctrl_c_on_an_instruction_without_a_line_number_is_still_reported():
     excinfo = ExceptionInfo.from_exc_info((KeyboardInterrupt, KeyboardInterrupt(), raw))
     pytest_keyboard_interrupt(excinfo)
     assert "KeyboardInterrupt" in str(excinfo.getrepr(funcargs=True))
+
+
+def test_the_failure_listing_still_prints_teardown_output_and_every_report_comes_back(
+        pytester, monkeypatch):
+    """`SummaryScan` hands pytest's failure listing only the teardown reports it can print (it
+    scans every passed setup/teardown report once per failure otherwise): what pytest prints is
+    the same, and after the summary the reporter holds every report again."""
+    pytester.makeconftest(
+        "import pytest\n"
+        "from harness.plugin.terminal import SummaryScan\n"
+        "def pytest_configure(config):\n"
+        "    config.pluginmanager.register(SummaryScan(), 'scan')\n"
+        "@pytest.fixture\n"
+        "def noisy():\n"
+        "    yield\n"
+        "    print('TEARDOWN-SAYS-HELLO')\n"
+        "seen = {}\n"
+        "@pytest.hookimpl(trylast=True)\n"
+        "def pytest_unconfigure(config):\n"
+        "    tr = config.pluginmanager.get_plugin('terminalreporter')\n"
+        "    with open('phase-reports.txt', 'w') as fh:\n"
+        "        fh.write(str(len(tr.stats.get('', []))))\n")
+    pytester.makepyfile(
+        "import pytest\n"
+        "@pytest.mark.parametrize('i', range(20))\n"
+        "def test_pass(i):\n"
+        "    pass\n"
+        "def test_fails(noisy):\n"
+        "    assert False\n")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=20, failed=1)
+    result.stdout.fnmatch_lines(["*Captured stdout teardown*", "TEARDOWN-SAYS-HELLO"])
+    # 21 setups and 21 teardowns passed, the failing test's teardown among them: all back.
+    assert (pytester.path / "phase-reports.txt").read_text() == "42"
+
+
+def test_summary_scan_restores_the_very_list_and_keeps_a_report_logged_meanwhile():
+    from harness.plugin.terminal import summary_scan
+
+    def report(when, sections=()):
+        return types.SimpleNamespace(when=when, sections=list(sections))
+
+    loud = report("teardown", [("Captured stdout teardown", "x")])
+    phases = [report("setup"), report("teardown"), loud]
+    reporter = types.SimpleNamespace(stats={"": phases, "failed": ["f"]})
+    late = report("setup")
+    with summary_scan(reporter):
+        assert reporter.stats[""] == [loud]
+        reporter.stats[""].append(late)
+    assert reporter.stats[""] is phases
+    assert phases[-1] is late and len(phases) == 4
+    assert reporter.stats["failed"] == ["f"]
