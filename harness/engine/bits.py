@@ -65,12 +65,14 @@ def make_target(case, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.T
     return base[:, cols:2 * cols], base
 
 
-def outside_mask(target: torch.Tensor, base: torch.Tensor) -> torch.Tensor | None:
-    """The elements of `base` that are not `target` (None when the target is the base)."""
-    if target is base:
-        return None
-    mask = torch.ones(base.shape, dtype=torch.bool, device=base.device)
-    inside = mask.as_strided(target.shape, target.stride(),
-                             target.storage_offset() - base.storage_offset())
-    inside.fill_(False)
-    return mask
+def outside_parts(case, base: torch.Tensor) -> tuple:
+    """The elements of `base` (as `make_target` made it for `case`, or any view of it with the
+    same shape, such as its integer view) that are not the candidate's target, as strided views:
+    none where the target is the whole base (plain, channels_last, transposed)."""
+    view = getattr(case, "view", "")
+    if view == "stepped":
+        return (base[:, 1::2],)
+    if view == "column-block":
+        cols = base.shape[1] // 4
+        return (base[:, :cols], base[:, 2 * cols:])
+    return ()

@@ -15,7 +15,7 @@ import time
 import torch
 
 from ..summary import Summary
-from .bits import INT_VIEW, dtype_bits, make_target, outside_mask, poison_value
+from .bits import INT_VIEW, dtype_bits, make_target, outside_parts, poison_value
 from .deadline import CallTimeout, Pace, candidate_call, held_handlers, raised_text
 from .fold import Fold, new_summary
 
@@ -145,7 +145,6 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     fold = Fold(summary, dtype, device, law, families=families, watch=watch)
     generator = torch.Generator(device=device).manual_seed(seed)
     target, base = make_target(case, dtype, device)
-    outside = outside_mask(target, base)
     buffer = torch.empty((per_chunk, *shape), dtype=dtype, device=device)
     slots = buffer.unbind(0)  # each call's row of the chunk, as views made once
     prepare_candidate(candidate, call_timeout, fold)
@@ -156,6 +155,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     t_candidate = 0.0
     # the poison and its view, looked up once: a tiny tensor's call costs ~100 us in all
     base_ints = base.view(INT_VIEW[dtype_bits(dtype)])
+    outside = outside_parts(case, base_ints)
     poison = poison_value(dtype)
     t_start = time.perf_counter()
     with held_handlers():  # installed once for the draw's calls, not per call
@@ -183,8 +183,8 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
             pace.record(seconds)
             if returned is not target:
                 summary.n_returned_other += 1
-            if outside is not None:
-                summary.n_written_outside += int((base_ints[outside] != poison).sum())
+            for part in outside:
+                summary.n_written_outside += int(torch.count_nonzero(part != poison))
             slots[filled].copy_(target)
             filled += 1
             done += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+import types
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from harness.cases import Case, case_by_id
 from harness.checks import CHECKS, summarize_samples
 from harness.engine import (CandidateFailure, INT_VIEW, call_deadline, dtype_bits,
                             is_budget_stop, normal_throughput, poison_)
+from harness.engine.bits import VIEWS, make_target, outside_parts
 from harness.families.extremes import ROW_EXTREMES_CAP
 from reference import TruncatedNormal, float_format, rounded_law
 
@@ -381,3 +383,35 @@ def test_sixteen_bit_summaries_have_no_mass_bins():
     assert law.mass_bins is None
     s = summarize_samples(torch.zeros(1, 8, dtype=torch.bfloat16), law, watch=(1, 2))
     assert not s.has("localized")
+
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_outside_parts_are_exactly_the_base_elements_the_target_is_not(view):
+    """What the draw checks for writes outside the view is the complement of the target in its
+    base, element for element, for every layout `make_target` makes."""
+    case = types.SimpleNamespace(shape=(2, 3, 4, 5) if view == "channels_last" else (6, 5),
+                                 view=view)
+    target, base = make_target(case, torch.float32, "cpu")
+    index = torch.arange(base.numel(), dtype=torch.float32).reshape(base.shape)
+    base.copy_(index)
+    inside = {int(v) for v in target.flatten().tolist()}
+    outside = [int(v) for part in outside_parts(case, base) for v in part.flatten().tolist()]
+    assert len(outside) == len(set(outside))
+    assert set(outside) == set(range(base.numel())) - inside
+
+
+@pytest.mark.parametrize("view,outside_per_call", [("stepped", 12), ("column-block", 36),
+                                                   ("transposed", 0)])
+def test_a_candidate_writing_its_whole_storage_is_counted_outside_the_view(view, outside_per_call):
+    """A sampler that fills the storage behind its view: every element of the base that is not
+    the view is counted, on every call."""
+    exact = resolve("exact")
+
+    def spills(t, mean, std, a, b, generator):
+        storage = t.untyped_storage().nbytes() // t.element_size()
+        torch.as_strided(t, (storage,), (1,), 0).fill_(0.0)  # every element behind the view
+        return exact(t, mean, std, a, b, generator)
+
+    case = Case("spill", 0.0, 1.0, -2.0, 2.0, (3, 4), view=view)
+    s = run_engine(spills, case, torch.float32, "cpu", _law(case, torch.float32), 5 * 12, 3)
+    assert s.n_calls == 5 and s.n_written_outside == 5 * outside_per_call
