@@ -60,6 +60,27 @@ class MassCounters:
         """How many counters: the law's parts."""
         return self.bins.n_parts
 
+    @functools.cached_property
+    def raw_bins(self) -> tuple[np.ndarray, np.ndarray]:
+        """(coarse bin, mass bin) of each raw counter (int32 arrays, built once per law for the
+        draws that count a few counters: `sparse_counts`)."""
+        mb = self.bins
+        parts = self.order(np.arange(self.n, dtype=np.int64))  # `order` is its own inverse
+        coarse = np.repeat(np.arange(mb.n_coarse, dtype=np.int32),
+                           np.diff(np.append(self.first_parts, self.n)))
+        mass = np.repeat(np.arange(mb.mass_first.size, dtype=np.int32),
+                         np.diff(np.append(mb.mass_first, self.n)))
+        return coarse[parts], mass[parts]
+
+    def sparse_counts(self, raw_counters: np.ndarray, counts: np.ndarray,
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """The coarse bins' and the mass bins' counts from (raw counter, count) pairs (in any
+        order, repeats allowed): `coarse` and `MassBins.parts_to_mass` without dense counters."""
+        coarse, mass = self.raw_bins
+        counts = np.asarray(counts, dtype=np.int64)
+        return (_add_at(self.bins.n_coarse, coarse[raw_counters], counts),
+                _add_at(self.bins.mass_first.size, mass[raw_counters], counts))
+
     def order(self, raw: np.ndarray) -> np.ndarray:
         """The counters in part order from the fold's raw counters, as a new array; the same map
         takes part order to raw order (it reverses runs, so it is its own inverse)."""
@@ -68,6 +89,12 @@ class MassCounters:
             idx = firsts[:, None] + np.arange(count)
             out[idx] = raw[idx[:, ::-1]]
         return out
+
+
+def _add_at(size: int, index: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, index, counts)
+    return out
 
 
 @functools.lru_cache(maxsize=KEPT_LAWS)

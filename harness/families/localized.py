@@ -68,6 +68,10 @@ SCAN_UNIT = "share of samples (+ bump, - hole)"
 #: more would not fit; see `LocalizedFold.flush`): the bincount's zero-filled output (a few MB)
 #: then costs little next to the counting.
 PENDING_ELEMENTS = 1 << 22
+#: A draw whose flushes hold at most this many counters in all keeps them as (counter, count)
+#: pairs: the dense counters (~1.6 M for float32 N(0, 1) on +-2) would cost a small draw more to
+#: zero, add up and put in order than its fold.
+SPARSE_ELEMENTS = 1 << 18
 
 
 # ------------------------------------------------------------------------- the state and its fold
@@ -124,11 +128,15 @@ class LocalizedFold:
         self.counters = MassCounters.of(mb)
         self.table = torch.from_numpy(self.counters.table).to(fold.device)
         self.low_mask = (1 << mb.low_bits) - 1  # main-bin layout
-        self.raw = torch.zeros(self.counters.n, dtype=torch.int64, device=fold.device)
         self.ordered = None  # the counters in part order, once finished
         # The counters refine the main bins: the main histogram comes from them (one bincount
         # for a few chunks, instead of two per chunk).
         self.covers_main = mb.fine is None
+        # Main layout: dense counters once a flush is too big for (counter, count) pairs.
+        self.raw = None if self.covers_main else self._zeros()
+        self.sparse: list = []  # the small flushes' (distinct counters, counts), on the device
+        self.sparse_used = 0
+        self.sparse_bins = None  # their coarse and mass bins' counts, once finished
         self.pending = None  # main layout: the last chunks' counters, not yet counted
         self.pending_used = 0
         if self.covers_main:
@@ -207,25 +215,60 @@ class LocalizedFold:
 
     def flush(self) -> None:
         """Count the pending counters: one bincount (and one add into the totals) for several
-        chunks, whose zero-filled output of a few MB costs as much as the counting."""
-        if self.pending is not None and self.pending_used:
-            self.raw += torch.bincount(self.pending[:self.pending_used],
-                                       minlength=self.raw.numel())
-            self.pending_used = 0
+        chunks, whose zero-filled output of a few MB costs as much as the counting; while the
+        draw's flushes are small, their distinct counters and counts instead."""
+        if self.pending is None or not self.pending_used:
+            return
+        pending = self.pending[:self.pending_used]
+        if self.raw is None and self.sparse_used + pending.numel() <= SPARSE_ELEMENTS:
+            self.sparse.append(torch.unique(pending, return_counts=True))
+            self.sparse_used += pending.numel()
+        else:
+            self._dense().add_(torch.bincount(pending, minlength=self.counters.n))
+        self.pending_used = 0
+
+    def _zeros(self) -> torch.Tensor:
+        return torch.zeros(self.counters.n, dtype=torch.int64, device=self.owner.device)
+
+    def _dense(self) -> torch.Tensor:
+        """The dense counters, holding the small flushes' counts too."""
+        if self.raw is None:
+            self.raw = self._zeros()
+            for counters, counts in self.sparse:
+                self.raw.index_add_(0, counters.to(torch.int64), counts)
+            self.sparse, self.sparse_used = [], 0
+        return self.raw
+
+    def _sparse(self) -> tuple[np.ndarray, np.ndarray]:
+        """The coarse and the mass bins' counts of a draw whose flushes were all small (computed
+        once, when every chunk is counted)."""
+        if self.sparse_bins is None:
+            counters = [c.to(torch.int64) for c, _ in self.sparse]
+            counts = [n for _, n in self.sparse]
+            empty = torch.zeros(0, dtype=torch.int64)
+            self.sparse_bins = self.counters.sparse_counts(
+                torch.cat(counters).cpu().numpy() if counters else empty.numpy(),
+                torch.cat(counts).cpu().numpy() if counts else empty.numpy())
+        return self.sparse_bins
 
     def _ordered(self) -> np.ndarray:
-        """The counters in part order, once every chunk is counted (computed once)."""
+        """The dense counters in part order, once every chunk is counted (computed once)."""
         if self.ordered is None:
-            self.flush()
             self.ordered = self.counters.order(self.raw.cpu().numpy())
         return self.ordered
 
     def coarse_hist(self) -> np.ndarray:
         """The main histogram from the counters (main layout; `binned.BinnedFold.refine`)."""
+        self.flush()
+        if self.raw is None:
+            return self._sparse()[0]
         return self.counters.coarse(self._ordered())
 
     def finish(self, whole: Summary) -> LocalizedState:
-        state = LocalizedState(self.mass.parts_to_mass(self._ordered()), self.watch_bins)
+        self.flush()
+        mass = (self._sparse()[1] if self.raw is None
+                else self.mass.parts_to_mass(self._ordered()))
+        state = LocalizedState(mass, self.watch_bins)
         if self.watch_raw is not None:
             f = self.owner
             patterns, per_value = _add_tallies(self.watched, f.device)

@@ -98,3 +98,50 @@ def test_counts_per_part_add_up_to_the_mass_bins_and_the_main_bins():
     assert mass.sum() == main.sum() == counts.sum() and main.size == mb.n_coarse
     j = np.arange(mb.n_bins)
     assert np.array_equal(mass, np.add.reduceat(counts, mb.mass_first[j]))
+
+
+def test_a_few_counters_give_the_same_bins_as_the_dense_counters():
+    """`sparse_counts` over (raw counter, count) pairs, repeats included, against the dense
+    counters put in order and summed (`order`, `coarse`, `MassBins.parts_to_mass`)."""
+    mb = _law((0.0, 1.0, -2.0, 2.0), torch.float32).mass_bins
+    counters = MassCounters.of(mb)
+    rng = np.random.default_rng(8)
+    raw = np.concatenate([rng.integers(0, counters.n, 5000),
+                          np.concatenate([firsts for _, firsts in counters.backward])])
+    counts = rng.integers(1, 4, raw.size)
+    dense = np.zeros(counters.n, dtype=np.int64)
+    np.add.at(dense, raw, counts)
+    ordered = counters.order(dense)
+    coarse, mass = counters.sparse_counts(raw, counts)
+    assert np.array_equal(coarse, counters.coarse(ordered))
+    assert np.array_equal(mass, mb.parts_to_mass(ordered))
+
+
+@pytest.mark.parametrize("case,dtype", [law for law in LAWS if law[0][2] == -2.0], ids=str)
+@pytest.mark.parametrize("pending,sparse", [(1 << 22, 1 << 22), (8192, 16384)],
+                         ids=["all-small", "small-then-dense"])
+def test_a_draw_counted_sparsely_is_the_draw_counted_densely(case, dtype, pending, sparse,
+                                                             monkeypatch):
+    """A small draw's flushes kept as (counter, count) pairs, or some of them before the dense
+    counters take over, fold the same Summary as dense counters from the first chunk."""
+    from candidates import resolve
+    from harness.cases import Case
+    from harness.checks import CHECKS
+    from harness.engine import run_engine
+    from harness.families import localized
+
+    law = _law(case, dtype)
+    shape = Case("few", *case, (64, 64))
+
+    def draw():
+        return run_engine(resolve("exact"), shape, dtype, "cpu", law, 1 << 16, 3,
+                          families=CHECKS.families(), chunk_elements=4096)
+
+    monkeypatch.setattr(localized, "PENDING_ELEMENTS", pending)
+    monkeypatch.setattr(localized, "SPARSE_ELEMENTS", sparse)
+    few = draw()
+    monkeypatch.setattr(localized, "SPARSE_ELEMENTS", 0)
+    dense = draw()
+    assert np.array_equal(few.binned.hist, dense.binned.hist)
+    assert np.array_equal(few.localized.mass_hist, dense.localized.mass_hist)
+    assert few.binned.hist.sum() == 1 << 16
