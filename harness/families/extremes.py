@@ -181,14 +181,16 @@ def _log_pair(below, above):
     return log_below, log_above, below, above
 
 
-def _log_p_le_gt(law, v: np.ndarray):
-    """(log P(Y <= v), log P(Y > v), P(Y <= v), P(Y > v))."""
-    return _log_pair(*law.prob_le_gt(v))
-
-
-def _log_p_lt_ge(law, v: np.ndarray):
-    """(log P(Y < v), log P(Y >= v), P(Y < v), P(Y >= v))."""
-    return _log_pair(*law.prob_lt_ge(v))
+def _log_probs(law, v: np.ndarray):
+    """(log P(Y <= v), log P(Y > v), P(Y <= v), P(Y > v)) and (log P(Y < v), log P(Y >= v),
+    P(Y < v), P(Y >= v)), the law evaluated once per distinct bit pattern of `v` (row extremes
+    repeat: in a 16-bit dtype a few hundred values hold them all)."""
+    v = np.ascontiguousarray(v, dtype=np.float64)
+    patterns, inverse = np.unique(v.view(np.uint64), return_inverse=True)
+    distinct = patterns.view(np.float64)
+    le, gt = (np.asarray(p, dtype=np.float64)[inverse] for p in law.prob_le_gt(distinct))
+    lt, ge = (np.asarray(p, dtype=np.float64)[inverse] for p in law.prob_lt_ge(distinct))
+    return _log_pair(le, gt), _log_pair(lt, ge)
 
 
 def _one_minus_pow(log_p: np.ndarray, m: int) -> np.ndarray:
@@ -200,15 +202,16 @@ def _one_minus_pow(log_p: np.ndarray, m: int) -> np.ndarray:
 def row_extreme_pits(law, row_min: np.ndarray, row_max: np.ndarray, m: int, rng):
     """Randomized PITs: U (row minima; small = too low) and W (row maxima; small = too high),
     plus masks of rows outside the law's support (impossible)."""
-    log_le, log_gt, le, gt = _log_p_le_gt(law, row_min)
-    log_lt, log_ge, lt, ge = _log_p_lt_ge(law, row_min)
+    both = _log_probs(law, np.concatenate([row_min, row_max]))
+    (log_le, log_gt, le, gt), (log_lt, log_ge, lt, ge) = (
+        tuple(x[:row_min.size] for x in half) for half in both)
     f_hi = _one_minus_pow(log_gt, m)  # P(rowmin <= v)
     f_lo = _one_minus_pow(log_ge, m)  # P(rowmin < v)
     u = f_lo + rng.random(row_min.size) * np.maximum(f_hi - f_lo, 0.0)
     imp_min = (le <= 0) | (ge <= 0)
 
-    log_le2, log_gt2, le2, gt2 = _log_p_le_gt(law, row_max)
-    log_lt2, log_ge2, lt2, ge2 = _log_p_lt_ge(law, row_max)
+    (log_le2, log_gt2, le2, gt2), (log_lt2, log_ge2, lt2, ge2) = (
+        tuple(x[row_min.size:] for x in half) for half in both)
     g_lo = _one_minus_pow(log_le2, m)  # P(rowmax > v)
     g_hi = _one_minus_pow(log_lt2, m)  # P(rowmax >= v)
     w = g_lo + rng.random(row_max.size) * np.maximum(g_hi - g_lo, 0.0)
