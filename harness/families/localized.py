@@ -244,7 +244,7 @@ class LocalizedFold:
         once, when every chunk is counted)."""
         if self.sparse_bins is None:
             counters = [c.to(torch.int64) for c, _ in self.sparse]
-            counts = [n for _, n in self.sparse]
+            counts = [tally for _, tally in self.sparse]
             empty = torch.zeros(0, dtype=torch.int64)
             self.sparse_bins = self.counters.sparse_counts(
                 torch.cat(counters).cpu().numpy() if counters else empty.numpy(),
