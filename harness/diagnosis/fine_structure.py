@@ -244,14 +244,9 @@ def pushed_laws(ev: Evidence, bits: int) -> Iterator[Pushed]:
     dtype = ev.law.fmt.name
     if dtype not in ARITHMETIC:
         return
-    held = cached_on_law(ev.law, "_pushed_laws", lambda _: {})
-
-    def once(key, build):
-        if key not in held:
-            held[key] = build()
-        return held[key]
-
-    affine, shares = once(("affine", bits), lambda: _with_shares(AffineLaw(ev.dist, dtype), bits))
+    affine, shares = cached_on_law(ev.law, "_pushed_laws",
+                                   lambda _: _with_shares(AffineLaw(ev.dist, dtype), bits),
+                                   key=("affine", bits))
     exact = affine.runs[0].shape[0] == 1
     yield Pushed(f"mean + std z in {dtype}", shares, affine, exact)
     first = float(special.ndtr(ev.dist.beta) - special.ndtr(ev.dist.alpha))
@@ -259,7 +254,8 @@ def pushed_laws(ev: Evidence, bits: int) -> Iterator[Pushed]:
         mixed = first * low_bit_law(ev.law, bits) + (1.0 - first) * shares
         yield Pushed(f"the first draw exact, its redraws ({1.0 - first:.3g} of the values) mean "
                      f"+ std z in {dtype}", mixed, None, exact)
-    uniform = once(("uniform", bits), lambda: _proposals(ev, dtype, bits))
+    uniform = cached_on_law(ev.law, "_pushed_laws", lambda _: _proposals(ev, dtype, bits),
+                            key=("uniform", bits))
     if uniform is None:
         return
     proposals, shares = uniform

@@ -174,17 +174,34 @@ def bins_label(law, k0: int, k1: int) -> str:
         return f"bins {k0}..{k1}"
 
 
-def cached_on_law(law, attr: str, build):
+#: `cached_on_law` without a key: the whole attribute is the value.
+_WHOLE = object()
+
+
+def cached_on_law(law, attr: str, build, key=_WHOLE):
     """``build(law)``, cached as the law's attribute `attr` (a law is immutable and shared by every
-    check of a case); computed afresh for a law that takes no attributes."""
-    cache = getattr(law, attr, None)
-    if cache is None:
-        cache = build(law)
-        try:
-            setattr(law, attr, cache)
-        except Exception:
-            pass
-    return cache
+    check of a case); computed afresh for a law that takes no attributes. With `key`, one value
+    per key (None included) in a dict that attribute holds."""
+    if key is _WHOLE:
+        cache = getattr(law, attr, None)
+        if cache is None:
+            cache = build(law)
+            _keep(law, attr, cache)
+        return cache
+    held = getattr(law, attr, None)
+    if held is None:
+        held = {}
+        _keep(law, attr, held)
+    if key not in held:
+        held[key] = build(law)
+    return held[key]
+
+
+def _keep(law, attr: str, value) -> None:
+    try:
+        setattr(law, attr, value)
+    except Exception:
+        pass
 
 
 class LawBins:

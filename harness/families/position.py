@@ -132,16 +132,15 @@ def bin_groups(law, fine: bool) -> np.ndarray:
     """The coarse group (`law_groups`) of each histogram bin of `law`, of each fine bin where
     `fine`: a function of the law alone, found once per law (every stage's check and the
     diagnosis read it, a searchsorted over up to 2^20 bins)."""
-    held = cached_on_law(law, "_position_bin_groups", lambda _: {})
-    if fine not in held:
+    def build(law):
         edges, masses = law_groups(law)
-        groups = masses.size
         lo, hi = law.fine_bin_bounds() if fine else law.fmt.hist_bin_bounds()
         hi, lo = np.asarray(hi, dtype=np.float64), np.asarray(lo, dtype=np.float64)
         side = np.where(np.arange(hi.size) < hi.size // 2, -np.inf, np.inf)
         value = np.where(np.isfinite(hi), hi, np.where(np.isfinite(lo), lo, side))
-        held[fine] = np.minimum(np.searchsorted(edges, value, side="left"), groups - 1)
-    return held[fine]
+        return np.minimum(np.searchsorted(edges, value, side="left"), masses.size - 1)
+
+    return cached_on_law(law, "_position_bin_groups", build, key=fine)
 
 
 def class_test(counts: np.ndarray, totals: np.ndarray, masses: np.ndarray):
