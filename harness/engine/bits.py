@@ -39,40 +39,28 @@ def poison_(tensor: torch.Tensor) -> torch.Tensor:
 VIEWS = ("", "channels_last", "transposed", "stepped", "column-block")
 
 
-def make_target(case, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(the tensor the candidate fills, the base it is part of) for `case` (`Case.view`): a new
-    contiguous tensor (its own base), a channels_last one, or a view of a bigger base: the
-    transpose of a (cols, rows) tensor, every other column of a (rows, 2 cols) tensor, or the
-    second block of columns of a (rows, 4 cols) tensor. Poisoning the base before each call
-    shows both what the candidate did not write and what it wrote outside the view."""
+def make_target(case, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor, tuple]:
+    """(the tensor the candidate fills, the base it is part of, the base's other elements as
+    strided views) for `case` (`Case.view`): a new contiguous tensor (its own base), a
+    channels_last one, or a view of a bigger base: the transpose of a (cols, rows) tensor (all of
+    it), every other column of a (rows, 2 cols) tensor, or the second block of columns of a
+    (rows, 4 cols) tensor. Poisoning the base before each call shows both what the candidate did
+    not write and, in the other elements, what it wrote outside the view."""
     shape, view = tuple(case.shape), getattr(case, "view", "")
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; known: {', '.join(v or 'plain' for v in VIEWS)}")
     if view == "":
         t = torch.empty(shape, dtype=dtype, device=device)
-        return t, t
+        return t, t, ()
     if view == "channels_last":
         t = torch.empty(shape, dtype=dtype, device=device, memory_format=torch.channels_last)
-        return t, t
+        return t, t, ()
     rows, cols = shape
     if view == "transposed":
         base = torch.empty((cols, rows), dtype=dtype, device=device)
-        return base.t(), base
+        return base.t(), base, ()
     if view == "stepped":
         base = torch.empty((rows, 2 * cols), dtype=dtype, device=device)
-        return base[:, ::2], base
+        return base[:, ::2], base, (base[:, 1::2],)
     base = torch.empty((rows, 4 * cols), dtype=dtype, device=device)
-    return base[:, cols:2 * cols], base
-
-
-def outside_parts(case, base: torch.Tensor) -> tuple:
-    """The elements of `base` (as `make_target` made it for `case`, or any view of it with the
-    same shape, such as its integer view) that are not the candidate's target, as strided views:
-    none where the target is the whole base (plain, channels_last, transposed)."""
-    view = getattr(case, "view", "")
-    if view == "stepped":
-        return (base[:, 1::2],)
-    if view == "column-block":
-        cols = base.shape[1] // 4
-        return (base[:, :cols], base[:, 2 * cols:])
-    return ()
+    return base[:, cols:2 * cols], base, (base[:, :cols], base[:, 2 * cols:])

@@ -15,7 +15,7 @@ import time
 import torch
 
 from ..summary import Summary
-from .bits import INT_VIEW, dtype_bits, make_target, outside_parts, poison_value
+from .bits import INT_VIEW, dtype_bits, make_target, poison_value
 from .deadline import CallTimeout, Pace, candidate_call, held_handlers, raised_text
 from .fold import Fold, new_summary
 
@@ -90,7 +90,7 @@ def warm_up(candidate, case, dtype, device, call_timeout: float | None, fold: "F
     (`pace`): the draw's first call is held to its pace."""
     if not getattr(candidate, "needs_warm_up", False):
         return
-    scratch, _ = make_target(case, dtype, device)
+    scratch, _, _ = make_target(case, dtype, device)
     seconds = max(call_timeout or 0.0, PREPARE_TIMEOUT_S)
     try:
         for seed in (0x5EED, 0x5EED + 1):
@@ -144,7 +144,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     summary.notes["seed"] = seed
     fold = Fold(summary, dtype, device, law, families=families, watch=watch)
     generator = torch.Generator(device=device).manual_seed(seed)
-    target, base = make_target(case, dtype, device)
+    target, base, others = make_target(case, dtype, device)
     buffer = torch.empty((per_chunk, *shape), dtype=dtype, device=device)
     slots = buffer.unbind(0)  # each call's row of the chunk, as views made once
     prepare_candidate(candidate, call_timeout, fold)
@@ -154,8 +154,9 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     done = 0
     t_candidate = 0.0
     # the poison and its view, looked up once: a tiny tensor's call costs ~100 us in all
-    base_ints = base.view(INT_VIEW[dtype_bits(dtype)])
-    outside = outside_parts(case, base_ints)
+    int_view = INT_VIEW[dtype_bits(dtype)]
+    base_ints = base.view(int_view)
+    outside = tuple(part.view(int_view) for part in others)
     poison = poison_value(dtype)
     t_start = time.perf_counter()
     with held_handlers():  # installed once for the draw's calls, not per call

@@ -18,7 +18,7 @@ from harness.cases import Case, case_by_id
 from harness.checks import CHECKS, summarize_samples
 from harness.engine import (CandidateFailure, INT_VIEW, call_deadline, dtype_bits,
                             is_budget_stop, normal_throughput, poison_)
-from harness.engine.bits import VIEWS, make_target, outside_parts
+from harness.engine.bits import VIEWS, make_target
 from harness.families.extremes import ROW_EXTREMES_CAP
 from reference import TruncatedNormal, float_format, rounded_law
 
@@ -391,11 +391,11 @@ def test_outside_parts_are_exactly_the_base_elements_the_target_is_not(view):
     base, element for element, for every layout `make_target` makes."""
     case = types.SimpleNamespace(shape=(2, 3, 4, 5) if view == "channels_last" else (6, 5),
                                  view=view)
-    target, base = make_target(case, torch.float32, "cpu")
+    target, base, others = make_target(case, torch.float32, "cpu")
     index = torch.arange(base.numel(), dtype=torch.float32).reshape(base.shape)
     base.copy_(index)
     inside = {int(v) for v in target.flatten().tolist()}
-    outside = [int(v) for part in outside_parts(case, base) for v in part.flatten().tolist()]
+    outside = [int(v) for part in others for v in part.flatten().tolist()]
     assert len(outside) == len(set(outside))
     assert set(outside) == set(range(base.numel())) - inside
 
