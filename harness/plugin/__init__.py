@@ -78,6 +78,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "harness_check(name): a conformance check test")
     config.stash[_SESSION_KEY] = _new_session(config)
     config.stash[_CRASHES_KEY] = crashes.CrashLedger(_session(config).report.report_dir)
+    # Every process: an xdist worker's own reporter writes the failure listing too (unseen, at
+    # the end of its run, where the controller waits for it).
+    config.pluginmanager.register(terminal.SummaryScan(), "harness-summary-scan")
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None:
         # xdist (when installed and -n is given) has set its mode in pytest_cmdline_main, which
@@ -89,7 +92,6 @@ def pytest_configure(config):
                 f"--dist {dist}: the harness keeps each case's checks on one worker itself; use "
                 f"-n N with the default --dist load (or loadgroup)")
         s = _session(config)
-        config.pluginmanager.register(terminal.SummaryScan(), "harness-summary-scan")
         crashes.allow_restarts(config, len(s.candidates))
         if s.options.xfails_unmatched:
             # No shipped file fits this torch: said at the end too, where -q shows it.

@@ -43,7 +43,7 @@ def summary_scan(reporter):
 
 class SummaryScan:
     """The plugin object that puts `summary_scan` around every plugin's terminal summary
-    (pytest's failure listing included); registered by the controller."""
+    (pytest's failure listing included); registered in the controller and in each worker."""
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter):

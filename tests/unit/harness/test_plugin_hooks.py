@@ -83,3 +83,22 @@ def test_summary_scan_restores_the_very_list_and_keeps_a_report_logged_meanwhile
     assert reporter.stats[""] is phases
     assert phases[-1] is late and len(phases) == 4
     assert reporter.stats["failed"] == ["f"]
+
+
+def test_every_process_of_an_xdist_run_lists_its_failures_through_the_summary_scan(
+        pytester, monkeypatch):
+    """A worker's own reporter writes the failure listing at the end of its run too, while the
+    controller waits for the worker to exit: the harness registers `SummaryScan` there as well."""
+    pytester.makeconftest(
+        "import os\n"
+        "pytest_plugins = ['harness.plugin']\n"
+        "def pytest_unconfigure(config):\n"
+        "    who = os.environ.get('PYTEST_XDIST_WORKER', 'controller')\n"
+        "    with open(f'scan-{who}.txt', 'w') as fh:\n"
+        "        fh.write(str(config.pluginmanager.has_plugin('harness-summary-scan')))\n")
+    pytester.makepyfile("def test_one():\n    pass\n")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "1")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "scan-controller.txt").read_text() == "True"
+    assert (pytester.path / "scan-gw0.txt").read_text() == "True"
