@@ -90,10 +90,10 @@ def test_every_process_of_an_xdist_run_lists_its_failures_through_the_summary_sc
     """A worker's own reporter writes the failure listing at the end of its run too, while the
     controller waits for the worker to exit: the harness registers `SummaryScan` there as well."""
     pytester.makeconftest(
-        "import os\n"
         "pytest_plugins = ['harness.plugin']\n"
         "def pytest_unconfigure(config):\n"
-        "    who = os.environ.get('PYTEST_XDIST_WORKER', 'controller')\n"
+        "    worker = getattr(config, 'workerinput', None)\n"
+        "    who = 'controller' if worker is None else worker['workerid']\n"
         "    with open(f'scan-{who}.txt', 'w') as fh:\n"
         "        fh.write(str(config.pluginmanager.has_plugin('harness-summary-scan')))\n")
     pytester.makepyfile("def test_one():\n    pass\n")
