@@ -386,7 +386,7 @@ def test_sixteen_bit_summaries_have_no_mass_bins():
 
 
 @pytest.mark.parametrize("view", VIEWS)
-def test_outside_parts_are_exactly_the_base_elements_the_target_is_not(view):
+def test_the_other_elements_of_the_base_are_exactly_those_the_target_is_not(view):
     """What the draw checks for writes outside the view is the complement of the target in its
     base, element for element, for every layout `make_target` makes."""
     case = types.SimpleNamespace(shape=(2, 3, 4, 5) if view == "channels_last" else (6, 5),
