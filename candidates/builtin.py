@@ -17,8 +17,8 @@ Good (expected to pass everything):
 
 Systems people used (known bad, or bad in some regime):
 
-* ``torch-legacy`` — the algorithm torch shipped up to 2.11 (2.11.0's, verbatim), in the tensor's
-  dtype; 2.12.0 replaced it (`LEGACY_LAST_RELEASE`, `REWRITE_FIRST_RELEASE`).
+* ``torch-legacy`` — the algorithm torch shipped up to 2.11 (2.11.0's ops, bit for bit), in the
+  tensor's dtype; 2.12.0 replaced it (`LEGACY_LAST_RELEASE`, `REWRITE_FIRST_RELEASE`).
 * ``fp32-upcast`` — torch-legacy in float32, cast back: the common workaround.
 * ``rejection-loop`` — ``normal_`` and redraw out-of-bounds elements until none is left.
 * ``clamp`` — ``normal_`` then ``clamp_``.
@@ -149,34 +149,40 @@ LEGACY_LAST_RELEASE = "2.11.0"
 REWRITE_FIRST_RELEASE = "2.12.0"
 
 
-def torch_legacy_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """torch.nn.init.trunc_normal_ as shipped up to torch 2.11, reproduced verbatim (2.11.0's
-    ``_no_grad_trunc_normal_``, the last release with it; 2.12.0 replaced it).
+#: torch-legacy warns (a UserWarning) when the mean lies more than this many std outside [a, b],
+#: the condition under which the algorithm it reproduces warned.
+LEGACY_WARNING_STDS = 2.0
 
-    Defect: everything happens in the tensor's dtype. With bounds far out (std 0.02, ±2 = ±100σ) the
-    uniform range is [-1, 1); in bfloat16 a draw of exactly -1 is common (~0.2%), erfinv(-1) = -inf,
-    and the clamp turns it into ``a``: a point mass 100σ out, and the upper tail cut near 2.7σ.
+
+def _erf_bound(z: float) -> float:
+    """erf(z / sqrt 2) = 2 Phi(z) - 1, the end of the uniform range for the standardized bound z.
+
+    Taken through 1 + erf(...) and back, as the reproduced code did (it formed Phi, then 2 Phi - 1):
+    the round trip keeps multiples of 2^-53 only, and the range's ends, hence the output, depend
+    on those bits."""
+    return (1.0 + math.erf(z / math.sqrt(2.0))) - 1.0
+
+
+def torch_legacy_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """torch.nn.init.trunc_normal_'s inverse-CDF algorithm as shipped up to torch 2.11, the same
+    ops in the same order (bit for bit what 2.11.0 writes; 2.12.0 replaced it).
+
+    Every step runs in place in the tensor's dtype: u uniform on [erf(alpha / sqrt 2),
+    erf(beta / sqrt 2)), z = erfinv(u), then the tensor is z * std * sqrt 2 + mean clamped to
+    [a, b]. Defect: with bounds far out (std 0.02, ±2 = ±100σ) the range is [-1, 1); in bfloat16
+    u = -1 exactly is common (~0.2%), erfinv(-1) = -inf, and the clamp turns it into ``a``: a
+    point mass 100σ out, and the upper tail cut near 2.7σ.
     Caught by: atoms, extremes, tails, gof (and ks/moments at larger n).
     """
-
-    def norm_cdf(x):
-        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
-
-    if (mean < a - 2 * std) or (mean > b + 2 * std):
-        warnings.warn(
-            "mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
-            "The distribution of values may be incorrect.",
-            stacklevel=2,
-        )
+    if mean < a - LEGACY_WARNING_STDS * std or mean > b + LEGACY_WARNING_STDS * std:
+        warnings.warn(f"torch-legacy: the mean {mean} lies more than {LEGACY_WARNING_STDS:g} std "
+                      f"outside [{a}, {b}]; this algorithm then draws a poor approximation of the law",
+                      stacklevel=2)
+    scale = std * math.sqrt(2.0)
     with torch.no_grad():
-        l = norm_cdf((a - mean) / std)  # noqa: E741 (the original's names)
-        u = norm_cdf((b - mean) / std)
-        tensor.uniform_(2 * l - 1, 2 * u - 1, generator=generator)
-        tensor.erfinv_()
-        tensor.mul_(std * math.sqrt(2.0))
-        tensor.add_(mean)
-        tensor.clamp_(min=a, max=b)
-        return tensor
+        tensor.uniform_(_erf_bound((a - mean) / std), _erf_bound((b - mean) / std), generator=generator)
+        tensor.erfinv_().mul_(scale).add_(mean).clamp_(min=a, max=b)
+    return tensor
 
 
 def fp32_upcast_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):

@@ -1,11 +1,14 @@
-"""The torch patch (proposal/trunc_normal.patch): current, applicable, and correct once applied.
+"""The torch patch (proposal/make_patch.py): written against the installed torch's init.py,
+applicable, and correct once applied.
 
-The patch is applied with ``patch -p1`` to a copy of torch 2.14.1's torch/nn/init.py (vendored
-under proposal/torch-2.14.1/), and the patched module is loaded under the installed torch (its
-new torch/nn/_trunc_normal.py registered as ``torch.nn._trunc_normal``, the name the patched
-init.py imports). Then: the harness judges the patched ``trunc_normal_`` at the smoke profile,
-and torch's own trunc_normal tests (test/nn/test_init.py), written out here from their
-published behaviour, run on it.
+The patch is made against the installed torch's torch/nn/init.py (read from the installation:
+the repository stores no torch source), applied with ``patch -p1`` to a copy of that file in a
+temporary tree, and the patched module is loaded under the installed torch (its new
+torch/nn/_trunc_normal.py registered as ``torch.nn._trunc_normal``, the name the patched init.py
+imports). CI installs torch 2.13.0, whose init.py is byte for byte 2.14.1's and 2.15.0's
+(`INIT_DIGESTS`): the patch tested here is the one for 2.15.0. Then: the harness judges the
+patched ``trunc_normal_`` at the smoke profile, and torch's own trunc_normal tests
+(test/nn/test_init.py), written out here from their published behaviour, run on it.
 
 torch's KS test keeps torch's threshold (p > 1e-4: an exact sampler fails it with probability
 1e-4 per tensor over seeds); here every seed is fixed, so each verdict is deterministic, and the
@@ -14,20 +17,29 @@ harness's own checks (false-alarm rate <= 1e-6 per check) are what judge the law
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import importlib.util
 import math
 import random
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 from scipy import stats
 
+from harness.session.xfails import release_of
+
 ROOT = Path(__file__).resolve().parents[3]
 PROPOSAL = ROOT / "proposal"
+
+#: SHA-256 of torch/nn/init.py as each release's wheel holds it: one text from 2.13.0 to 2.15.0.
+INIT_DIGEST = "59dad5f51cb700bbe3a323a4169e77489470c25582838594f98e8e55f8156f7d"
+INIT_DIGESTS = {"2.13.0": INIT_DIGEST, "2.14.1": INIT_DIGEST, "2.15.0": INIT_DIGEST}
 
 
 def _load(name: str, path: Path):
@@ -40,25 +52,38 @@ def _load(name: str, path: Path):
 
 
 @pytest.fixture(scope="module")
-def build():
-    return _load("proposal_build", PROPOSAL / "build.py")
+def make_patch():
+    return _load("proposal_make_patch", PROPOSAL / "make_patch.py")
 
 
 @pytest.fixture(scope="module")
-def patched(tmp_path_factory, build):
-    """torch.nn.init as torch 2.14.1 ships it, with the patch applied, under the installed torch."""
-    if shutil.which("patch") is None:
-        pytest.skip("the patch(1) tool is not installed")
-    tree = tmp_path_factory.mktemp("torch-2.14.1")
-    shutil.copytree(PROPOSAL / "torch-2.14.1" / "torch", tree / "torch")
-    done = subprocess.run(["patch", "-p1", "--forward", "-i", str(PROPOSAL / "trunc_normal.patch")],
+def installed_init(make_patch) -> str:
+    return make_patch.installed_init_path().read_text(encoding="utf-8")
+
+
+def _apply(make_patch, original: str, tree: Path) -> Path:
+    """`original` as tree/torch/nn/init.py, patched there with ``patch -p1``; the patched init.py."""
+    init = tree / "torch" / "nn" / "init.py"
+    init.parent.mkdir(parents=True)
+    init.write_text(original, encoding="utf-8")
+    (tree / "trunc_normal.patch").write_text(make_patch.patch_text(original), encoding="utf-8")
+    done = subprocess.run(["patch", "-p1", "--forward", "-i", "trunc_normal.patch"],
                           cwd=tree, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+    return init
+
+
+@pytest.fixture(scope="module")
+def patched(tmp_path_factory, make_patch, installed_init):
+    """The installed torch's torch.nn.init with the patch applied, under the installed torch."""
+    if shutil.which("patch") is None:
+        pytest.skip("the patch(1) tool is not installed")
+    init = _apply(make_patch, installed_init, tmp_path_factory.mktemp("torch-installed"))
     name = "torch.nn._trunc_normal"
     saved = sys.modules.get(name)
-    _load(name, tree / "torch" / "nn" / "_trunc_normal.py")
+    _load(name, init.parent / "_trunc_normal.py")
     try:
-        yield _load("patched_torch_nn_init", tree / "torch" / "nn" / "init.py")
+        yield _load("patched_torch_nn_init", init)
     finally:
         sys.modules.pop("patched_torch_nn_init", None)
         if saved is None:
@@ -67,10 +92,58 @@ def patched(tmp_path_factory, build):
             sys.modules[name] = saved
 
 
-def test_the_patch_is_what_the_sources_give(build):
-    """Rebuilt from candidates/fast_exact.py and the vendored init.py: the checked-in patch is
-    current (`python proposal/build.py` rewrites it)."""
-    assert (PROPOSAL / "trunc_normal.patch").read_text() == build.patch_text()
+def test_the_installed_init_is_the_one_the_patch_is_for(installed_init):
+    """The installed torch's init.py is 2.15.0's where the installed release was read."""
+    release = release_of(torch.__version__)
+    if release not in INIT_DIGESTS:
+        pytest.skip(f"torch {release}: its torch/nn/init.py was not read")
+    assert hashlib.sha256(installed_init.encode("utf-8")).hexdigest() == INIT_DIGESTS[release]
+
+
+def test_the_patch_edits_three_places_only(make_patch, installed_init):
+    """One import line added, the sampler's body and the docstring's description replaced:
+    three hunks, every other line of init.py kept."""
+    diff = make_patch.patch_text(installed_init)
+    init_part = diff.split(f"+++ b/{make_patch.MODULE_PATH}")[0]
+    assert init_part.count("\n@@ ") == 3
+    added = [line[1:] for line in init_part.splitlines() if line.startswith("+") and
+             not line.startswith("+++")]
+    assert make_patch.IMPORT_LINE.rstrip("\n") in added
+    new = ast.parse(make_patch.patched_init(installed_init))
+    body = next(n for n in new.body if isinstance(n, ast.FunctionDef) and n.name == make_patch.SAMPLER)
+    assert len(body.body) == 1 and isinstance(body.body[0], ast.Return)
+
+
+def test_the_patch_follows_the_file_wherever_the_function_sits(tmp_path, make_patch, installed_init):
+    """Lines added above the sampler and between it and the public function move both: the
+    patch is computed on the file given, and applies to it."""
+    tree = ast.parse(installed_init)
+    sampler = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == make_patch.SAMPLER)
+    lines = installed_init.splitlines(keepends=True)
+    lines.insert(sampler.end_lineno, "\n\ndef _a_helper_of_a_later_release():\n    return None\n")
+    lines.insert(sampler.lineno - 1, "# a comment of a later release\n" * 7 + "\n\n")
+    shifted = "".join(lines)
+    init = _apply(make_patch, shifted, tmp_path)
+    assert init.read_text(encoding="utf-8") == make_patch.patched_init(shifted)
+    assert "_a_helper_of_a_later_release" in init.read_text(encoding="utf-8")
+    assert make_patch.patched_init(shifted).count(make_patch.IMPORT_LINE) == 1
+
+
+def test_an_init_without_the_sampler_is_refused(make_patch):
+    with pytest.raises(make_patch.LayoutError, match=make_patch.SAMPLER):
+        make_patch.patched_init("import torch\n\n\ndef trunc_normal_(tensor):\n    pass\n")
+
+
+def test_the_script_reads_a_wheel(tmp_path, make_patch, installed_init, capsys):
+    """--wheel reads torch/nn/init.py out of the archive: the same patch as from the file."""
+    wheel = tmp_path / "torch-0.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(make_patch.INIT_PATH, installed_init)
+    out = tmp_path / "trunc_normal.patch"
+    assert make_patch.main(["--wheel", str(wheel), "-o", str(out)]) == 0
+    assert out.read_text() == make_patch.patch_text(installed_init)
+    assert make_patch.main([]) == 0
+    assert capsys.readouterr().out == make_patch.patch_text(installed_init)
 
 
 def test_the_vendored_module_needs_torch_only(patched):
