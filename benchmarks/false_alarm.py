@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("report_dir", help="a run's report directory (pytest suites --report-dir)")
     args = parser.parse_args(argv)
-    from reports.store import read_results
+    from record.store import read_results
 
     n = statistical_verdicts(read_results(args.report_dir))
     print(f"{n} statistical verdicts in {args.report_dir}")

@@ -412,7 +412,7 @@ def _gof_pred(law, d: Defect, alpha):
         if imp > 0 and n * imp >= LN2:
             return True
         w = w_at(n)
-        return not math.isnan(w) and w >= gof_mde(law, n, alpha)
+        return not math.isnan(w) and w >= gof_mde(law, n, (), alpha)
     return pred, w_at
 
 
@@ -476,7 +476,7 @@ def _extremes_pred(law, d, row_len, alpha):
                     np.max(np.abs(s_g ** row_len - s_f ** row_len))))
 
     def pred(n):
-        m = extremes_mde(law, n, row_len, alpha)
+        m = extremes_mde(law, n, (row_len,), alpha)
         return not math.isnan(m) and eff >= m
     return pred, eff
 
@@ -530,11 +530,11 @@ def _resolution_row(name, check, case, law, alpha):
         q = {"uniform-24-bits": 2.0 ** -24, "dropped-last-bit": 2.0 * q_law,
              "float32-widened": float(rounded_law(law.dist, torch.float32).collision_prob)}[name]
         ratio = q / q_law
-        n = smallest_n(lambda m: collisions_mde(law, m, alpha) <= ratio, hi=RESOLUTION_SCAN)
+        n = smallest_n(lambda m: collisions_mde(law, m, (), alpha) <= ratio, hi=RESOLUTION_SCAN)
         return f"obs/exp pairs {ratio:.3g} (2^{-math.log2(q):.1f} values, law 2^{-math.log2(q_law):.1f})", n
     if check == "lattices" and name == "float32-widened":
         ratio = 1.0 / float(law.lattice_mass("float32"))
-        n = smallest_n(lambda m: lattices_mde(law, m, alpha) <= ratio, hi=RESOLUTION_SCAN)
+        n = smallest_n(lambda m: lattices_mde(law, m, (), alpha) <= ratio, hi=RESOLUTION_SCAN)
         return f"obs/exp {ratio:.3g} (every value on the float32 lattice)", n
     return "—", None
 
@@ -572,7 +572,7 @@ def check_rows(name, case, dtype, alpha):
             continue
         if check == "moments":
             lm, ls = float(law.mean), float(law.std)
-            mde = lambda n: moments_mde(law, n, alpha)  # noqa: E731
+            mde = lambda n: moments_mde(law, n, (), alpha)  # noqa: E731
             cands = []
             if d.mean is not None and abs(d.mean - lm) > 0:
                 e = abs(d.mean - lm) / ls
@@ -591,10 +591,10 @@ def check_rows(name, case, dtype, alpha):
         if check == "gof":
             pred, w_at = _gof_pred(law, d, alpha)
             n_pr = samples_drawn(PROFILES["pr"].n, shape)
-            eff_txt = f"w {w_at(n_pr):.3g} at pr n (MDE {gof_mde(law, n_pr, alpha):.3g})"
+            eff_txt = f"w {w_at(n_pr):.3g} at pr n (MDE {gof_mde(law, n_pr, (), alpha):.3g})"
         elif check == "ks":
             eff = _ks_effect(law, d)
-            pred = lambda n, e=eff: ks_mde(law, n, alpha) <= e  # noqa: E731
+            pred = lambda n, e=eff: ks_mde(law, n, (), alpha) <= e  # noqa: E731
             eff_txt = f"D {eff:.3g}"
         elif check == "atoms":
             pred, eff = _atoms_pred(law, d, alpha)
@@ -719,8 +719,8 @@ def simulate_markdown(alpha: float, reps: int = SIM_REPS) -> str:
     for prof in ("pr", "nightly"):
         n = samples_drawn(PROFILES[prof].n, tuple(case.shape))
         for tag, (check, mde, sim, what) in enumerate((
-                ("spikes", spikes_mde(law, n, alpha), _sim_spike, "point mass, heaviest bin"),
-                ("scan", scan_mde(law, n, alpha), _sim_hole, "hole, random place"))):
+                ("spikes", spikes_mde(law, n, (), alpha), _sim_spike, "point mass, heaviest bin"),
+                ("scan", scan_mde(law, n, (), alpha), _sim_hole, "hole, random place"))):
             at_mde = _power(sim, law, dtype, n, mde, alpha, reps, tag)
             half = _half_power_point(sim, law, dtype, n, mde, alpha, reps, tag)
             rows.append([check, what, prof, f"{n:,}", g3(mde), f"{at_mde:.2f}", g3(half)])

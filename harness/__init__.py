@@ -25,7 +25,8 @@ Floors, from the ground up (each imports only the floors below it; `.importlinte
 ``harness.check`` and ``harness.law`` are imported on first use, so ``import harness.cases`` stays
 cheap.
 
-May import: `reference`, `candidates`, `reports`; each subpackage only the floors below it
+May import: `reference`, `candidates`, `record`; each subpackage only the floors below it, and
+only the top (`api`, `plugin`, `session`) `reports`, whose views it renders at the end of a run
 (`.importlinter`).
 """
 

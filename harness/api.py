@@ -23,13 +23,12 @@ import warnings
 import pandas as pd
 import torch
 
+from record.store import results_frame
 from reference import TruncatedNormal, rounded_law
 from reference.dtypes import DTYPES, torch_dtype
-from reports.store import results_frame
 
 from .cases import Case, case_by_id
 from .fleet.groups import conformance_nodeid
-from .group import Group
 from .session.harness_session import HarnessSession
 from .session.options import RUN_DEFAULTS, OptionError, option_defaults, parse_options
 from .session.planner import open_sink, plan_run, resolve_candidates
@@ -139,14 +138,13 @@ def _run(session: HarnessSession, progress: bool) -> pd.DataFrame:
     bar = _Progress(len(groups), enabled=progress)
     try:
         for check_name, param in tests:
-            bar.group(param)
+            bar.group(param.id)
             reason = session.skip_reason(param.candidate, param.dtype, param.device, param)
             if reason:
                 session.report.record([session.skip_row(param, check_name, reason)])
                 continue
-            if isinstance(param, Group):
-                session.runner_for(param).progress = bar.samples
-            session.report.record([session.run_check(check_name, param).row])
+            session.report.record([session.run_check(check_name, param,
+                                                     progress=bar.samples).row])
     finally:
         bar.close()
     if session.options.explore:
@@ -188,13 +186,14 @@ class _Progress:
                          leave=False)
         self.bars = (self.groups, self.draw)
 
-    def group(self, param) -> None:
-        if self.bars is None or param.id == self.current:
+    def group(self, group_id: str) -> None:
+        """The run goes on to the group `group_id` (the same group again: nothing to show)."""
+        if self.bars is None or group_id == self.current:
             return
         if self.current is not None:
             self.groups.update(1)
-        self.current = param.id
-        self.groups.set_postfix_str(param.id, refresh=False)
+        self.current = group_id
+        self.groups.set_postfix_str(group_id, refresh=False)
         self.draw.reset(total=0)
 
     def samples(self, drawn: int, target: int) -> None:

@@ -18,8 +18,8 @@ import hashlib
 import math
 from dataclasses import dataclass
 
+from record.ids import CaseLabel, format_case_label, is_case_id, parse_case_label
 from reference.dtypes import DEFAULT_DTYPE_NAMES
-from reports.ids import CaseLabel, format_case_label, is_case_id, parse_case_label
 
 INF = math.inf
 #: The tag of a case whose draw is slow for the samplers people use (torch's rejection loop takes
@@ -77,7 +77,7 @@ class Case:
 
     @property
     def label(self) -> CaseLabel:
-        """The case's id, shape class and path as a group names them (`reports.ids`)."""
+        """The case's id, shape class and path as a group names them (`record.ids`)."""
         return CaseLabel(self.base or self.id, self.shape_class, self.path)
 
     @property

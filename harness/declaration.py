@@ -17,10 +17,10 @@ the plumbing needs:
   cannot call back into the runner that runs it;
 * ``doc`` (one line: the test's docstring), ``method`` (the long text: null, false-alarm rate,
   effect, MDE), ``unit`` (of its effect and MDE) and ``mde`` (the minimum detectable effect as a
-  function of the law and n, no sampling);
+  function of the law, n, the tensor's shape and alpha, no sampling: `MinimumDetectableEffect`);
 * ``families``: the statistic families (`harness.families`) whose state it reads: the engine
   folds the families of the checks that apply to a group, and nothing else;
-* ``about``: what a failure of it says (`ABOUT`; `harness.diagnosis.levels`): ``values`` (its
+* ``about``: what a failure of it says (`ABOUT`; `harness.diagnosis.severity.levels`): ``values`` (its
   level follows the group's severity figures: harmful or fine), ``single-values`` (fine
   structure whatever they say: repeats, lattices, last bits) or ``api`` (no statement about the
   values). By default ``values`` for a statistical check and ``api`` for the others.
@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from reference import TruncatedNormal, rounded_law
 
@@ -51,6 +51,15 @@ CANDIDATE = frozenset({"candidate"})
 KINDS = ("hard", "statistical", "api")
 #: What a check's failure is about (the ``about`` field).
 ABOUT = ("values", "single-values", "api")
+
+
+class MinimumDetectableEffect(Protocol):
+    """A check's MDE, one signature for every check: the effect the whole check detects with
+    probability 0.5 at level `alpha` from `n` samples of tensors of `shape` drawn from `law`, no
+    sampling (a float, or {component: float} for a check with components). A check whose MDE
+    does not depend on the shape takes it all the same."""
+
+    def __call__(self, law, n: int, shape: tuple, alpha: float) -> float | dict: ...
 
 
 @dataclass(frozen=True)
@@ -85,7 +94,7 @@ class Check:
     method: str = ""
     unit: str | dict = ""
     outcome: Callable | None = None  # statistical: (Summary, law, *, alpha) -> Outcome
-    mde: Callable | None = None  # (law, n, shape, alpha) -> float, or {component: float}
+    mde: MinimumDetectableEffect | None = None
     call: Callable | None = None  # API: (GroupFacts, seed, timeout) -> Result
     timeout_cap: float = math.inf  # API: the seconds one call may take at most
     judges_failures: bool = False  # judge: also given a draw that failed (a CandidateFailure)
@@ -121,7 +130,7 @@ class Check:
 
 
 def statistical(name: str, outcome: Callable, *, doc: str, method: str, unit: str | dict,
-                mde: Callable | None, families: tuple = (), scope: frozenset = DRAWN,
+                mde: MinimumDetectableEffect | None, families: tuple = (), scope: frozenset = DRAWN,
                 kind: str = "statistical", about: str = "") -> Check:
     """A check from its pure function ``(Summary, law, *, alpha) -> Outcome``: its run is the
     runner's two-stage rule (``kind="hard"`` for one whose every failure is decisive: a

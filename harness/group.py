@@ -3,8 +3,8 @@ device, and on a sharded group one layout; every check of a group reads the grou
 
 `Group` is the parameter of every conformance test and `ApiGroup` that of the candidate's
 argument handling (no case). Their ids and the report's case label are written by the one format
-of `reports.ids`; what a group is drawn at (its shape class, its execution path) is asked of its
-`harness.cases.Case`, never read back out of an id. Imports: `reports.ids` and `reference` only.
+of `record.ids`; what a group is drawn at (its shape class, its execution path) is asked of its
+`harness.cases.Case`, never read back out of an id. Imports: `record.ids` and `reference` only.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from functools import cached_property
 
 import torch
 
+from record.ids import API_CASE, CaseLabel, GroupId, format_case_label, format_group_id
 from reference.dtypes import dtype_name
-from reports.ids import API_CASE, CaseLabel, GroupId, format_case_label, format_group_id
 
 
 #: The kinds of group, which say which checks a group runs (a check's scope names kinds):
@@ -74,12 +74,12 @@ class Group:
 
     @cached_property
     def id(self) -> str:
-        """``candidate-case[:shape][+path]-dtype-device[-layout]`` (`reports.ids`)."""
+        """``candidate-case[:shape][+path]-dtype-device[-layout]`` (`record.ids`)."""
         return format_group_id(self.group_id)
 
     @cached_property
     def case_label(self) -> str:
-        """The report's case column: ``case[:shape][+path][@layout]`` (`reports.ids`)."""
+        """The report's case column: ``case[:shape][+path][@layout]`` (`record.ids`)."""
         return format_case_label(self.label)
 
 
@@ -100,7 +100,7 @@ class ApiGroup:
 
     @cached_property
     def id(self) -> str:
-        """``candidate-dtype-device`` (`reports.ids`)."""
+        """``candidate-dtype-device`` (`record.ids`)."""
         return format_group_id(self.group_id)
 
 

@@ -46,8 +46,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils.weak import WeakIdKeyDictionary
 
+from record.ids import CASE_ID_CHARS
 from reference.dtypes import dtype_name
-from reports.ids import CASE_ID_CHARS
 
 from .cases import Case, ModelCall, case_spec
 

@@ -21,8 +21,9 @@ import argparse
 import os
 import sys
 
+from record.store import ReportError, read_environment, read_results
+
 from .defects import DEFAULT_FAIL_ON, FAIL_ON
-from .store import ReportError, read_environment, read_results
 
 
 def _show(args) -> int:

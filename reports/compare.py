@@ -45,8 +45,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from record.store import normalize
+
 from .defects import DEFAULT_FAIL_ON, FAIL_ON, LEVEL_NAMES, gated, level_of
-from .store import normalize
 from .overview import RANK, effect_text, fmt_num, short_message, worst
 
 KEY = ["case", "dtype", "check", "device_type"]

@@ -36,8 +36,9 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from record.store import ReportError, read_environment, read_results
+
 from . import overview as S
-from .store import ReportError, read_environment, read_results
 
 #: Case labels of the explorer's cases start with this.
 EXPLORE_PREFIX = "explore-"

@@ -8,7 +8,7 @@ data of all inputs is copied over, their shrunk boundaries (``boundaries.json``)
 usual files are written, so `show`, `compare` and `map` read the result like any other run.
 
 **Grid partitions.** When the inputs are partitions of a partitioned run (their manifests name
-one under ``shard``, `reports.manifest`), the merge is strict (`check_coverage`):
+one under ``shard``, `record.manifest`), the merge is strict (`check_coverage`):
 
 * the partitions must have been split the same way (the same partition count, the same
   assignment of the same grid, the same run options): otherwise they are not one run (ReportError: exit 2);
@@ -35,13 +35,14 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .leases import ReportDirHeld, lock_report_dir, unlock_report_dir
-from .manifest import FORMAT, read_manifest, write_manifest
+from record.leases import ReportDirHeld, lock_report_dir, unlock_report_dir
+from record.manifest import FORMAT, read_manifest, write_manifest
+from record.store import (CASE_DATA_DIR, ROW_LOG, SORT_KEYS, VOLATILE, ReportError, normalize,
+                          read_environment, write_tables)
+
 from .map import BOUNDARIES, read_boundaries
 from .render import write_views
 from .report import read_report
-from .store import (CASE_DATA_DIR, ROW_LOG, SORT_KEYS, VOLATILE, ReportError, normalize,
-                    read_environment, write_tables)
 
 #: Group names listed per line on stderr (manifest.json lists them all).
 MAX_NAMES = 8

@@ -18,11 +18,11 @@ import re
 
 import pandas as pd
 
+from record.ids import API_CASE, parse_case_label
 from reference.dtypes import DTYPES
 
 from .defects import (DEFAULT_FAIL_ON, FAIL_ON, LEVEL_NAMES, defect_rows, defects, gated,
                       groups_text, group_text, severity_text, tally_text)
-from .ids import API_CASE, parse_case_label
 
 #: Worst first. A cell where some checks passed and others were skipped is a pass: skipping a
 #: check (e.g. no meta-tensor support claimed) says nothing against the samples.
@@ -75,7 +75,7 @@ def main_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 def base_case(label) -> str:
     """The grid case of a case label: ``normal-2sigma:61x67+compile`` -> ``normal-2sigma``
-    (`reports.ids`); a text that is no case label is its own."""
+    (`record.ids`); a text that is no case label is its own."""
     try:
         return parse_case_label(label).case
     except ValueError:

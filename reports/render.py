@@ -1,4 +1,4 @@
-"""Writing a whole report: the tables (`reports.store`), environment.json, and the views people read
+"""Writing a whole report: the tables (`record.store`), environment.json, and the views people read
 (summary.md, index.html and its figures), from plain rows and the run's plain facts."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import traceback
 import uuid
 import warnings
 
-from .figures import render_figures
+from record.store import DiskFault, device_name, environment, results_frame, write_tables, writing
+
+from .figure_jobs import render_figures
 from .html import write_index
 from .map import MAP_NAME, has_explored, read_boundaries, render_map
-from .store import DiskFault, device_name, environment, results_frame, write_tables, writing
 from .model import MODEL_REPORT, model_markdown
 from .overview import summary_markdown
 
@@ -21,7 +22,7 @@ from .overview import summary_markdown
 def write_views(df, env: dict, report_dir: str, figures: bool = True,
                 workers: int | None = None) -> None:
     """summary.md, index.html and (for the case data present) the figures, over `workers`
-    processes (`reports.figures.figure_processes`: None, the CPUs here); for a run that explored
+    processes (`reports.figure_jobs.figure_processes`: None, the CPUs here); for a run that explored
     the parameter space, the failure map (map.png) and the shrunk boundaries."""
     figs = render_figures(df, report_dir, workers) if figures else {}
     boundaries = read_boundaries(report_dir)

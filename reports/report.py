@@ -9,7 +9,7 @@ read but is not a whole run: a run that never wrote its results (only the row lo
 manifest still saying "running" (the run was killed), a manifest saying "partial" (with the
 reason the run gave, e.g. a write that failed), fewer rows than tests collected (cut short:
 ``-x``, Ctrl-C, a lost worker), or a directory whose run lock is still held by a live run
-(`reports.leases`: it is being written now). A report without a manifest (written by hand, or by an
+(`record.leases`: it is being written now). A report without a manifest (written by hand, or by an
 older harness) cannot say; it is read as it is.
 """
 
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .leases import report_dir_writer
-from .manifest import read_manifest
-from .store import ReportError, file_digest, read_environment, read_results
+from record.leases import report_dir_writer
+from record.manifest import read_manifest
+from record.store import ReportError, file_digest, read_environment, read_results
 
 
 @dataclass

@@ -14,7 +14,7 @@ once in `CHECKS`. The statistical checks are declared in their statistic family'
 * `harness.checks.power` — minimum detectable effects as functions of the law and n.
 
 May import: `harness.families`, `harness.engine`, `harness.declaration` and the floors below them
-(summary, bins, group, cases, seeds, result), `reference`, `reports.leases`.
+(summary, bins, group, cases, seeds, result), `reference`, `record`.
 """
 
 from ..declaration import Check

@@ -1,24 +1,37 @@
 """What a failure means: how far it moves the values (severity), how much that matters (level),
 and which mechanism explains it; filled into each failing Result by the runner.
 
-* `harness.diagnosis.severity` — the severity figures of a Summary against its law (W1 in sigma,
-  the share misplaced at sigma / 64, the worst displacement of a share beyond noise, the excess
-  beyond 4 and 6 sigma) and their noise floors at the run's n;
-* `harness.diagnosis.levels` — `level_of`: harmful, fine or api, with the thresholds;
-* `harness.diagnosis.catalog` — the mechanisms (`diagnose` a Summary, `explain` a row), each a
-  prediction of the reference tested against the data;
+The catalog and the machinery that tests a mechanism stand here; the rest is in three rooms:
+
 * `harness.diagnosis.annotate` — `annotate` (a row and its Summary) and `annotate_failure` (a row
-  with none), which `harness.runner.CaseRunner` calls on every row it makes.
+  with none), which `harness.runner.CaseRunner` calls on every row it makes;
+* `harness.diagnosis.mechanism_catalog` — the catalog of mechanisms (`diagnose` a Summary,
+  `explain` a row), each a prediction of the reference tested against the data;
+* `harness.diagnosis.match` — `Mechanism`, the contract of one catalog row, and `Match`;
+  `harness.diagnosis.evidence` — what a mechanism's test reads from one Summary, and the two
+  tests (departure, agreement) every match is made of; `harness.diagnosis.scope` — the checks a
+  mechanism explains, from the check registry;
+* `harness.diagnosis.mechanisms` — the mechanisms, one module each (or one per few that read the
+  same statistics): a new mechanism is one module there and one row of the catalog;
+* `harness.diagnosis.kernels` — the libraries' arithmetic repeated op by op (XLA, MLX, torch, the
+  C library, NumPyro, Paddle, TensorFlow) and the laws pushed through it, which the mechanisms
+  enumerate;
+* `harness.diagnosis.severity` — the severity figures against their noise floors, and the level.
+
+The floors inside (`.importlinter`): annotate > mechanism_catalog > mechanisms > evidence |
+match | scope > severity > kernels.
 
 May import: `harness.checks`, `harness.families`, `harness.engine` and the floors below them,
 `reference`.
 """
 
 from .annotate import annotate, annotate_failure, figures_and_matches
-from .catalog import MECHANISMS, NAMES as MECHANISM_NAMES, diagnose, explain
 from .evidence import OWN_STAGE_FAMILIES
-from .levels import level_of
-from .severity import DELTA, NAMES, beyond_floor, severity
+from .mechanism_catalog import MECHANISMS, NAMES as MECHANISM_NAMES, diagnose, explain
+from .severity.levels import level_of
+# The function `severity` takes the room's name as an attribute of this package: reach the room's
+# modules by their full path (`from harness.diagnosis.severity.levels import ...`).
+from .severity.severity import DELTA, NAMES, beyond_floor, severity
 
 __all__ = ["annotate", "annotate_failure", "figures_and_matches", "level_of", "DELTA", "NAMES",
            "beyond_floor", "severity", "MECHANISMS", "MECHANISM_NAMES", "diagnose", "explain",

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from ..result import Result
-from .catalog import diagnose, explain
-from .levels import FAILING, level_of
-from .severity import severity
+from .mechanism_catalog import diagnose, explain
+from .severity.levels import FAILING, level_of
+from .severity.severity import severity
 
 #: Summaries whose figures and matches are kept (the groups a runner cache holds, and both stages).
 KEPT = 8

@@ -1,14 +1,17 @@
 """What the catalog says about one Summary: `Match`, a mechanism whose prediction the data match,
-and `Mechanism`, the shape of one catalog row.
+and `Mechanism`, the contract every mechanism implements.
 
-A mechanism is one row of the catalog (`harness.diagnosis.catalog.MECHANISMS`), in the way
-SciPy declares one distribution per class: its `name`, the checks it `explains` (the rows a
+A mechanism is one row of the catalog (`harness.diagnosis.mechanism_catalog.MECHANISMS`), in the
+way SciPy declares one distribution per class: its `name`, the checks it `explains` (the rows a
 match of it names as their cause), and `test(evidence) -> Match | None`, the mechanism's
-prediction computed by the reference, set against the observation with its uncertainty.
+prediction computed by the reference, set against the observation with its uncertainty. A new
+mechanism is one module of `harness.diagnosis.mechanisms` holding a `Mechanism` subclass, and
+one instance of it in the catalog's `MECHANISMS`.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 
@@ -24,15 +27,31 @@ class Match:
     parameter: float | None = None
 
 
-class Mechanism:
-    """One row of the catalog. Subclasses set `name`, `explains` and `doc`, and define `test`."""
+class Mechanism(ABC):
+    """One row of the catalog: a subclass sets `name`, `explains` and `doc`, and defines `test`.
+
+    How the catalog (`harness.diagnosis.mechanism_catalog`) uses a row:
+
+    * it holds one instance, built with no argument, in `MECHANISMS`; where two matches explain
+      one check, `explain` names the one whose law fits the histogram, then the earlier row;
+    * `name` is what a row's ``mechanism`` column holds (two rows may share one: two forms of
+      one mechanism); `explains` the checks a match names unless it says others; `doc` what
+      the mechanism is, in words;
+    * `diagnose` calls `test` once per Summary, in catalog order, with one `Evidence` every row
+      shares (``evidence.memo["earlier"]`` holds the matches of the rows before it). `test`
+      returns this mechanism's `Match` (`match` builds it) or None; a ValueError,
+      ArithmeticError, KeyError or IndexError it raises reads as no match (a law the reference
+      cannot price for this row), any other exception propagates.
+    """
 
     name: str = ""
     explains: frozenset = frozenset()
     doc: str = ""
 
-    def test(self, evidence) -> Match | None:  # pragma: no cover - every row defines it
-        raise NotImplementedError
+    @abstractmethod
+    def test(self, evidence) -> Match | None:
+        """This mechanism's Match where the Summary behind `evidence` departs from the law as it
+        predicts and agrees with its prediction, else None."""
 
     def match(self, note: str, parameter: float | None = None,
               explains: frozenset | None = None) -> Match:

@@ -1,9 +1,11 @@
 """The streaming engine: call a candidate again and again and fold its output into a Summary.
 
 * `harness.engine.draw` — `run_engine`, the loop of one stage's draw, and `CandidateFailure`;
+* `harness.engine.family` — `Family`, a statistic family's record, and the protocols of its
+  state and accumulator (`FamilyState`, `Accumulator`);
 * `harness.engine.fold` — `Fold`, the loop of each chunk over the accumulators of the statistic
-  families that apply (`Family`, `Chunk`: what several of them read of a chunk), and
-  `summarize_samples` for samples already in memory;
+  families that apply (`Chunk`: what several of them read of a chunk), and `summarize_samples`
+  for samples already in memory;
 * `harness.engine.mass_counters` — `MassCounters`, the lookup table for a law's mass bins;
 * `harness.engine.bits` — the integer views and the poison written before each call;
 * `harness.engine.deadline` — calling a candidate: the per-call deadline and its length (the
@@ -23,7 +25,8 @@ from .deadline import (PACE_FACTOR, SLOW_CALL_FACTOR, CallTimeout, CandidateRais
                        call_deadline, candidate_call, held_handlers, raised_text)
 from .draw import (PREPARE_TIMEOUT_S, CandidateFailure, chunk_elements_for, is_budget_stop,
                    prepare_candidate, run_engine)
-from .fold import (Box, Chunk, Family, Fold, fixed_sum, fixed_sum_squares, fold_order,
+from .family import Accumulator, Family, FamilyState
+from .fold import (Box, Chunk, Fold, fixed_sum, fixed_sum_squares, fold_order,
                    new_summary, row_hash_coefficients, standard_scale, summarize_samples)
 from .throughput import normal_throughput
 
@@ -31,6 +34,7 @@ __all__ = ["INT_VIEW", "dtype_bits", "hist_bits_for", "poison_", "poison_value",
            "CandidateRaised", "call_deadline", "candidate_call", "raised_text", "PACE_FACTOR",
            "SLOW_CALL_FACTOR", "Pace", "held_handlers",
            "PREPARE_TIMEOUT_S", "CandidateFailure", "chunk_elements_for", "is_budget_stop",
-           "prepare_candidate", "run_engine", "Box", "Chunk", "Family", "Fold", "fixed_sum",
+           "prepare_candidate", "run_engine", "Accumulator", "Family", "FamilyState", "Box", "Chunk",
+           "Fold", "fixed_sum",
            "fixed_sum_squares", "fold_order", "new_summary", "row_hash_coefficients",
            "standard_scale", "summarize_samples", "normal_throughput"]

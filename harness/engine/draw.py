@@ -26,7 +26,7 @@ class CandidateFailure(Exception):
     def __init__(self, kind: str, message: str, summary: Summary | None = None):
         super().__init__(message)
         # "raised" | "hang" | "crashed" (the process died) | "split" (another worker holds the
-        # case: a scheduling defect, see reports.leases)
+        # case: a scheduling defect, see record.leases)
         self.kind = kind
         self.summary = summary
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable
 
 import numpy as np
 import torch
@@ -30,24 +29,11 @@ from reference.dtypes import dtype_name
 from ..bins import raw_nonfinite_bins
 from ..summary import Summary
 from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_value
+from .family import Family
 
 #: Below this share of the continuous law's std, the rounded law's std (a law that is one atom
 #: up to masses like 1e-127) would make z astronomically large: z is scaled by the continuous std.
 MIN_SCALE_SHARE = 1e-6
-
-
-@dataclass(frozen=True)
-class Family:
-    """A statistic family as the fold sees it: `name` (its state's key in the Summary), `init`
-    (``init(law, shape, fold) -> accumulator | None``) and `needs`, the families it reads (their
-    chunk values or their finished state): they are folded and finished before it.
-
-    An accumulator has ``fold(chunk)`` and ``finish(summary) -> state``; a state has the class
-    method ``merge(parts, whole) -> state | None`` (`Summary.merge`)."""
-
-    name: str
-    init: Callable
-    needs: tuple = ()
 
 
 def fold_order(families) -> tuple:

@@ -4,13 +4,15 @@ A family module holds, side by side:
 
 * its *state* (a dataclass filed in the Summary under the family's name, read as
   ``summary.<family>``) with ``merge(parts, whole)``, the rule by which the states of a sharded
-  parameter's parts make the whole's;
+  parameter's parts make the whole's: a `harness.engine.FamilyState`;
 * its *accumulator*: ``init(law, shape, fold)`` (None where there is nothing to fold for this
-  law, dtype or part), ``fold(chunk)`` on the chunk's device, ``finish(summary) -> state``;
+  law, dtype or part), ``fold(chunk)`` on the chunk's device, ``finish(whole) -> state``: a
+  `harness.engine.Accumulator`;
 * the law's side it needs, as calls to `reference.rounded.RoundedLaw`'s public methods;
 * its check declaration(s) (`harness.declaration.statistical`): the pure function
   ``(Summary, RoundedLaw, *, alpha) -> Outcome``, its doc and method, the unit of its effect and
-  its MDE as a function of the law, n, the tensor's shape and alpha;
+  its MDE, a named function ``(law, n, shape, alpha)`` (one signature for every check:
+  `harness.declaration.MinimumDetectableEffect`);
 * `FAMILY`, the `harness.engine.Family` that names it to the fold, with the families it reads.
 
 The families: `binned` (gof, ks), `tails`, `atoms`, `support` (what the hard checks finite,

@@ -118,7 +118,7 @@ def atom_sides(law):
     return sides
 
 
-def atoms_mde(law, n: int, alpha: float = 1e-3) -> float:
+def atoms_mde(law, n: int, shape: tuple, alpha: float) -> float:
     """Smallest obs/exp ratio (> 1, extra mass) at the better-powered bound detected with power 0.5."""
     sides = atom_sides(law)
     if not sides or n <= 0:
@@ -174,5 +174,5 @@ ATOMS = statistical(
         "better-powered bound whose mean sits on the critical count at level alpha / bounds."
     ),
     unit="obs/exp (extra mass at a bound)",
-    mde=lambda law, n, shape, alpha: atoms_mde(law, n, alpha),
+    mde=atoms_mde,
 )

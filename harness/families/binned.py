@@ -106,6 +106,12 @@ class BinnedFold:
 FAMILY = Family("binned", BinnedFold)
 
 
+def histogram(summary: Summary) -> np.ndarray:
+    """The main histogram's counts of a Summary folded with this family (int64, ordered-key
+    order, ``hist.sum() == n``): what a failing group's figure draws (`harness.figure_data`)."""
+    return np.asarray(summary.states[FAMILY.name].hist, dtype=np.int64)
+
+
 _VALUES_CACHE: dict = {}
 
 
@@ -187,7 +193,7 @@ def _ncx2_lambda_for_power_half(crit: float, df: int) -> float:
     return float(optimize.brentq(f, 0.0, hi, xtol=1e-6 * hi))
 
 
-def gof_mde(law, n: int, alpha: float = 1e-3) -> float:
+def gof_mde(law, n: int, shape: tuple, alpha: float) -> float:
     """Cohen's w detectable with power 0.5 at level alpha with n samples (after bin merging)."""
     if n <= 0:
         return math.nan
@@ -231,7 +237,7 @@ def check_gof(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
         msg = (f"{n_imp} of {n_total} samples where the law has no mass; worst bin {where}: "
                f"{int(hist[k])} observed vs 0 expected")
         return Outcome(statistic=math.inf, p_value=0.0, effect=math.inf, effect_unit=unit,
-                       mde=gof_mde(law, n_total, alpha), message=msg, decisive=True,
+                       mde=gof_mde(law, n_total, summary.shape, alpha), message=msg, decisive=True,
                        details=details)
     if df < 1:
         return not_applicable("the law puts all its mass in one group of bins", unit)
@@ -253,7 +259,7 @@ def check_gof(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
                    mde=w_mde(df, n_total, alpha), message=msg, details=details)
 
 
-def ks_mde(law, n: int, alpha: float = 1e-3) -> float:
+def ks_mde(law, n: int, shape: tuple, alpha: float) -> float:
     """sup |F_alt - F| detectable with power ~0.5: the level-alpha critical value of D."""
     return ks_crit(alpha, n) if n > 0 else math.nan
 
@@ -276,7 +282,8 @@ def check_ks(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     p = ks_pvalue(d, n)
     msg = (f"D {d:.4g} at the top of bin {label(k)}: empirical CDF {f_emp[k]:.6g} vs law "
            f"{f_law[k]:.6g} (n {n})")
-    return Outcome(statistic=d, p_value=p, effect=d, effect_unit=unit, mde=ks_mde(law, n, alpha),
+    return Outcome(statistic=d, p_value=p, effect=d, effect_unit=unit,
+                   mde=ks_mde(law, n, summary.shape, alpha),
                    message=msg, details={"bin": k})
 
 
@@ -297,7 +304,7 @@ GOF = statistical(
         "(lambda = n w^2) has median at the level-alpha critical value."
     ),
     unit="Cohen's w",
-    mde=lambda law, n, shape, alpha: gof_mde(law, n, alpha),
+    mde=gof_mde,
 )
 
 KS = statistical(
@@ -315,5 +322,5 @@ KS = statistical(
         "sup |F_alt - F| at that value is detected with probability ~0.5)."
     ),
     unit="D (CDF distance)",
-    mde=lambda law, n, shape, alpha: ks_mde(law, n, alpha),
+    mde=ks_mde,
 )

@@ -234,9 +234,10 @@ def _smallest_pit_p(x: np.ndarray) -> float:
     return clip_p(-math.expm1(x.size * math.log1p(-min(u, 1.0))) if u < 1 else 1.0)
 
 
-def extremes_mde(law, n: int, row_len: int, alpha: float = 1e-3, cap: int | None = None) -> float:
+def extremes_mde(law, n: int, shape: tuple, alpha: float, cap: int | None = None) -> float:
     """KS distance of the row-extreme PITs from uniform detectable with power ~0.5 (the level
-    alpha/4 critical value with R = min(n / row_len, cap) rows)."""
+    alpha/4 critical value with R = min(n / row_len, cap) rows, rows the last dim of `shape`)."""
+    row_len = int(shape[-1]) if shape else 0
     if row_len <= 1:
         return math.nan
     rows = n // row_len
@@ -320,5 +321,5 @@ EXTREMES = statistical(
         "Effect: the larger KS distance. MDE: the level alpha/4 KS critical value at R rows."
     ),
     unit="D (row-extreme PIT vs uniform)",
-    mde=lambda law, n, shape, alpha: extremes_mde(law, n, int(shape[-1]) if shape else 0, alpha),
+    mde=extremes_mde,
 )

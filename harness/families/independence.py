@@ -423,7 +423,7 @@ def component_mde(spec, level: float) -> float:
     return z_crit(level) / math.sqrt(spec)  # |r| at the critical value
 
 
-def independence_mde(law, n: int, shape: tuple, alpha: float = 1e-3) -> float:
+def independence_mde(law, n: int, shape: tuple, alpha: float) -> float:
     """|r| of a lag-1 correlation along the last dim detectable with power 0.5 (n samples of a
     tensor of `shape`; Bonferroni over the correlation components: one per dim of length >= 2,
     successive calls, equal elements, duplicate rows)."""
@@ -479,5 +479,5 @@ INDEPENDENCE = statistical(
         "z_(alpha/2K) / sqrt(pairs) (for counts: the obs/exp ratio on the critical count)."
     ),
     unit="abs(r), lag-1 last dim",
-    mde=lambda law, n, shape, alpha: independence_mde(law, n, tuple(shape), alpha),
+    mde=independence_mde,
 )

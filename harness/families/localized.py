@@ -392,7 +392,7 @@ def critical_excess(n: int, q: float, level: float) -> float:
     return max(crit - n * q, 1.0) / n
 
 
-def spikes_mde(law, n: int, alpha: float = 1e-3) -> float:
+def spikes_mde(law, n: int, shape: tuple, alpha: float) -> float:
     """Smallest extra point mass (share of samples on one value) detected with power 0.5 at stage 1,
     wherever it sits: in the heaviest bin (worst case; a value of negligible own mass in a light bin
     needs less)."""
@@ -479,7 +479,7 @@ def _judged_counts(summary: Summary, law, unit: str, mde_of, alpha: float):
     n = int(counts.sum())
     if n == 0:
         return not_applicable("no samples", unit)
-    mde = mde_of(law, n, alpha)
+    mde = mde_of(law, n, tuple(summary.shape), alpha)
     bad = _impossible(counts, bins.probs, bins, unit, mde)
     if bad is not None:
         return bad
@@ -642,7 +642,7 @@ def hole_guaranteed(families: list, n_fam: int, q_bin: float, n: int, alpha: flo
     return best
 
 
-def scan_mde(law, n: int, alpha: float = 1e-3) -> float:
+def scan_mde(law, n: int, shape: tuple, alpha: float) -> float:
     """Smallest hole mass (share of the samples that a narrow interval never gets) the scan finds
     with power 0.5, where the bins are typical (mass-weighted mean bin mass)."""
     bins = LocalBins.of(law)
@@ -700,7 +700,7 @@ SPIKES = statistical(
         "alpha/K critical count in the heaviest bin (worst case)."
     ),
     unit=SPIKES_UNIT,
-    mde=lambda law, n, shape, alpha: spikes_mde(law, n, alpha),
+    mde=spikes_mde,
 )
 
 SCAN = statistical(
@@ -723,5 +723,5 @@ SCAN = statistical(
         "whose empty count is significant (power >= 0.5)."
     ),
     unit="hole mass (share of samples)",
-    mde=lambda law, n, shape, alpha: scan_mde(law, n, alpha),
+    mde=scan_mde,
 )

@@ -141,7 +141,7 @@ def moment_sds(law, scale: float | None = None, center: float | None = None):
     return np.sqrt(var), k
 
 
-def moments_mde(law, n: int, alpha: float = 1e-3) -> dict:
+def moments_mde(law, n: int, shape: tuple, alpha: float) -> dict:
     """MDE of each component at power 0.5 (level alpha, Bonferroni over the testable ones):
     mean shift in sigma of the law, std ratio (> 1), skewness and excess-kurtosis differences."""
     if not (float(law.std) > 0) or n <= 1:
@@ -283,5 +283,5 @@ MOMENTS = statistical(
         "sigma, std as a ratio > 1), for the worst component."
     ),
     unit={"mean": "sigma", "std": "ratio", "skewness": "difference", "kurtosis": "difference"},
-    mde=lambda law, n, shape, alpha: moments_mde(law, n, alpha),
+    mde=moments_mde,
 )

@@ -212,7 +212,7 @@ def check_position(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
                    details={"class": name, "classes_tested": [t[0] for t in tested]})
 
 
-def position_mde(law, n: int, shape: tuple, alpha: float = 1e-3) -> float:
+def position_mde(law, n: int, shape: tuple, alpha: float) -> float:
     """Cohen's w the position check detects with power 0.5 in its smallest class tested, at n
     samples of a tensor of `shape` (no sampling)."""
 
@@ -253,5 +253,5 @@ POSITION = statistical(
         "in the smallest class tested, at level alpha / classes."
     ),
     unit="Cohen's w (smallest position class)",
-    mde=lambda law, n, shape, alpha: position_mde(law, n, tuple(shape), alpha),
+    mde=position_mde,
 )

@@ -341,7 +341,7 @@ def collisions_ratio_mde(mean: float, dispersion: float, alpha: float) -> float:
     return crit * dispersion / mean
 
 
-def collisions_mde(law, n: int, alpha: float = 1e-3) -> float:
+def collisions_mde(law, n: int, shape: tuple, alpha: float) -> float:
     """`check_collisions`' MDE at n samples (no sampling): the blocks of the first
     RESOLUTION_SCAN values (NaN where the check does not apply)."""
     q2 = float(law.collision_prob)
@@ -404,7 +404,7 @@ def lattices_ratio_mde(n: int, masses: np.ndarray, alpha: float) -> float:
     return best
 
 
-def lattices_mde(law, n: int, alpha: float = 1e-3) -> float:
+def lattices_mde(law, n: int, shape: tuple, alpha: float) -> float:
     """`check_lattices`' MDE at n samples (no sampling)."""
     names = COARSE_LATTICES.get(law.fmt.name, ())
     if not names:
@@ -506,7 +506,7 @@ def check_low_bits(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
                    mde=w_mde(df, n, alpha), message=msg, details=details)
 
 
-def low_bits_mde(law, n: int, alpha: float = 1e-3) -> float:
+def low_bits_mde(law, n: int, shape: tuple, alpha: float) -> float:
     """`check_low_bits`' MDE at n samples (no sampling): Cohen's w detected with power 0.5 over
     the first RESOLUTION_SCAN values (NaN where the check does not apply)."""
     if law.fmt.bits < 32:
@@ -543,7 +543,7 @@ COLLISIONS = statistical(
         "N(0, 1) at +-2: ~1.1, a tenth of a bit; float64: ~2^19, the law expects 2^-19 pairs)."
     ),
     unit=COLLISIONS_UNIT,
-    mde=lambda law, n, shape, alpha: collisions_mde(law, n, alpha),
+    mde=collisions_mde,
 )
 
 LATTICES = statistical(
@@ -563,7 +563,7 @@ LATTICES = statistical(
         "upper critical count at alpha / (2 lattices)."
     ),
     unit=LATTICES_UNIT,
-    mde=lambda law, n, shape, alpha: lattices_mde(law, n, alpha),
+    mde=lattices_mde,
 )
 
 LOW_BITS = statistical(
@@ -571,5 +571,5 @@ LOW_BITS = statistical(
     doc="The last 4 bits of single 32/64-bit values against the law's mass of each class.",
     method=LOW_BITS_DOC,
     unit=LOW_BITS_UNIT,
-    mde=lambda law, n, shape, alpha: low_bits_mde(law, n, alpha),
+    mde=low_bits_mde,
 )

@@ -83,7 +83,7 @@ def law_tail_sets(law):
     return cached_on_law(law, "_tail_sets", build)
 
 
-def tails_mde(law, n: int, alpha: float = 1e-3) -> float:
+def tails_mde(law, n: int, shape: tuple, alpha: float) -> float:
     """obs/exp ratio (< 1: a deficit, e.g. a cut tail) of the best-powered tail detected with power
     0.5; NaN when no tail can be tested."""
     side, target, k, mass = law_tail_sets(law)
@@ -145,5 +145,5 @@ TAILS = statistical(
         "lower critical count at level alpha / tests."
     ),
     unit="obs/exp (deficit in the 1e-3 tail)",
-    mde=lambda law, n, shape, alpha: tails_mde(law, n, alpha),
+    mde=tails_mde,
 )

@@ -2,5 +2,5 @@
 (`scheduling`: case groups whole, CUDA groups on their device's workers) and which CI job runs it
 (`partition`: deterministic partitions of the grid).
 
-May import: `harness.runner` and the floors below it, `reports`.
+May import: `harness.runner` and the floors below it, `record`.
 """

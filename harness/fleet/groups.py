@@ -26,7 +26,7 @@ _NODEID = re.compile(r"::test_(?P<check>\w+)\[(?P<param>.*)\](?:@[^\[\]]*)?$")
 
 
 def conformance_nodeid(check: str, group: str) -> str:
-    """The node id of `check` on the group whose id is `group` (`reports.ids`)."""
+    """The node id of `check` on the group whose id is `group` (`record.ids`)."""
     return f"{CONFORMANCE_MODULE}::test_{check}[{group}]"
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from reports.store import ReportError, read_results
+from record.store import ReportError, read_results
 
 #: Where a partition's index and count come from when the flags are not given, in the order they are
 #: read: (system, index variable, count variable, first index). Kubernetes Indexed Jobs give the

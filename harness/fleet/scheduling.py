@@ -29,7 +29,7 @@ import re
 
 from xdist.scheduler import LoadScopeScheduling
 
-from reports.ids import group_device
+from record.ids import group_device
 
 from .groups import group_of_nodeid
 

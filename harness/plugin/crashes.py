@@ -2,7 +2,7 @@
 
 A native kernel that segfaults on some input kills the xdist worker calling it. xdist replaces the
 worker, and the case's other checks find the dead worker's lease and become `error` rows
-(`reports.leases`); a candidate that crashes every process it runs in would otherwise
+(`record.leases`); a candidate that crashes every process it runs in would otherwise
 cost one worker per group, until xdist's restart limit ends the run without a report. So the
 controller counts crashes per candidate (`CrashLedger`):
 
@@ -29,7 +29,7 @@ import signal
 import sysconfig
 import time
 
-from reports.ids import API_CASE
+from record.ids import API_CASE
 
 #: Crashed workers a candidate may cost before the harness stops drawing it.
 MAX_CRASHES_PER_CANDIDATE = 3

@@ -1,5 +1,5 @@
 """Running the checks of a case: the two-stage `CaseRunner` over the engine's Summaries, and the
-in-flight leases (`reports.leases`) that tell a crashed neighbour from a busy one.
+in-flight leases (`record.leases`) that tell a crashed neighbour from a busy one.
 
 * `harness.runner.case_runner` — `RunConfig`, `CaseRunner` (one (candidate, case, dtype, device):
   its Summaries, drawn once and shared, and the two-stage error control; `DrawRequest`, what one
@@ -9,10 +9,10 @@ in-flight leases (`reports.leases`) that tell a crashed neighbour from a busy on
 * `harness.runner.paths` — execution paths (eager, compile, deterministic): wrappers around the
   candidate.
 
-May import: `harness.checks` and the floors below it, `reference`, `candidates`, `reports`.
+May import: `harness.checks` and the floors below it, `reference`, `candidates`, `record`.
 """
 
-from reports.leases import LeaseHeld, lease
+from record.leases import LeaseHeld, lease
 
 from .case_runner import (CandidateRunner, CaseRunner, DrawRequest, RunConfig, RunnerCache,
                           crash_guarded, failure_from_lease, inflight_marker, on_device)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
+from record.leases import LeaseHeld, lease
 from reference.dtypes import dtype_name
-from reports.leases import LeaseHeld, lease
 
 from ..cases import PROFILES, STAGE2_FACTOR
 from ..checks import CHECKS, Check
@@ -53,7 +53,7 @@ class RunConfig:
     # Seconds of the candidate's own time one case's stage-1 draw may take (None: no limit); a
     # draw stopped by it records its n, and stage 2 draws STAGE2_FACTOR times that n.
     case_budget_s: float | None = None
-    inflight_dir: str | None = None  # where a draw holds its lease while it runs (reports.leases)
+    inflight_dir: str | None = None  # where a draw holds its lease while it runs (record.leases)
 
     def call_timeout(self, case) -> float:
         """Seconds one call on `case`'s tensor may take: `case_timeout` per TIMEOUT_ELEMENTS
@@ -436,7 +436,7 @@ def inflight_marker(config: RunConfig, candidate, case_id: str, dtype, device, w
     One left behind by a dead holder means an earlier attempt killed its process (os._exit, a
     segfault): xdist replaces the worker, and the next test of the case finds the lease instead of
     crashing again, so one crashing case costs one worker, not one per check. One held by a live
-    process is not a crash (see reports.leases)."""
+    process is not a crash (see record.leases)."""
     if not config.inflight_dir:
         return None
     import hashlib

@@ -15,5 +15,5 @@ the same steps (`planner`) and drive it.
   devices a run may use, the xfails file.
 
 May import: `harness.fleet`, `harness.sharded` and the floors below them, `reports`,
-`candidates`, `reference`; never pytest.
+`record`, `candidates`, `reference`; never pytest.
 """

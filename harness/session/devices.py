@@ -77,6 +77,20 @@ def available_memory(device) -> int | None:
     return None
 
 
+class MemoryReasons:
+    """`memory_skip_reason` asked once per (shape, device) and kept: the free memory of a busy
+    device moves between tests, and every group of a shape should get the same verdict."""
+
+    def __init__(self):
+        self.known: dict = {}
+
+    def __call__(self, shape: tuple, device) -> str | None:
+        key = (tuple(shape), str(device))
+        if key not in self.known:
+            self.known[key] = memory_skip_reason(shape, device)
+        return self.known[key]
+
+
 def memory_skip_reason(shape, device, available=None) -> str | None:
     """Why one call of `shape` cannot be drawn on `device` (None: it fits, or memory cannot be
     told): an estimate of `BYTES_PER_ELEMENT` per element against the memory free now."""

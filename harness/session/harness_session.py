@@ -19,10 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-from reports.defects import allowed_reason
-from reports.ids import API_CASE
-from reports.store import command_line
+from record.store import command_line
 from reference.dtypes import DTYPES, dtype_name
+from reports.defects import allowed_reason
 
 from ..checks import CHECKS
 from ..fleet.groups import GroupLedger, nodeid_parts
@@ -36,12 +35,12 @@ from ..runner.shrink import PARAMETERS as SHRINK_PARAMETERS
 from ..runner.shrink import SHRINK_CASES, ShrinkTask, run_tasks
 from ..sharded.layout import Layout
 from ..sharded.runner import ShardedRunnerCache, sharded_skip_reason
-from .devices import device_skip_reason, memory_skip_reason
+from .devices import MemoryReasons, device_skip_reason
 from .options import Options
 from .rows import row_skeleton
 from .repro import ReproLines
 from .sink import INFLIGHT_DIR, ReportSink
-from .xfails import XfailPattern
+from .xfails import XfailPattern, first_match
 
 
 @dataclass
@@ -103,6 +102,7 @@ class HarnessSession:
         self.sharded_cases = list(opt.sharded_cases)
         self.sharded_dtypes = [DTYPES[d] for d in opt.sharded_dtypes]
         self._sharded_runners = None
+        self._groups = None  # (case groups, API groups), listed at their first use
         self.started = time.time()
         self.node_params: dict = {}  # nodeid -> row skeleton (to report crashed workers)
         self.saved_case_data: set = set()
@@ -111,6 +111,7 @@ class HarnessSession:
         # (`plan_run` sets it).
         self.partition = None
         self.report = ReportSink(opt.report_dir)
+        self.memory_reasons = MemoryReasons()
         self.repro = ReproLines(self.run_config, self.world_sizes, {c.id: c for c in self.cases})
 
     def apply_budget(self, n_groups: int, workers: int) -> None:
@@ -129,9 +130,22 @@ class HarnessSession:
             return self.candidates
         return [self.by_sampler[case.sampler or self.options.candidates[0]]]
 
-    def groups(self):
+    def groups(self) -> tuple:
         """Every case group: per (candidate, case, dtype, device) the grid's group, its shape-axis
-        groups and its path groups; then the sharded groups."""
+        groups and its path groups; then the sharded groups. Listed once: the plan is made, and
+        every step after it (the manifest, the tests, their order) reads the same groups."""
+        return self._listed_groups()[0]
+
+    def api_groups(self) -> tuple:
+        """The groups of the API checks: per (candidate, dtype, device), listed once."""
+        return self._listed_groups()[1]
+
+    def _listed_groups(self) -> tuple:
+        if self._groups is None:
+            self._groups = (tuple(self._case_groups()), tuple(self._candidate_groups()))
+        return self._groups
+
+    def _case_groups(self):
         if 1 in self.world_sizes:
             for cand in self.candidates:
                 for case in self.cases:
@@ -216,7 +230,7 @@ class HarnessSession:
                  if self.partition is None or self.partition.owns(param.id)]
         return sorted(tests, key=lambda t: (t[1].id, CHECKS.index(t[0])))
 
-    def api_groups(self):
+    def _candidate_groups(self):
         if 1 not in self.world_sizes:  # the API checks call the candidate on plain tensors
             return
         for cand in self.candidates:
@@ -240,17 +254,8 @@ class HarnessSession:
             reason = (candidate.sharded_reason() or _drawn_sharded_reason(case)
                       or sharded_skip_reason(group.layout, device, tuple(group.case.shape)))
         if reason is None and getattr(group, "case", None) is not None:
-            reason = self._memory_reason(tuple(group.case.shape), device)
+            reason = self.memory_reasons(tuple(group.case.shape), device)
         return reason
-
-    def _memory_reason(self, shape: tuple, device) -> str | None:
-        # Asked once per (shape, device): the free memory of a busy device moves between tests,
-        # and every group of a shape should get the same verdict.
-        cache = self.__dict__.setdefault("_memory_reasons", {})
-        key = (shape, str(device))
-        if key not in cache:
-            cache[key] = memory_skip_reason(shape, device)
-        return cache[key]
 
     def skeleton_from_nodeid(self, nodeid: str) -> dict | None:
         """Row skeleton of a test from its node id alone: the xdist controller collects nothing,
@@ -276,10 +281,7 @@ class HarnessSession:
 
     def xfail_for(self, test_name: str, mechanism: str | None = None) -> XfailPattern | None:
         """The first xfails line naming this test's failure (`mechanism`: its row's)."""
-        for p in self.xfails:
-            if p.matches(test_name, mechanism):
-                return p
-        return None
+        return first_match(self.xfails, test_name, mechanism)
 
     def run_facts(self, invocation=None, workers: int = 0) -> dict:
         """What the report records of this run, as plain values (`reports.render.write_run`)."""
@@ -360,16 +362,18 @@ class HarnessSession:
 
     # -- one check on one group ------------------------------------------------------------
     def run_check(self, check: str, param, worker: str = "main",
-                  on_failure=None) -> CheckOutcome:
+                  on_failure=None, progress=None) -> CheckOutcome:
         """Run `check` on `param` (a Group or an ApiGroup) -> its row and outcome.
 
         `on_failure(param, runner)` is called for a failing case check (the plugin saves the
-        case's histogram for the report's figure there)."""
+        case's histogram for the report's figure there); `progress(drawn, target)` is told after
+        each fold of a group's draw (the API's progress bar)."""
         case_columns, repro_samples = {}, None
         if isinstance(param, Group):
             runner = self.runner_for(param)
+            if progress is not None:
+                runner.progress = progress
             result = runner.run(check)
-            case_id = param.case.id
             case_columns = runner.case_columns()
             if self.run_config.case_budget_s is not None:
                 repro_samples = runner.samples_for_repro or self.run_config.n(1, param.device, param.case)
@@ -378,13 +382,12 @@ class HarnessSession:
         else:
             result = CandidateRunner(param.candidate, param.dtype, param.device,
                                      self.run_config).run(check)
-            case_id = API_CASE
         row = row_skeleton(param, check) | result.as_row() | case_columns
         row["worker"] = worker
         row["profile"] = self.run_config.profile
-        repro = self.repro.line(param.candidate, case_id, param.dtype, param.device, check,
-                                repro_samples, getattr(param, "layout", None))
-        xf = self.xfail_for(f"{check}[{param.id}]", result.mechanism or None)
+        repro = self.repro.line(param.candidate, getattr(param, "case", None), param.dtype,
+                                param.device, check, repro_samples, getattr(param, "layout", None))
+        xf = first_match(self.xfails, f"{check}[{param.id}]", result.mechanism or None)
         allowed = None
         if result.verdict in ("fail", "error"):
             row["repro"] = repro

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import shlex
 
+from record.ids import DEFAULT_PATH
 from reference.dtypes import dtype_name
-from reports.ids import API_CASE, DEFAULT_PATH, parse_case_label
 
 from ..checks import CHECKS
 from .options import RUN_DEFAULTS
@@ -27,26 +27,28 @@ class ReproLines:
         self.world_sizes = tuple(world_sizes)
         self.cases = dict(cases)
 
-    def line(self, candidate, case_id, dtype, device, check: str | None,
+    def line(self, candidate, drawn, dtype, device, check: str | None,
              samples: int | None = None, layout=None, spec: str | None = None,
              alpha_fail: float | None = None) -> str:
         """The one command that reruns `check` (None: every check) on exactly these streams.
-        `samples`: the n stage 1 drew, where a budget was in force (a budget stops at a time that
-        depends on the machine; an explicit --samples is drawn in full, so the rerun draws the
-        same n). `spec`: a case given as data (a shrunk boundary), instead of `case_id`."""
+        `drawn`: the group's `Case` (None for an API group). `samples`: the n stage 1 drew, where
+        a budget was in force (a budget stops at a time that depends on the machine; an explicit
+        --samples is drawn in full, so the rerun draws the same n). `spec`: a case given as data
+        (a shrunk boundary), instead of `drawn`."""
         cfg = self.config
         parts = ["pytest", "suites", "--candidate", candidate.spec]
-        case = self.cases.get(case_id) if case_id not in (API_CASE, None) else None
+        # The run's own case of that id (a case on the shape axis or on a path is named by its
+        # label, which the run derives from its base case).
+        case = self.cases.get(drawn.id) if drawn is not None else None
         if spec is not None:
             parts += ["--case", spec]
         elif case is not None and case.spec:
             parts += ["--case", case.spec]
             if not case.own_shape:
                 parts += ["--shapes", "none", "--paths", "eager"]  # this group only
-        elif case_id not in (API_CASE, None):
-            parts += ["--cases", case_id]
-            label = parse_case_label(case_id)
-            if not label.shape and label.path == DEFAULT_PATH and layout is None:
+        elif drawn is not None:
+            parts += ["--cases", drawn.id]
+            if not drawn.shape_class and drawn.path == DEFAULT_PATH and layout is None:
                 parts += ["--shapes", "none", "--paths", "eager"]  # this group only
         parts += ["--dtypes", dtype_name(dtype), "--devices", device, "--seed", str(cfg.run_seed),
                   "--profile", cfg.profile]
@@ -54,7 +56,7 @@ class ReproLines:
             parts += ["--world-sizes", str(layout.world_size), "--placements", layout.placement]
             if layout.rank_seeds != "same":
                 parts += ["--rank-seeds", layout.rank_seeds]
-        elif case_id not in (API_CASE, None) and self.world_sizes != (1,):
+        elif drawn is not None and self.world_sizes != (1,):
             parts += ["--world-sizes", "1"]
         samples = samples or cfg.samples
         if samples:

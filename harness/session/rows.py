@@ -1,5 +1,5 @@
 """Result rows: the plain-builtin dict of one check on one group, as it rides on a test report to
-the xdist controller and lands in the results table (`reports.store`)."""
+the xdist controller and lands in the results table (`record.store`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The report directory of one run: opened at start-up, rows as they come, finished at the end.
 
-`ReportSink` takes the directory's run lock (one run per directory, `reports.leases`), clears what
+`ReportSink` takes the directory's run lock (one run per directory, `record.leases`), clears what
 an earlier run left, writes the "running" manifest and opens the row log before anything is
 drawn, so whatever could fail at the end fails at once, as one line (`OptionError`). Rows are
 appended to the log as tests finish; at the end the tables, the views and the final manifest are
@@ -18,15 +18,15 @@ import shutil
 import time
 from collections import Counter
 
-from reports.leases import ReportDirHeld, lock_report_dir, unlock_report_dir
-from reports.manifest import build_manifest, write_manifest
+from record.leases import ReportDirHeld, lock_report_dir, unlock_report_dir
+from record.manifest import build_manifest, write_manifest
+from record.store import (DiskFault, RowLog, file_digest, prepare_report_dir, writing)
 from reports.render import write_run
-from reports.store import (DiskFault, RowLog, file_digest, prepare_report_dir, writing)
 
 from ..fleet.groups import group_of_nodeid
 from .options import OptionError
 
-#: Inside the report dir: leases of draws in progress (reports.leases).
+#: Inside the report dir: leases of draws in progress (record.leases).
 INFLIGHT_DIR = ".inflight"
 #: Inside the report dir: the shrunk boundaries of the explored cases that failed.
 BOUNDARIES_FILE = "boundaries.json"
@@ -171,7 +171,7 @@ class ReportSink:
                  files: dict | None = None, reason: str | None = None) -> dict:
         """manifest.json: the run's plan (`plan_facts`: the partition, the grid's
         assignment, the options every partition shares), the groups run and the tests collected
-        per group, the machine (`reports.manifest`): what `reports merge` checks a partitioned
+        per group, the machine (`record.manifest`): what `reports merge` checks a partitioned
         run's coverage with."""
         return build_manifest(**self.plan_facts,
                               groups={r["group"] for r in self.rows if r.get("group")},

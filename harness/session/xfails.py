@@ -46,6 +46,12 @@ class XfailPattern:
         return self.regex.match(test_name) is not None
 
 
+def first_match(patterns, test_name: str, mechanism: str | None = None) -> XfailPattern | None:
+    """The first of the xfails lines `patterns` naming this test's failure (`mechanism`: its
+    row's), None where none does."""
+    return next((p for p in patterns if p.matches(test_name, mechanism)), None)
+
+
 class XfailsFormatError(ValueError):
     """A line of an xfails file that is not ``GLOB [mechanism=NAME]  # cause`` (one line)."""
 

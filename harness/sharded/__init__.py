@@ -11,5 +11,5 @@ Summary the engine builds, so every check runs unchanged on the whole parameter.
 A layer between the candidates and the engine's checks: it imports `harness.runner` and below,
 never the plugin.
 
-May import: `harness.runner` and the floors below it, `reference`, `candidates`, `reports`.
+May import: `harness.runner` and the floors below it, `reference`, `candidates`, `record`.
 """

@@ -42,8 +42,8 @@ import uuid
 
 import torch
 
+from record.ids import format_case_label
 from reference.dtypes import dtype_name
-from reports.ids import format_case_label
 
 from ..engine import CandidateFailure
 from ..runner import CaseRunner, DrawRequest, RunConfig, RunnerCache
@@ -71,7 +71,7 @@ REFERENCE_CALLS = 4
 
 
 def case_label(case, layout: Layout) -> str:
-    """The case column of a sharded group's rows: ``case@layout`` (`reports.ids`)."""
+    """The case column of a sharded group's rows: ``case@layout`` (`record.ids`)."""
     return format_case_label(dataclasses.replace(case.label, layout=layout.label))
 
 

@@ -1,5 +1,5 @@
 """Text that cannot go stale: every dotted name of the harness's packages that the README, the
-docs, a docstring or a comment mentions (``harness.fleet.partition``, ``reports.leases.lease``)
+docs, a docstring or a comment mentions (``harness.fleet.partition``, ``record.leases.lease``)
 resolves to a module or an attribute. A module that moves, or a function renamed, fails here
 until every text that names it says the new name."""
 
@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("harness", "reference", "reports", "candidates")
+PACKAGES = ("harness", "reference", "record", "reports", "candidates")
 NAME = re.compile(r"(?<![\w./-])((?:%s)(?:\.[A-Za-z_]\w*)+)" % "|".join(PACKAGES))
 #: A trailing part that is a file suffix: `candidates.md` is a page, not a module.
 SUFFIXES = {"md", "py", "txt", "json", "csv", "yml", "yaml", "parquet", "png", "html", "npz"}
-SOURCES = ("harness", "reference", "reports", "candidates", "benchmarks", "suites", "tests",
-           "examples", ".ci")
+SOURCES = ("harness", "reference", "record", "reports", "candidates", "benchmarks", "suites",
+           "tests", "examples", ".ci")
 
 
 def _prose(path: Path) -> str:
@@ -74,7 +74,7 @@ def test_every_dotted_name_the_texts_mention_resolves():
         f"  {name}: {', '.join(where)}" for name, where in sorted(stale.items()))
 
 
-@pytest.mark.parametrize("name, ok", [("reports.leases.lock_report_dir", True),
+@pytest.mark.parametrize("name, ok", [("record.leases.lock_report_dir", True),
                                       ("reports.report.Report.partial", True),
                                       ("harness.leases", False),
                                       ("harness.fleet.partition.nothing_here", False)])
@@ -93,7 +93,7 @@ def test_no_file_cites_a_design_document_outside_the_tree():
 def test_every_mechanism_has_a_row_in_the_method_docs():
     """The catalog's rows and the mechanism table of docs/method/checks.md name the same
     mechanisms: a row added to the catalog without its prediction and test documented fails."""
-    from harness.diagnosis.catalog import MECHANISMS
+    from harness.diagnosis.mechanism_catalog import MECHANISMS
 
     table = (ROOT / "docs" / "method" / "checks.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| `([a-z0-9-]+)`", table, flags=re.MULTILINE))

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import harness
-from reports.store import VOLATILE, read_results
+from record.store import VOLATILE, read_results
 
 ARGS = dict(cases=["normal-2sigma", "abs-bounds-trap", "tail-5"], dtypes=["float32", "bfloat16"],
             profile="smoke", samples=4096)

@@ -18,8 +18,8 @@ import time
 import pandas as pd
 import pytest
 
+from record.store import VOLATILE
 from reports.__main__ import main as cli
-from reports.store import VOLATILE
 
 FAULTS = textwrap.dedent('''\
     """Samplers that fail the way native kernels and careless code do."""

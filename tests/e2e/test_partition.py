@@ -22,8 +22,8 @@ import pytest
 from harness.fleet.partition import (COUNT_VARIABLE, COUNT_VARIABLE_ALIAS, PARTITION_VARIABLES,
                                      PartitionError, PartitionSpec, assign, load_durations, plan,
                                      resolve_partition, stable_hash)
+from record.store import VOLATILE, file_digest, read_results, write_tables
 from reports.__main__ import main as cli
-from reports.store import VOLATILE, file_digest, read_results, write_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,50 +1,122 @@
 """The path of a candidate through the house: which of our modules it passes through, in order.
 
 `trace_candidate(run)` calls `run(spec)` under `sys.setprofile` and records, for every Python call
-into a module of ours (`reference`, `candidates`, `harness`, `reports`), whether the call's
-arguments hold the candidate: the spec string the caller gave (a fresh, non-interned string, so
-identity finds it and no literal of the code), or any `candidates.Candidate`; held directly, in a
-list, tuple, set or dict, or as an attribute of an object given (a Group, a runner, the session).
-Each such call has a chain: the modules of the calls holding the candidate on the stack above
-it, consecutive repeats merged. The candidate goes down the floors when no chain comes back to a
-module it had left; a *return* is a call into a module already earlier in its chain (a callback,
-a double dispatch, an object handed back up), counted once per (from, to) pair, so that a loop
-over checks or chunks counts once.
+into a module of ours (the root packages `.importlinter` names), whether the call's arguments hold
+the candidate: the spec string the caller gave (a fresh, non-interned string, so identity finds it
+and no literal of the code), or any `candidates.Candidate`; held directly, in a list, tuple, set or
+dict, or as an attribute of an object given (a Group, a runner, the session).
+
+It is read two ways.
+
+- The chain of each call: the modules of the calls holding the candidate on the stack above it,
+  consecutive repeats merged. A *chain return* is a call into a module already earlier in its
+  chain (a callback, a double dispatch, an object handed back up), counted once per (from, to)
+  pair, so that a loop over checks or chunks counts once.
+- The trip: the files the candidate is in, call after call, nested calls included. Each calling
+  context (the holding calls from the root down to this one) is walked once, at its first call,
+  so a loop over groups or checks walks its body once, as a reader following the code would. A
+  *stay* is a maximal run of consecutive calls in one file; a *return* is a stay in a file the
+  trip had already left; a *climb* is a step from a file on a lower floor to one on a higher
+  floor, the floors read from `.importlinter`'s layers contracts. Code that no file holds (the
+  `__init__` and `__eq__` a dataclass generates) is not a stay: it runs none of the file's code.
+
+`stays`, `returns`, `climbs` and `floors` are pure functions over the recorded trip, so a test can
+hold them to a hand-made sequence.
 """
 
 from __future__ import annotations
 
+import configparser
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
-PACKAGES = ("reference", "candidates", "harness", "reports")
+IMPORTLINTER = Path(__file__).resolve().parents[3] / ".importlinter"
+
+
+def _config() -> configparser.ConfigParser:
+    config = configparser.ConfigParser()
+    config.read(IMPORTLINTER)
+    return config
+
+
+def packages(config: configparser.ConfigParser | None = None) -> tuple:
+    """Our root packages, as the import contract names them."""
+    config = config or _config()
+    return tuple(config["importlinter"]["root_packages"].split())
+
+
+def stays(trip: list) -> list:
+    """The trip's modules with consecutive repeats merged: one entry per stay."""
+    out: list = []
+    for module in trip:
+        if not out or out[-1] != module:
+            out.append(module)
+    return out
+
+
+def returns(trip: list) -> list:
+    """(from, to) for each stay in a module the trip had already left, in order."""
+    path = stays(trip)
+    return [(path[i - 1], path[i]) for i in range(1, len(path)) if path[i] in path[:i - 1]]
+
+
+def floors(config: configparser.ConfigParser | None = None) -> dict:
+    """container -> {layer name: rank}, a higher rank a higher floor, for each layers contract
+    (the container of a contract without containers is "", the roots)."""
+    config = config or _config()
+    out: dict = {}
+    for section in config.sections():
+        if not section.startswith("importlinter:contract:") or config[section].get("type") != "layers":
+            continue
+        lines = [line.strip() for line in config[section]["layers"].splitlines() if line.strip()]
+        ranks = {name.strip().strip("()"): len(lines) - i
+                 for i, line in enumerate(lines) for name in line.split("|")}
+        for container in config[section].get("containers", "").split() or [""]:
+            out.setdefault(container, {}).update(ranks)
+    return out
+
+
+def climbs_up(floor: dict, below: str, above: str) -> bool:
+    """Whether a step from module `below` to module `above` goes up a floor: at the first level
+    where their dotted names part, both sit in a layer of that container's contract and `above`'s
+    layer is higher. Modules in no layer there are on no floor, and no step between them climbs."""
+    a, b = below.split("."), above.split(".")
+    for level in range(min(len(a), len(b))):
+        if a[level] != b[level]:
+            ranks = floor.get(".".join(a[:level]), {})
+            low, high = ranks.get(a[level]), ranks.get(b[level])
+            return low is not None and high is not None and high > low
+    return False
+
+
+def climbs(trip: list, floor: dict) -> list:
+    """(from, to) for each step of the trip's stays up a floor, in order."""
+    path = stays(trip)
+    return [(path[i - 1], path[i]) for i in range(1, len(path))
+            if climbs_up(floor, path[i - 1], path[i])]
 
 
 @dataclass
 class Trace:
-    """Each call that held the candidate, as the chain of modules that handed it down to there."""
+    """Each call that held the candidate, as the chain of modules that handed it down to there,
+    and the trip: the module of each calling context's first call, in order."""
 
     calls: list = field(default_factory=list)  # (root module, ..., the called one) per call
+    trip: list = field(default_factory=list)
+    trip_functions: list = field(default_factory=list)  # the function called, per step of trip
 
     @property
     def path(self) -> list:
         """The called modules in the order of the calls, consecutive repeats merged."""
-        out: list = []
-        for chain in self.calls:
-            if not out or out[-1] != chain[-1]:
-                out.append(chain[-1])
-        return out
+        return stays([chain[-1] for chain in self.calls])
 
     @property
     def revisits(self) -> list:
         """(from, to) steps of `path` into a module it had visited before, each pair once: in
         time rather than down a chain, so a module that hands the candidate to two others in
         turn counts (the figure an orchestrating caller raises; informative, not held)."""
-        path, out = self.path, []
-        for i in range(1, len(path)):
-            if path[i] in path[:i - 1] and (path[i - 1], path[i]) not in out:
-                out.append((path[i - 1], path[i]))
-        return out
+        return list(dict.fromkeys(returns(self.path)))
 
     @property
     def modules(self) -> list:
@@ -66,6 +138,24 @@ class Trace:
                  "  modules: " + ", ".join(self.modules)]
         lines += [f"  return {a} -> {b}: " + " > ".join(chain)
                   for (a, b), chain in self.returns.items()]
+        return "\n".join(lines)
+
+    def trip_text(self, floor: dict | None = None) -> str:
+        """The trip stay by stay, each return marked R and each climb marked ^."""
+        floor = floors() if floor is None else floor
+        path = stays(self.trip)
+        lines = [f"{len(path)} stays in {len(set(path))} files, {len(climbs(self.trip, floor))} "
+                 f"climbs, {len(returns(self.trip))} returns"]
+        functions: list = []  # the functions called in each stay
+        for i, module in enumerate(self.trip):
+            if i == 0 or module != self.trip[i - 1]:
+                functions.append([])
+            functions[-1].append(self.trip_functions[i])
+        for i, module in enumerate(path):
+            back = "R" if module in path[:max(i - 1, 0)] else " "
+            up = "^" if i and climbs_up(floor, path[i - 1], module) else " "
+            called = ", ".join(dict.fromkeys(functions[i]))
+            lines.append(f"  {back}{up} {module}: {called}")
         return "\n".join(lines)
 
 
@@ -93,12 +183,14 @@ def trace_candidate(run, spec: str) -> Trace:
     from candidates import Candidate
 
     given = "".join(list(spec))  # a new str object: identity tells it from the code's literals
+    ours = packages()
 
     def marks(value) -> bool:
         return value is given or isinstance(value, Candidate)
 
     trace = Trace()
-    holding: dict = {}  # id(frame) -> module, for the frames of ours whose arguments hold it
+    holding: dict = {}  # id(frame) -> (module, code), for our frames whose arguments hold it
+    contexts: set = set()  # the calling contexts the trip has walked
 
     def profile(frame, event, arg):
         if event == "return":
@@ -107,7 +199,7 @@ def trace_candidate(run, spec: str) -> Trace:
         if event != "call":
             return
         module = frame.f_globals.get("__name__", "")
-        if module.split(".")[0] not in PACKAGES:
+        if module.split(".")[0] not in ours:
             return
         code = frame.f_code
         n_args = (code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04)
@@ -115,14 +207,20 @@ def trace_candidate(run, spec: str) -> Trace:
         local = frame.f_locals
         if not any(_holds(local.get(n), marks) for n in code.co_varnames[:n_args]):
             return
-        holding[id(frame)] = module
-        chain, f = [module], frame.f_back
+        holding[id(frame)] = (module, code)
+        chain, context, f = [module], [code], frame.f_back
         while f is not None:
-            m = holding.get(id(f))
-            if m is not None and m != chain[-1]:
-                chain.append(m)
+            held = holding.get(id(f))
+            if held is not None:
+                context.append(held[1])
+                if held[0] != chain[-1]:
+                    chain.append(held[0])
             f = f.f_back
         trace.calls.append(tuple(reversed(chain)))
+        if code.co_filename.endswith(".py") and tuple(context) not in contexts:
+            contexts.add(tuple(context))
+            trace.trip.append(module)
+            trace.trip_functions.append(code.co_name)
 
     sys.setprofile(profile)
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-PACKAGES = ("reference", "candidates", "harness", "reports")
+PACKAGES = ("reference", "candidates", "record", "harness", "reports")
 LINT = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
         "sys.exit(lint_imports_command())"]
 
@@ -104,13 +104,13 @@ def test_the_dtype_names_are_written_once():
 
 def test_no_list_of_check_names_but_the_registry():
     """Which checks exist, and which groups run them, is said once (harness.checks.CHECKS): no
-    tuple, list or set of check names in the harness or the reports (a known-bad candidate's
-    `caught_by` is data about it, not a list the plumbing reads)."""
+    tuple, list or set of check names in the harness, the record or the reports (a known-bad
+    candidate's `caught_by` is data about it, not a list the plumbing reads)."""
     from harness.checks import CHECKS
 
     names = set(CHECKS.names())
     places = []
-    for path in _modules("harness", "reports"):
+    for path in _modules("harness", "record", "reports"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (isinstance(node, (ast.Tuple, ast.List, ast.Set)) and len(node.elts) >= 2
                     and all(isinstance(e, ast.Constant) and e.value in names for e in node.elts)):

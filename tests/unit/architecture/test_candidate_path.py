@@ -1,16 +1,29 @@
 """A candidate goes down the floors: `harness.check` hands it from the API through the session
-steps, the runner and the checks to the engine, and no module it has left gets it back (a check
-calling back into its runner, a reproduce line asking the session). `candidate_trace` says how
-the path is traced and what counts as a return."""
+steps, the runner and the checks to the engine. Two figures hold it (`candidate_trace` says how
+the path is traced and what each counts):
+
+- no module it has left gets it back down a chain of calls (a check calling back into its
+  runner, a reproduce line asking the session): at most `MAX_RETURNS` chain returns;
+- its trip, file by file, nested calls included, climbs back up a floor at most `MAX_TRIP_CLIMBS`
+  times and comes back to a file it had left at most `MAX_TRIP_RETURNS` times.
+"""
 
 from __future__ import annotations
 
+import configparser
+
+import pytest
+
 import harness
-from candidate_trace import trace_candidate
+from candidate_trace import climbs, climbs_up, floors, returns, stays, trace_candidate
 
 #: The most returns the path may make (a return: a call holding the candidate into a module
 #: already earlier in the chain of calls that handed it down).
 MAX_RETURNS = 2
+#: The most steps of the trip up a floor (`.importlinter`'s layers).
+MAX_TRIP_CLIMBS = 3
+#: The most stays of the trip in a file it had already left.
+MAX_TRIP_RETURNS = 12
 
 
 def _tiny_run(spec: str):
@@ -18,8 +31,12 @@ def _tiny_run(spec: str):
                          profile="smoke", progress=False)
 
 
-def test_the_candidate_goes_down_the_floors():
-    trace = trace_candidate(_tiny_run, "exact")
+@pytest.fixture(scope="module")
+def trace():
+    return trace_candidate(_tiny_run, "exact")
+
+
+def test_the_candidate_goes_down_the_floors(trace):
     # The trace sees the candidate all the way: resolved, planned, run, drawn, judged.
     for module in ("harness.api", "harness.session.planner", "candidates.loader",
                    "harness.session.harness_session", "harness.runner.case_runner",
@@ -28,9 +45,87 @@ def test_the_candidate_goes_down_the_floors():
     assert len(trace.returns) <= MAX_RETURNS, trace.text()
 
 
-def _module(name: str, source: str) -> dict:
+def test_the_trip_seldom_climbs_or_comes_back(trace):
+    floor = floors()
+    n_climbs, n_returns = len(climbs(trace.trip, floor)), len(returns(trace.trip))
+    assert n_climbs <= MAX_TRIP_CLIMBS and n_returns <= MAX_TRIP_RETURNS, trace.trip_text(floor)
+
+
+# -- the counting, on hand-made trips ---------------------------------------------------------
+
+FLOORS = """
+[importlinter]
+root_packages =
+    top
+    low
+[importlinter:contract:roots]
+type = layers
+layers =
+    top
+    low
+[importlinter:contract:top]
+type = layers
+containers =
+    top
+layers =
+    api
+    session | plugin_side
+    runner
+"""
+
+
+def _floors() -> dict:
+    config = configparser.ConfigParser()
+    config.read_string(FLOORS)
+    return floors(config)
+
+
+def test_stays_merge_consecutive_calls_in_one_file():
+    assert stays(["a", "a", "b", "a", "a", "c", "c"]) == ["a", "b", "a", "c"]
+    assert stays([]) == []
+
+
+def test_a_return_is_a_stay_in_a_file_left_before():
+    assert returns(["a", "b", "b", "c"]) == []
+    assert returns(["a", "b", "a", "a", "c", "b"]) == [("b", "a"), ("c", "b")]
+    # Staying is not returning; each new stay in a left file counts, however often.
+    assert returns(["a", "a", "a"]) == []
+    assert returns(["a", "b", "a", "b", "a"]) == [("b", "a"), ("a", "b"), ("b", "a")]
+
+
+def test_floors_come_from_the_layers_contracts():
+    floor = _floors()
+    assert floor[""] == {"top": 2, "low": 1}
+    assert floor["top"] == {"api": 3, "session": 2, "plugin_side": 2, "runner": 1}
+
+
+def test_a_climb_is_a_step_to_a_higher_floor():
+    floor = _floors()
+    assert climbs_up(floor, "low.x", "top.runner")  # the roots' floors first
+    assert not climbs_up(floor, "top.api", "low.x")
+    assert climbs_up(floor, "top.runner.cache", "top.session.steps")  # then the container's
+    assert not climbs_up(floor, "top.session", "top.plugin_side")  # one floor: no climb
+    assert not climbs_up(floor, "top.session.a", "top.session.b")  # one layer: no climb
+    assert not climbs_up(floor, "top.unlisted", "top.api")  # no floor: no climb
+    trip = ["top.api", "top.session", "top.runner", "low.k", "top.runner", "top.session"]
+    assert climbs(trip, floor) == [("low.k", "top.runner"), ("top.runner", "top.session")]
+    assert returns(trip) == [("low.k", "top.runner"), ("top.runner", "top.session")]
+
+
+def test_the_real_floors_put_the_api_above_the_engine():
+    floor = floors()
+    assert climbs_up(floor, "harness.engine.draw", "harness.api")
+    assert climbs_up(floor, "candidates.protocol", "candidates.loader")
+    assert climbs_up(floor, "reference.atoms", "harness.group")
+    assert not climbs_up(floor, "harness.session.sink", "harness.session.planner")
+
+
+# -- the tracer, on hand-made modules -----------------------------------------------------------
+
+def _module(name: str, source: str, filename: str | None = None) -> dict:
     namespace = {"__name__": name}
-    exec(compile(source, f"<{name}>", "exec"), namespace)
+    path = filename or name.replace(".", "/") + ".py"
+    exec(compile(source, path, "exec"), namespace)
     return namespace
 
 
@@ -60,3 +155,33 @@ def test_the_tracer_counts_a_callback_as_a_return():
 
     back = trace_candidate(run_back, "exact")
     assert list(back.returns) == [("harness.lower_floor", "harness.upper_floor")], back.text()
+
+
+def test_the_trip_walks_a_loop_once_and_counts_the_climb_back():
+    """The trip's figures can fail: a session handing the candidate to the engine, which calls
+    back up into the session, in a loop; and code no file holds is no stay."""
+    session = _module("harness.session.fake_steps",
+                      "def start(candidate, down, up):\n"
+                      "    for _ in range(3):\n"
+                      "        down(candidate, up)\n"
+                      "def up(candidate):\n"
+                      "    return candidate\n")
+    engine = _module("harness.engine.fake_draw",
+                     "def down(candidate, back):\n"
+                     "    return back(candidate)\n")
+    generated = _module("harness.engine.fake_draw", "def made(candidate):\n    return candidate\n",
+                        filename="<generated>")
+
+    def run(spec):
+        from candidates import resolve
+
+        candidate = resolve(spec)
+        generated["made"](candidate)
+        return session["start"](candidate, engine["down"], session["up"])
+
+    trace = trace_candidate(run, "exact")
+    trip = [m for m in trace.trip if m.startswith("harness.")]
+    assert stays(trip) == ["harness.session.fake_steps", "harness.engine.fake_draw",
+                           "harness.session.fake_steps"], trace.trip_text()
+    assert returns(trip) == [("harness.engine.fake_draw", "harness.session.fake_steps")]
+    assert climbs(trip, floors()) == [("harness.engine.fake_draw", "harness.session.fake_steps")]

@@ -29,8 +29,8 @@ import torch
 from candidates import resolve
 from harness.cases import case_by_label
 from harness.checks import summarize_samples
-from harness.diagnosis.catalog import FALSE_MATCH, MECHANISMS, NAMES, diagnose, explain
-from harness.diagnosis.fine_structure import count_lattice
+from harness.diagnosis.mechanism_catalog import FALSE_MATCH, MECHANISMS, NAMES, diagnose, explain
+from harness.diagnosis.mechanisms.fine_structure import count_lattice
 from reference import TruncatedNormal, rounded_law
 from harness.runner import CaseRunner, RunConfig
 from summaries import named, stage_one
@@ -266,7 +266,8 @@ def test_a_construction_the_chi_square_cannot_single_out_is_read_by_its_likeliho
     likelihood ratio toward the construction, e^24.3 (n times its KL divergence), passes
     7 / 1e-9 = e^22.7 (what tensorflow's own row showed: p 1.75e-9, ratio e^23.3)."""
     from harness.diagnosis.evidence import Evidence
-    from harness.diagnosis.library_laws import CONSTRUCTIONS, LibraryConstruction, construction_law
+    from harness.diagnosis.mechanisms.library_laws import (CONSTRUCTIONS, LibraryConstruction,
+                                                          construction_law)
     law = rounded_law(TruncatedNormal(100.0, 1.0, 98.0, 102.0), torch.bfloat16)
     index = next(i for i, c in enumerate(CONSTRUCTIONS) if "TensorFlow" in c.label)
     pushed = construction_law(law, index)
@@ -311,7 +312,7 @@ def test_a_library_construction_reads_its_own_sample_and_not_the_law():
     chance: a true law fails its fit with probability <= AGREE_LEVEL = 1e-6; the law's sample
     departs from itself at FALSE_MATCH per row (deterministic seeds here)."""
     from harness.checks.registry import summarize_samples
-    from harness.diagnosis.library_laws import CONSTRUCTIONS
+    from harness.diagnosis.mechanisms.library_laws import CONSTRUCTIONS
 
     law = rounded_law(TruncatedNormal(100.0, 1.0, 98.0, 102.0), torch.bfloat16)
     fmt, n = law.fmt, 1 << 19

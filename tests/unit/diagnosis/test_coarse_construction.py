@@ -19,19 +19,19 @@ import pytest
 import torch
 
 from harness.checks import summarize_samples
-from harness.diagnosis.catalog import diagnose, explain
-from harness.diagnosis.coarse_construction import (
+from harness.diagnosis.kernels.library_kernels import (
+    NumpyroSteps,
+    PaddleSteps,
+    TensorflowSteps,
+    paddle_erfinv,
+)
+from harness.diagnosis.mechanism_catalog import diagnose, explain
+from harness.diagnosis.mechanisms.coarse_construction import (
     CONSTRUCTIONS,
     Steps,
     cell_law,
     construction_law,
     window_law,
-)
-from harness.diagnosis.library_kernels import (
-    NumpyroSteps,
-    PaddleSteps,
-    TensorflowSteps,
-    paddle_erfinv,
 )
 from reference import TruncatedNormal, rounded_law
 from summaries import named, stage_one

@@ -24,10 +24,10 @@ import numpy as np
 import pytest
 import torch
 
-from harness.diagnosis.bound_atoms import BINNED
-from harness.diagnosis.catalog import FALSE_MATCH, MECHANISMS, diagnose, explain
-from harness.diagnosis.proposals import (ProposalLaw, UniformLattice, acceptance_table, in_dtype,
-                                         log_density_test)
+from harness.diagnosis.mechanism_catalog import FALSE_MATCH, MECHANISMS, diagnose, explain
+from harness.diagnosis.mechanisms.bound_atoms import BINNED
+from harness.diagnosis.mechanisms.proposals import (ProposalLaw, UniformLattice, acceptance_table,
+                                                    in_dtype, log_density_test)
 from reference import float_format
 from summaries import stage_one
 

@@ -1,5 +1,5 @@
-"""The k-bit inverse CDF's collision rate (`harness.diagnosis.uniform_bits`) against the whole
-lattice enumerated, and `few-random-bits` reading it from samples drawn through that very
+"""The k-bit inverse CDF's collision rate (`harness.diagnosis.kernels.uniform_bits`) against the
+whole lattice enumerated, and `few-random-bits` reading it from samples drawn through that very
 construction with numpy.
 
 Deterministic: the estimate's lattice points and the samples come from fixed numpy seeds. Over
@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from harness.checks import summarize_samples
-from harness.diagnosis.catalog import diagnose, explain
-from harness.diagnosis.uniform_bits import SPACES, collision_rate, lattice_values, run_ends
+from harness.diagnosis.kernels.uniform_bits import SPACES, collision_rate, lattice_values, run_ends
+from harness.diagnosis.mechanism_catalog import diagnose, explain
 from reference import TruncatedNormal, rounded_law
 from summaries import named
 

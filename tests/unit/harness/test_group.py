@@ -1,6 +1,6 @@
 """Case groups (`harness.group`) over the whole grid: every case at every shape class and path,
 the run's own cases (``--case``, the explorer), every dtype, cpu and cuda:0, every layout. Each
-group's id and case label read back (`reports.ids`) into what the group is made of, are the
+group's id and case label read back (`record.ids`) into what the group is made of, are the
 strings the harness has always written (rows, node ids, xfails lines and reproduce lines do not
 change), and a case id or a pair of candidates that would make two groups share a name is
 refused when the run is set up."""
@@ -19,8 +19,8 @@ from harness.group import ApiGroup, Group, id_clash
 from harness.session.options import OptionError
 from harness.session.planner import plan_run, resolve_candidates
 from harness.sharded.layout import PLACEMENTS, RANK_SEEDS, Layout
+from record.ids import API_CASE, CaseLabel, group_device, parse_case_label, parse_group_id
 from reference.dtypes import DTYPES, dtype_name
-from reports.ids import API_CASE, CaseLabel, group_device, parse_case_label, parse_group_id
 
 DEVICES = ("cpu", "cuda:0")
 LAYOUTS = [Layout(w, p, r) for w in (2, 4) for p in PLACEMENTS for r in RANK_SEEDS]
@@ -43,7 +43,7 @@ def every_case():
 
 
 def old_group_id(candidate, case, dtype, device, layout=None) -> str:
-    """The id as the harness wrote it before `reports.ids` existed."""
+    """The id as the harness wrote it before `record.ids` existed."""
     base = f"{candidate.name}-{case.id}-{dtype_name(dtype)}-{device}"
     return base if layout is None else f"{base}-{layout.label}"
 

@@ -102,3 +102,28 @@ def test_every_process_of_an_xdist_run_lists_its_failures_through_the_summary_sc
     result.assert_outcomes(passed=1)
     assert (pytester.path / "scan-controller.txt").read_text() == "True"
     assert (pytester.path / "scan-gw0.txt").read_text() == "True"
+
+
+def test_each_process_registers_the_plugin_objects_of_its_role(pytester, monkeypatch):
+    """A run without -n is one process that owns the run and collects: the controller's objects
+    and the grid's. Under xdist the controller owns the run and each worker collects and runs."""
+    pytester.makeconftest(
+        "pytest_plugins = ['harness.plugin']\n"
+        "NAMES = ('harness-grid', 'harness-terminal', 'harness-controller', 'harness-worker')\n"
+        "def pytest_unconfigure(config):\n"
+        "    worker = getattr(config, 'workerinput', None)\n"
+        "    who = 'controller' if worker is None else worker['workerid']\n"
+        "    terminal = type(config.pluginmanager.get_plugin('harness-terminal')).__name__\n"
+        "    names = [n for n in NAMES if config.pluginmanager.has_plugin(n)]\n"
+        "    with open(f'plugins-{who}.txt', 'w') as fh:\n"
+        "        fh.write(' '.join(names + [terminal]))\n")
+    pytester.makepyfile("def test_one():\n    pass\n")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    owner = "harness-grid harness-terminal harness-controller RunTerminal"
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    assert (pytester.path / "plugins-controller.txt").read_text() == owner
+    assert not (pytester.path / "plugins-gw0.txt").exists()
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "1").assert_outcomes(passed=1)
+    assert (pytester.path / "plugins-controller.txt").read_text() == owner
+    assert (pytester.path / "plugins-gw0.txt").read_text() == \
+        "harness-grid harness-terminal harness-worker RunHeader"

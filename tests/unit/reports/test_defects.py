@@ -9,11 +9,11 @@ import math
 import pandas as pd
 import pytest
 
+from record.store import normalize
 from reports.defects import (FAIL_ON, LEVEL_ORDER, allowed_reason, defects, gated, level_of,
                              mechanism_of, severity_text, tally_text)
 from reports.html import index_html
 from reports.overview import MAX_DEFECTS, summary_markdown
-from reports.store import normalize
 
 from report_rows import row
 

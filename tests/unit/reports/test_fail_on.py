@@ -8,9 +8,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from record.store import normalize
 from reports.__main__ import main as cli
 from reports.compare import compare
-from reports.store import normalize
 
 from report_rows import row
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from record.store import read_results
 from reports import map as M
 from reports.__main__ import main as cli
 from reports.render import write_run
-from reports.store import read_results
 
 from report_rows import row
 
@@ -213,7 +213,7 @@ def test_render_1000_points(tmp_path):
             rows.append(row(f"explore-0-{i:04d}", dtype, "gof", verdict, mean=0.0, std=1.0,
                             a=alpha, b=beta, alpha=alpha, beta=beta,
                             p_value=1e-9 if verdict == "fail" else 0.5))
-    from reports.store import results_frame
+    from record.store import results_frame
 
     out = M.render_map(results_frame(rows), str(tmp_path / "m.png"), RUN)
     assert out["points"] == 4000

@@ -15,11 +15,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from record.store import CASE_DATA_DIR, case_data_path, read_environment, read_results
+from reports import case_data, figure_jobs
 from reports import figures as F
 from reports.__main__ import main as cli
 from reports.compare import compare
 from reports.render import write_run
-from reports.store import CASE_DATA_DIR, case_data_path, read_environment, read_results
 from reports.overview import grid, worst
 
 from report_rows import row
@@ -66,7 +67,7 @@ def report(tmp_path):
 
 # ------------------------------------------------------------------------------------------------
 # A stand-in bfloat16 law (16-bit: one histogram bin per value), used when `reference` is not
-# importable; the same interface as reference.RoundedLaw for what reports.figures reads.
+# importable; the same interface as reference.RoundedLaw for what harness.figure_data reads.
 
 
 class _Bf16Format:
@@ -233,14 +234,16 @@ def trap_case_data(tmp_path_factory):
     law = make_law(0.0, 0.02, -2.0, 2.0)
     s = make_summary(law, 200_000, -2.0, 2.0, extra_at=2.0, extra=40)
     path = case_data_path(str(d), "torch", "abs-bounds-trap", "bfloat16", "cpu")
-    F.save_case_data(path, s, law, meta={"candidate": "torch", "case": "abs-bounds-trap",
-                                         "device": "cpu"})
+    from harness.figure_data import figure_data
+
+    case_data.save_case_data(path, figure_data(s, law),
+                             meta={"candidate": "torch", "case": "abs-bounds-trap", "device": "cpu"})
     return path
 
 
 def test_case_data_is_small_and_complete(trap_case_data):
     assert os.path.getsize(trap_case_data) < 300_000
-    data = F.load_case_data(trap_case_data)
+    data = case_data.load_case_data(trap_case_data)
     assert data["meta"]["case"] == "abs-bounds-trap" and data["meta"]["dtype"] == "bfloat16"
     assert data["n"] == 200_000
     assert data["g_count"].sum() == 200_000  # the groups cover every sample
@@ -251,7 +254,7 @@ def test_case_data_is_small_and_complete(trap_case_data):
 
 
 def test_meta_from_name():
-    m = F.meta_from_name("/x/my-cand-abs-bounds-trap-bfloat16-cuda:0.npz",
+    m = case_data.meta_from_name("/x/my-cand-abs-bounds-trap-bfloat16-cuda:0.npz",
                          ("normal-2sigma", "abs-bounds-trap"))
     assert m == {"candidate": "my-cand", "case": "abs-bounds-trap", "dtype": "bfloat16",
                  "device": "cuda:0"}
@@ -295,7 +298,7 @@ def _exit_in_a_child(*args):
     return _RENDER_JOB(*args)
 
 
-_RENDER_JOB = F.render_job
+_RENDER_JOB = figure_jobs.render_job
 
 
 def _figure_dir(d: Path, src: str, candidates, damaged=()) -> Path:
@@ -330,7 +333,7 @@ def _render(d: Path, workers: int):
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        figs = F.render_figures(_failing(CANDIDATES), str(d), workers)
+        figs = figure_jobs.render_figures(_failing(CANDIDATES), str(d), workers)
     return figs, [str(w.message) for w in caught]
 
 
@@ -338,13 +341,14 @@ CANDIDATES = ["c0", "c1-broken", "c2-noarray", "c3", "c4"]
 
 
 def test_figure_processes_follow_the_runs_workers():
-    assert F.figure_processes(2, 60) == 2
-    assert F.figure_processes(1, 60) == 1  # one worker: rendered here, as before
-    assert F.figure_processes(64, 60) == F.MAX_FIGURE_PROCESSES
-    assert F.figure_processes(8, 2 * F.FIGURES_PER_PROCESS) == 2  # a few figures: few processes
-    assert F.figure_processes(8, F.FIGURES_PER_PROCESS - 1) == 1
+    assert figure_jobs.figure_processes(2, 60) == 2
+    assert figure_jobs.figure_processes(1, 60) == 1  # one worker: rendered here, as before
+    assert figure_jobs.figure_processes(64, 60) == figure_jobs.MAX_FIGURE_PROCESSES
+    # a few figures: few processes
+    assert figure_jobs.figure_processes(8, 2 * figure_jobs.FIGURES_PER_PROCESS) == 2
+    assert figure_jobs.figure_processes(8, figure_jobs.FIGURES_PER_PROCESS - 1) == 1
     for unknown in (None, 0):  # no -n: the CPUs here
-        assert 1 <= F.figure_processes(unknown, 60) <= F.MAX_FIGURE_PROCESSES
+        assert 1 <= figure_jobs.figure_processes(unknown, 60) <= figure_jobs.MAX_FIGURE_PROCESSES
 
 
 def test_figures_over_a_pool_are_those_of_one_process(tmp_path, trap_case_data, monkeypatch):
@@ -352,7 +356,7 @@ def test_figures_over_a_pool_are_those_of_one_process(tmp_path, trap_case_data, 
     same dict in the same order as one process; a damaged file costs its figure only, as a
     warning, whether the parent (no npz) or the pool's process (arrays missing) finds it; a file
     of a passing case gets none; no temporary is left behind."""
-    monkeypatch.setattr(F, "FIGURES_PER_PROCESS", 1)
+    monkeypatch.setattr(figure_jobs, "FIGURES_PER_PROCESS", 1)
     dirs = {}
     for workers in (1, 2):
         d = _figure_dir(tmp_path / f"w{workers}", trap_case_data, CANDIDATES + ["passing"],
@@ -374,8 +378,8 @@ def test_figures_over_a_pool_are_those_of_one_process(tmp_path, trap_case_data, 
 def test_the_figure_cap_counts_figures_drawn(tmp_path, trap_case_data, monkeypatch, workers):
     """MAX_FIGURES figures, the first ones in file order that draw: a damaged file does not take
     a place, and nothing past the cap is drawn (warned once)."""
-    monkeypatch.setattr(F, "FIGURES_PER_PROCESS", 1)
-    monkeypatch.setattr(F, "MAX_FIGURES", 2)
+    monkeypatch.setattr(figure_jobs, "FIGURES_PER_PROCESS", 1)
+    monkeypatch.setattr(figure_jobs, "MAX_FIGURES", 2)
     d = _figure_dir(tmp_path, trap_case_data, CANDIDATES, damaged=("c1-broken", "c2-noarray"))
     figs, said = _render(d, workers)
     assert [k[0] for k in figs] == ["c0", "c3"]
@@ -386,25 +390,25 @@ def test_the_figure_cap_counts_figures_drawn(tmp_path, trap_case_data, monkeypat
 def test_figures_follow_the_defects_not_the_file_names(tmp_path, trap_case_data, monkeypatch):
     """Past the cap, the figures drawn are the defects' worst groups in the report's order (its
     candidates in row order here: one unexplained defect each), not the first file names."""
-    monkeypatch.setattr(F, "MAX_FIGURES", 2)
+    monkeypatch.setattr(figure_jobs, "MAX_FIGURES", 2)
     d = _figure_dir(tmp_path, trap_case_data, CANDIDATES)
     rows = _failing(["c4", "c3", "c0", "c1-broken", "c2-noarray"])
-    assert list(F.figure_order(rows)) == [(c, "abs-bounds-trap", "bfloat16", "cpu") for c in
+    assert list(figure_jobs.figure_order(rows)) == [(c, "abs-bounds-trap", "bfloat16", "cpu") for c in
                                           ("c4", "c3", "c0", "c1-broken", "c2-noarray")]
     import warnings
 
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
-        figs = F.render_figures(rows, str(d), 1)
+        figs = figure_jobs.render_figures(rows, str(d), 1)
     assert [k[0] for k in figs] == ["c4", "c3"]
 
 
 def test_a_killed_figure_process_costs_no_figure(tmp_path, trap_case_data, monkeypatch):
     """The pool's processes die (killed, out of memory): the figures are drawn here instead, the
     same ones, with a warning that says so."""
-    monkeypatch.setattr(F, "FIGURES_PER_PROCESS", 1)
+    monkeypatch.setattr(figure_jobs, "FIGURES_PER_PROCESS", 1)
     want, _ = _render(_figure_dir(tmp_path / "here", trap_case_data, CANDIDATES), 1)
-    monkeypatch.setattr(F, "render_job", _exit_in_a_child)
+    monkeypatch.setattr(figure_jobs, "render_job", _exit_in_a_child)
     d = _figure_dir(tmp_path / "pool", trap_case_data, CANDIDATES)
     figs, said = _render(d, 2)
     assert list(figs.items()) == list(want.items()) and len(figs) == len(CANDIDATES)
@@ -420,13 +424,13 @@ def test_a_full_disk_under_the_figures_is_an_oserror(small_disk, tmp_path, trap_
     report), and leaves no temporary behind."""
     import errno
 
-    monkeypatch.setattr(F, "FIGURES_PER_PROCESS", 1)
+    monkeypatch.setattr(figure_jobs, "FIGURES_PER_PROCESS", 1)
     data = _figure_dir(tmp_path / "data", trap_case_data, CANDIDATES)
     report = small_disk / "report"
     report.mkdir()
     (report / CASE_DATA_DIR).symlink_to(data / CASE_DATA_DIR)
     with pytest.raises(OSError) as info:
-        F.render_figures(_failing(CANDIDATES), str(report), workers)
+        figure_jobs.render_figures(_failing(CANDIDATES), str(report), workers)
     assert info.value.errno == errno.ENOSPC
     assert [p.name for p in report.iterdir() if p.name.startswith(".")] == []
 
@@ -715,7 +719,7 @@ def test_the_bits_of_randomness_figure_in_every_view(tmp_path):
     import html
 
     from reports.html import index_html
-    from reports.store import read_results, results_frame, write_tables
+    from record.store import read_results, results_frame, write_tables
     from reports.overview import summary_markdown
 
     figure_bad = "≈ 2^23.0 equally likely values (95% CI 2^22.9 .. 2^23.1), where the law's own figure is 2^26.0"

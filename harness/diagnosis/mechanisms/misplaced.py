@@ -17,14 +17,14 @@ import numpy as np
 
 from reference.dtypes import float_format
 
-from ..checks.hard import BOUNDS, FINITE, not_finite
-from ..families.localized import SCAN, SPIKES, LocalBins
-from ..families.resolution import COLLISIONS, LATTICES
+from ...checks.hard import BOUNDS, FINITE, not_finite
+from ...families.localized import SCAN, SPIKES, LocalBins
+from ...families.resolution import COLLISIONS, LATTICES
+from ..evidence import (AGREE_LEVEL, FALSE_MATCH, MODEL_TOL, Evidence, agrees, chi2_fit,
+                        count_sd, share_text)
+from ..match import Match, Mechanism
 from .bound_atoms import BINNED, bound_value, law_atom
-from .evidence import (AGREE_LEVEL, FALSE_MATCH, MODEL_TOL, Evidence, agrees, chi2_fit,
-                       count_sd, share_text)
 from .fine_structure import predicted_pairs, scanned_pairs
-from .match import Match, Mechanism
 
 
 def local_counts(ev: Evidence) -> tuple[LocalBins, np.ndarray] | None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from ..families.common import cached_on_law
+from ...families.common import cached_on_law
 from .affine import first_index
 
 #: The two spaces of the uniform (see the module docstring).

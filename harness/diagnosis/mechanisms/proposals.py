@@ -36,13 +36,13 @@ import numpy as np
 
 from reference import float_format
 
-from ..families.common import LawBins
-from . import libm
-from .affine import first_index
+from ...families.common import LawBins
+from ..evidence import AGREE_LEVEL, Evidence, chi2_fit, fine_bin_index
+from ..kernels import libm
+from ..kernels.affine import first_index
+from ..match import Match, Mechanism
 from .bound_atoms import (ATOMS, BINNED, atom_text, atoms_agree, bound_departures, bound_value,
                           law_atom, sigma_text)
-from .evidence import AGREE_LEVEL, Evidence, chi2_fit, fine_bin_index
-from .match import Match, Mechanism
 
 #: The random bits of one uniform: 24 (float32, the accumulator of every dtype up to 32 bits),
 #: 53 (float64).

@@ -46,6 +46,10 @@ _DEVICE = re.compile(r"[a-z_]+(?::[0-9]+)?")
 _CASE_LABEL = re.compile("(?P<case>[" + re.escape("".join(sorted(CASE_ID_CHARS))) + "]+)"
                          r"(?::(?P<shape>[^@:]+?))?(?:\+(?P<path>[a-z]+))?(?:@(?P<layout>[^@]+))?")
 _LAYOUT_TAIL = re.compile(r"-(?P<layout>" + _LAYOUT.pattern + r")\Z")
+_PATH = re.compile(r"[a-z]+")
+# A shape class that ends in ``+word`` after some other character: before the default path (which
+# the label leaves out) the parse would read that ``+word`` as the path.
+_SHAPE_PATH_TAIL = re.compile(r".\+[a-z]+\Z", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,24 @@ def is_case_id(text: str) -> bool:
 
 def format_case_label(label: CaseLabel) -> str:
     """``case[:shape][+path][@layout]``; ValueError for parts the parse could not read back."""
+    if not _nameable(label):
+        raise ValueError(f"{label!r} cannot be named unambiguously: a case id holds "
+                         f"letters, digits, '_', '.', '-' only; a path is a lowercase word; a "
+                         f"shape class holds no ':' or '@' and does not end in '+word'")
+    return _label_text(label)
+
+
+def _nameable(label: CaseLabel) -> bool:
+    """Whether `parse_case_label` reads `label`'s text back as `label`, asked of its parts."""
+    shape_readable = not label.shape or (
+        not {":", "@"} & set(label.shape)
+        and (label.path != DEFAULT_PATH or _SHAPE_PATH_TAIL.search(label.shape) is None))
+    return (is_case_id(label.case) and shape_readable and _PATH.fullmatch(label.path) is not None
+            and (not label.layout or _LAYOUT.fullmatch(label.layout) is not None))
+
+
+def _label_text(label: CaseLabel) -> str:
+    """The text of a label whose parts are nameable (`_nameable`)."""
     text = label.case
     if label.shape:
         text += f":{label.shape}"
@@ -95,14 +117,6 @@ def format_case_label(label: CaseLabel) -> str:
         text += f"+{label.path}"
     if label.layout:
         text += f"@{label.layout}"
-    try:
-        readable = parse_case_label(text) == label
-    except ValueError:
-        readable = False
-    if not readable:
-        raise ValueError(f"{label!r} cannot be named unambiguously: a case id holds "
-                         f"letters, digits, '_', '.', '-' only; a path is a lowercase word; a "
-                         f"shape class holds no ':' or '@' and does not end in '+word'")
     return text
 
 
@@ -121,7 +135,7 @@ def format_group_id(group: GroupId) -> str:
     parts = [group.candidate]
     if group.case is not None:
         format_case_label(group.case)  # checks the layout too
-        parts.append(format_case_label(group.case.plain))
+        parts.append(_label_text(group.case.plain))
     parts += [group.dtype, group.device]
     if group.case is not None and group.case.layout:
         parts.append(group.case.layout)

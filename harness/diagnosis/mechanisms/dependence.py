@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import math
 
-from ..families.independence import INDEPENDENCE
-from ..families.position import POSITION
-from ..families.repetition import REPETITION
+from ...families.independence import INDEPENDENCE
+from ...families.position import POSITION
+from ...families.repetition import REPETITION
+from ..evidence import FALSE_MATCH, MODEL_TOL, Evidence, agrees, chi2_statistic
+from ..match import Match, Mechanism
 from .bound_atoms import BINNED
-from .evidence import FALSE_MATCH, MODEL_TOL, Evidence, agrees, chi2_statistic
-from .match import Match, Mechanism
 
 
 class Dependence(Mechanism):

@@ -21,19 +21,19 @@ import weakref
 
 from ..checks.hard import HANG
 from ..families.binned import GOF
-from .bound_atoms import Clamp, CoarseUniform, ExactZeros, RoundsFirst
-from .coarse_construction import CoarseConstruction
-from .dependence import Dependence
-from .directed_rounding import DirectedRounding
 from .evidence import AGREE_LEVEL, FALSE_MATCH, MODEL_TOL, Evidence
-from .fine_structure import DtypeArithmetic, FewRandomBits
-from .inverse_cdf import InverseCdfInDtype
-from .law_shape import Scaled, Shifted, ShiftedClamped, TailCut
-from .library_laws import LibraryConstruction
 from .match import Match, Mechanism
-from .misplaced import Hole, OutsideSupport, PointMass
-from .position_class import PositionClass
-from .proposals import UniformProposals
+from .mechanisms.bound_atoms import Clamp, CoarseUniform, ExactZeros, RoundsFirst
+from .mechanisms.coarse_construction import CoarseConstruction
+from .mechanisms.dependence import Dependence
+from .mechanisms.directed_rounding import DirectedRounding
+from .mechanisms.fine_structure import DtypeArithmetic, FewRandomBits
+from .mechanisms.inverse_cdf import InverseCdfInDtype
+from .mechanisms.law_shape import Scaled, Shifted, ShiftedClamped, TailCut
+from .mechanisms.library_laws import LibraryConstruction
+from .mechanisms.misplaced import Hole, OutsideSupport, PointMass
+from .mechanisms.position_class import PositionClass
+from .mechanisms.proposals import UniformProposals
 from .scope import api_checks
 
 __all__ = ["MECHANISMS", "NAMES", "Match", "Mechanism", "diagnose", "explain", "FALSE_MATCH",

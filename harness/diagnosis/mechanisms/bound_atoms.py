@@ -12,12 +12,11 @@ import math
 import numpy as np
 from scipy import special
 
-from ..families.atoms import ATOMS as ATOMS_CHECK
-
-from .evidence import (AGREE_LEVEL, EMPTY_EXPECTED, MODEL_TOL, Evidence, agrees, count_sd,
-                       departs, share_text)
-from .match import Match, Mechanism
-from .scope import checks_reading
+from ...families.atoms import ATOMS as ATOMS_CHECK
+from ..evidence import (AGREE_LEVEL, EMPTY_EXPECTED, MODEL_TOL, Evidence, agrees, count_sd,
+                        departs, share_text)
+from ..match import Match, Mechanism
+from ..scope import checks_reading
 
 #: The checks whose statistic a wrong law at the bins' resolution moves: those reading only the
 #: histogram, the atoms, the moments, the extremes and the localized bins.
@@ -169,7 +168,7 @@ class Clamp(Mechanism):
 def pairs_agree(ev: Evidence, q2: float) -> bool:
     """Whether the equal pairs the resolution scan found agree with a collision rate q2 (False
     where the scan did not compare pairs)."""
-    from ..families.resolution import pair_law
+    from ...families.resolution import pair_law
 
     if not ev.has("resolution"):
         return False

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..families.position import POSITION, group_totals, law_groups
-from .evidence import AGREE_LEVEL, FALSE_MATCH, Evidence, chi2_fit
-from .match import Match, Mechanism
+from ...families.position import POSITION, group_totals, law_groups
+from ..evidence import AGREE_LEVEL, FALSE_MATCH, Evidence, chi2_fit
+from ..match import Match, Mechanism
 
 
 class PositionClass(Mechanism):

@@ -41,14 +41,14 @@ from scipy import special
 
 from reference import TruncatedNormal, rounded_law
 
-from ..checks.hard import FINITE
-from ..families.common import cached_on_law
-from .affine import first_index
+from ...checks.hard import FINITE
+from ...families.common import cached_on_law
+from ..evidence import AGREE_LEVEL, Evidence, chi2_fit
+from ..kernels.affine import first_index
+from ..kernels.library_kernels import PaddleSteps
+from ..match import Match, Mechanism
 from .bound_atoms import BINNED
 from .coarse_construction import window_law
-from .evidence import AGREE_LEVEL, Evidence, chi2_fit
-from .library_kernels import PaddleSteps
-from .match import Match, Mechanism
 from .proposals import in_accumulator, in_dtype
 
 #: The relative error allowed to a library's float32 erf and erfinv (XLA's and MLX's are

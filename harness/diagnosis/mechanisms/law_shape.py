@@ -17,12 +17,12 @@ from scipy import special
 
 from reference import TruncatedNormal
 
-from ..families.binned import KS
-from ..families.moments import MOMENTS
+from ...families.binned import KS
+from ...families.moments import MOMENTS
+from ..evidence import AGREE_LEVEL, DEPART_Z, EMPTY_EXPECTED, Evidence, agrees
+from ..match import Match, Mechanism
 from .bound_atoms import (BINNED, REPEATED, bound_departures, bound_value, law_atom,
                           pairs_agree)
-from .evidence import AGREE_LEVEL, DEPART_Z, EMPTY_EXPECTED, Evidence, agrees
-from .match import Match, Mechanism
 
 #: The relative step of the numerical derivative of the mean in mu.
 STEP = 1e-3

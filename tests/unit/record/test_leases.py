@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from reports.leases import (RUN_LOCK, Holder, LeaseHeld, ReportDirHeld, acquire, current_holder,
-                            holder_alive, lease, lock_report_dir, process_start_time, read_holder,
-                            release, report_dir_writer, unlock_report_dir)
+from record.leases import (RUN_LOCK, Holder, LeaseHeld, ReportDirHeld, acquire, current_holder,
+                           holder_alive, lease, lock_report_dir, process_start_time, read_holder,
+                           release, report_dir_writer, unlock_report_dir)
 from harness.runner import failure_from_lease
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[3]
 HOLD = """
 import sys, time
 sys.path.insert(0, {root!r})
-from reports.leases import acquire
+from record.leases import acquire
 acquire({path!r})
 print("held", flush=True)
 {after}
@@ -133,7 +133,7 @@ def test_two_processes_racing_for_one_lease(tmp_path):
     code = f"""
 import os, sys, time
 sys.path.insert(0, {str(ROOT)!r})
-from reports.leases import LeaseHeld, acquire
+from record.leases import LeaseHeld, acquire
 print("ready", flush=True)
 while not os.path.exists({str(go)!r}):
     time.sleep(0.001)
@@ -242,7 +242,7 @@ def test_two_runs_taking_over_one_dead_lock_end_with_one_holder(tmp_path):
     other is refused naming the winner (deterministic: whoever loses, it is refused)."""
     _write_holder(tmp_path / RUN_LOCK, replace(current_holder(), pid=_dead_pid(), start="boot:1"))
     code = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
-            "from reports.leases import lock_report_dir, ReportDirHeld\n"
+            "from record.leases import lock_report_dir, ReportDirHeld\n"
             "try:\n"
             f"    lock_report_dir({str(tmp_path)!r}); print('held', flush=True); time.sleep(30)\n"
             "except ReportDirHeld as exc:\n"

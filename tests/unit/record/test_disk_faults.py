@@ -10,8 +10,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from reports.manifest import read_manifest, write_manifest
-from reports.store import ROW_LOG, DiskFault, RowLog, write_tables
+from record.manifest import read_manifest, write_manifest
+from record.store import ROW_LOG, DiskFault, RowLog, write_tables
 
 ROW = {"candidate": "exact", "case": "normal-2sigma", "dtype": "float32", "device": "cpu",
        "check": "gof", "verdict": "pass", "message": "x" * 400}

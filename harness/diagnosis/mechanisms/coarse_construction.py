@@ -14,9 +14,9 @@ erf(3 / sqrt2) .. erf(4 / sqrt2) holds ~45 000 float32 values, erf(10 / sqrt2) a
 to 1 (every draw writes one value), and a window narrower than an ulp holds a handful. There the
 law of x is a short list, enumerated exactly: the dtype's values v in [lo, hi] (at most
 `MAX_VALUES`), each with the count of lattice points j that write it (bisection on the
-non-decreasing map j -> v, as `harness.diagnosis.uniform_bits` finds a run), each carried to its
-output value by scipy's erfinv and ndtri in float64, every step rounded into the dtype like the
-library's kernel, or (below) by the kernel itself repeated. These laws name a mechanism; the
+non-decreasing map j -> v, as `harness.diagnosis.kernels.uniform_bits` finds a run), each carried
+to its output value by scipy's erfinv and ndtri in float64, every step rounded into the dtype like
+the library's kernel, or (below) by the kernel itself repeated. These laws name a mechanism; the
 candidate is still judged against the reference's law alone.
 
 From that law each check's statistic is predicted and set against the Summary, and a check is
@@ -29,15 +29,15 @@ bin's edge (an error of `APPROX` relative) pool their bins in each fit, and the 
 the approximation decides, are explained only where the reference's happen to fit.
 
 JAX's float32 construction is exact instead: its ends, its fused ``f (b - a) + a`` and its erfinv
-are XLA's CPU kernel step by step (`harness.diagnosis.xla_cpu`), so its law carries the kernel's
-last bits, and no pooling. So is timm's (torch <= 2.11's) in float32: torch's CPU ``uniform_``,
-fused or not as this torch measures, and torch's own erfinv (`harness.diagnosis.torch_cpu`).
-So is MLX's in float32 (its erf, its uniform and its erfinv through the C library's logf,
-`harness.diagnosis.mlx_cpu`). Where the window holds more than MAX_VALUES values of v and the
-equal pairs, the last bits, the tails, the scan or the histogram depart with no earlier row
-explaining them, that law is pushed over the whole 2^23-point (timm: 2^24) lattice (a few
-seconds), which reaches any window: the huge-std case's million values. NumPyro's float32
-sampler (JAX's uniform through Phi-space and JAX's ndtri, op by op,
+are XLA's CPU kernel step by step (`harness.diagnosis.kernels.xla_cpu`), so its law carries the
+kernel's last bits, and no pooling. So is timm's (torch <= 2.11's) in float32: torch's CPU
+``uniform_``, fused or not as this torch measures, and torch's own erfinv
+(`harness.diagnosis.kernels.torch_cpu`). So is MLX's in float32 (its erf, its uniform and its erfinv
+through the C library's logf, `harness.diagnosis.kernels.mlx_cpu`). Where the window holds more than
+MAX_VALUES values of v and the equal pairs, the last bits, the tails, the scan or the histogram
+depart with no earlier row explaining them, that law is pushed over the whole 2^23-point (timm:
+2^24) lattice (a few seconds), which reaches any window: the huge-std case's million values.
+NumPyro's float32 sampler (JAX's uniform through Phi-space and JAX's ndtri, op by op,
 `library_kernels.NumpyroSteps`) and TensorFlow's float32 rejection samplers
 (`library_kernels.TensorflowSteps`, each proposal weighted by the chance the kernel keeps it)
 are only ever pushed that way; in float64 both are held on cells (below). Paddle's kernel
@@ -73,22 +73,19 @@ import numpy as np
 import torch
 from scipy import special
 
-from ..families.common import cached_on_law
-from ..families.independence import INDEPENDENCE
-from ..families.binned import GOF
-from ..families.localized import SCAN, LocalBins
-from ..families.resolution import (
+from ...families.binned import GOF
+from ...families.common import cached_on_law
+from ...families.independence import INDEPENDENCE
+from ...families.localized import SCAN, LocalBins
+from ...families.resolution import (
     COLLISIONS,
     LATTICES,
     LOW_BITS,
     lattice_mask,
     low_bit_cells,
 )
-from ..families.tails import TAILS
-from . import mlx_cpu, torch_cpu, xla_cpu
-from .affine import first_index
-from .bound_atoms import BINNED
-from .evidence import (
+from ...families.tails import TAILS
+from ..evidence import (
     AGREE_LEVEL,
     FALSE_MATCH,
     MODEL_TOL,
@@ -98,11 +95,14 @@ from .evidence import (
     count_sd,
     fine_bin_index,
 )
+from ..kernels import mlx_cpu, torch_cpu, xla_cpu
+from ..kernels.affine import first_index
+from ..kernels.library_kernels import NumpyroSteps, PaddleSteps, TensorflowSteps
+from ..match import Match, Mechanism
+from ..scope import checks_reading
+from .bound_atoms import BINNED
 from .fine_structure import class_fit, moves, predicted_pairs, scanned_pairs
-from .library_kernels import NumpyroSteps, PaddleSteps, TensorflowSteps
-from .match import Match, Mechanism
 from .proposals import in_accumulator
-from .scope import checks_reading
 
 #: The most dtype values of v a law is enumerated over (beyond: many values, not this regime).
 MAX_VALUES = 1 << 20
@@ -146,11 +146,11 @@ class Construction:
     standard law on the bounds in sigma units, then ``x * std + mean`` in the dtype; `finish`:
     the steps from z = erfinv(v) to the output (a function of fmt, z and the law); `xla`: in
     float32 the ends, the uniform's image and erfinv are XLA's CPU kernel step by step
-    (`harness.diagnosis.xla_cpu`: the law exact, no erfinv error to allow for);
+    (`harness.diagnosis.kernels.xla_cpu`: the law exact, no erfinv error to allow for);
     `torch_kernels`: in float32 the uniform's image and erfinv are torch's CPU kernels
-    (`harness.diagnosis.torch_cpu`: exact too, where this torch's uniform_ is one the model
+    (`harness.diagnosis.kernels.torch_cpu`: exact too, where this torch's uniform_ is one the model
     repeats); `mlx_kernels`: in float32 the ends, the uniform's image and erfinv are MLX's
-    CPU kernels step by step (`harness.diagnosis.mlx_cpu`: exact); `steps`: a
+    CPU kernels step by step (`harness.diagnosis.kernels.mlx_cpu`: exact); `steps`: a
     construction whose steps are its own (`NumpyroSteps`, `PaddleSteps`, `TensorflowSteps`),
     each with its own enumeration."""
 
@@ -576,7 +576,8 @@ class CoarseConstruction(Mechanism):
     doc = ("A library's inverse CDF whose uniform's image is rounded into a 32/64-bit dtype "
            "where the dtype holds few values (windows far out, near erf = +-1, or narrower than "
            "an ulp): its law enumerated value by value over the dtype's values of v, each with "
-           "its share of the uniform's lattice (`harness.diagnosis.coarse_construction`). "
+           "its share of the uniform's lattice "
+           "(`harness.diagnosis.mechanisms.coarse_construction`). "
            "Prediction: equal pairs and equal successive elements at sum p^2, the histogram, the "
            "mass bins, the lattices and the last bits from that law; each check explained only "
            "where its prediction agrees.")

@@ -10,8 +10,8 @@ Report directory layout::
     rows.jsonl        the rows as they arrive (appended row by row: what a killed run leaves)
     results.parquet  results.csv  environment.json  summary.md  index.html  fig-*.png
     manifest.json     written at start-up (status "running") and at the end (status, row count,
-                      the results files' sha256), see reports.manifest
-    case-data/<candidate>-<case>-<dtype>-<device>.npz   (written by workers, see reports.figures)
+                      the results files' sha256), see record.manifest
+    case-data/<candidate>-<case>-<dtype>-<device>.npz   (written by workers, see reports.case_data)
 
 Nothing here reads a harness object: the harness hands over rows and plain dicts (its run facts).
 """

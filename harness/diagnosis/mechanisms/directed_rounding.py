@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..families.common import cached_on_law
+from ...families.common import cached_on_law
+from ..evidence import AGREE_LEVEL, Evidence
+from ..match import Match, Mechanism
 from .bound_atoms import BINNED
-from .evidence import AGREE_LEVEL, Evidence
-from .match import Match, Mechanism
 
 #: The directed roundings, by the name the note gives them.
 MODES = ("toward zero", "down", "up")

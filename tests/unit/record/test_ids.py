@@ -1,4 +1,4 @@
-"""The names of groups and cases (`reports.ids`): each parse reads back what its format wrote, for
+"""The names of groups and cases (`record.ids`): each parse reads back what its format wrote, for
 any case id, shape class name, path, layout, candidate name, dtype and device the grammar allows,
 and refuses what the format could not name unambiguously."""
 
@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from record import ids
+from record.ids import (API_CASE, CASE_ID_CHARS, CaseLabel, GroupId, format_case_label,
+                        format_group_id, group_device, is_case_id, parse_case_label,
+                        parse_group_id)
 from reference.dtypes import DTYPES
-from reports.ids import (API_CASE, CASE_ID_CHARS, CaseLabel, GroupId, format_case_label,
-                         format_group_id, group_device, is_case_id, parse_case_label,
-                         parse_group_id)
 from reports.overview import base_case
 
 case_ids = st.text(alphabet=sorted(CASE_ID_CHARS), min_size=1, max_size=24)
@@ -122,3 +123,18 @@ def test_base_case_of_any_text():
     assert base_case("abs-bounds-trap@w2-shard1") == "abs-bounds-trap"
     assert base_case("normal-2sigma:2^31+1") == "normal-2sigma"
     assert base_case(float("nan")) == "nan"  # a missing case in an old table
+
+
+def test_a_label_is_named_from_its_parts_never_parsed_back(monkeypatch):
+    """The format reads the parts a case carries; the parse is for text the harness did not
+    write (the controller's node ids, the report readers, ``--cases``)."""
+    def refuse(text):
+        raise AssertionError(f"the format parsed {text!r}")
+
+    monkeypatch.setattr(ids, "parse_case_label", refuse)
+    label = CaseLabel("normal-2sigma", "61x67", "compile", "w2-shard0")
+    assert format_case_label(label) == "normal-2sigma:61x67+compile@w2-shard0"
+    assert format_group_id(GroupId("torch", label, "float32", "cpu")) == \
+        "torch-normal-2sigma:61x67+compile-float32-cpu-w2-shard0"
+    with pytest.raises(ValueError, match="unambiguously"):
+        format_case_label(CaseLabel("c", "x+abc"))

@@ -49,8 +49,8 @@ import math
 import numpy as np
 from scipy import stats
 
-from ..engine import standard_scale
-from ..families.common import LawBins, cached_on_law
+from ...engine import standard_scale
+from ...families.common import LawBins, cached_on_law
 
 #: The chance that an exact sampler's figure exceeds its floor, per figure.
 DELTA = 1e-6

@@ -5,16 +5,16 @@ into the output dtype (torch's `trunc_normal_` up to 2.11, timm's copy of it):
     x = RN(RN(RN(erfinv(u)) s) + mean), s = std sqrt(2)       (each step via float32)
     x = clamp(x, a, b)
 
-Its law is pushed value by value over the dtype's values of u (16-bit: at most 2^16): the
-uniform's lattice counted per value as `uniform-proposals` counts it
-(`harness.diagnosis.proposals.UniformLattice`: 2^24 equally likely indices, a value rounding up
-to `to` written as `from`), each carried through the steps to its output value, every product
-and sum computed in float32 and rounded into the dtype (the arithmetic of a 16-bit tensor op,
-with torch's scalar conventions: a factor enters float32 as is, an added scalar is cast into the
-dtype first). A second construction runs the same steps on the standard law, the bounds in
-sigma units, and then scales and shifts in the dtype (timm's `trunc_normal_tf_`). The histogram,
-which holds every value in 16-bit, must fit one of them (chi-square p >= AGREE_LEVEL) where it
-departs from the rounded law at the false-match rate.
+Its law is pushed value by value over the dtype's values of u (16-bit: at most 2^16): the uniform's
+lattice counted per value as `uniform-proposals` counts it
+(`harness.diagnosis.mechanisms.proposals.UniformLattice`: 2^24 equally likely indices, a value
+rounding up to `to` written as `from`), each carried through the steps to its output value, every
+product and sum computed in float32 and rounded into the dtype (the arithmetic of a 16-bit tensor
+op, with torch's scalar conventions: a factor enters float32 as is, an added scalar is cast into the
+dtype first). A second construction runs the same steps on the standard law, the bounds in sigma
+units, and then scales and shifts in the dtype (timm's `trunc_normal_tf_`). The histogram, which
+holds every value in 16-bit, must fit one of them (chi-square p >= AGREE_LEVEL) where it departs
+from the rounded law at the false-match rate.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import math
 import numpy as np
 from scipy import special
 
-from ..families.common import cached_on_law
+from ...families.common import cached_on_law
+from ..evidence import AGREE_LEVEL, Evidence, chi2_fit
+from ..match import Match, Mechanism
 from .bound_atoms import BINNED
-from .evidence import AGREE_LEVEL, Evidence, chi2_fit
-from .match import Match, Mechanism
 from .proposals import UniformLattice, in_accumulator, in_dtype
 
 
