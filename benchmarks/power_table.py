@@ -90,7 +90,7 @@ from harness.families.localized import (LocalBins, critical_excess, hole_guarant
                                        spikes_mde, synthetic_summary)
 from harness.families.moments import moments_mde  # noqa: E402
 from harness.families.resolution import collisions_mde, lattices_mde  # noqa: E402
-from harness.bins import RESOLUTION_SCAN  # noqa: E402
+from harness.key_bins import RESOLUTION_SCAN  # noqa: E402
 from harness.checks import CHECKS  # noqa: E402
 from harness.checks.power import mde_table, samples_drawn  # noqa: E402
 from harness.runner import CaseRunner, RunConfig  # noqa: E402

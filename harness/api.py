@@ -28,8 +28,8 @@ from reference import TruncatedNormal, rounded_law
 from reference.dtypes import DTYPES, torch_dtype
 
 from .cases import Case, case_by_id
-from .fleet.groups import conformance_nodeid
-from .session.harness_session import HarnessSession
+from .fleet.group_ledger import conformance_nodeid
+from .session.run_plan import HarnessSession
 from .session.options import RUN_DEFAULTS, OptionError, option_defaults, parse_options
 from .session.planner import open_sink, plan_run, resolve_candidates
 from .session.sink import REPORT_WRITE_FAILED

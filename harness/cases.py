@@ -30,7 +30,7 @@ SLOW_DRAW = "slow-draw"
 
 @dataclass(frozen=True)
 class ModelCall:
-    """Where a case recorded from a model comes from (`harness.recorded`): the model function,
+    """Where a case recorded from a model comes from (`harness.model_calls`): the model function,
     the sampler function that made the call as the model report names it, how many calls were
     alike, and the parameters holding their values (qualified names; empty when unknown)."""
 

@@ -20,7 +20,7 @@ the plumbing needs:
   function of the law, n, the tensor's shape and alpha, no sampling: `MinimumDetectableEffect`);
 * ``families``: the statistic families (`harness.families`) whose state it reads: the engine
   folds the families of the checks that apply to a group, and nothing else;
-* ``about``: what a failure of it says (`ABOUT`; `harness.diagnosis.severity.levels`): ``values`` (its
+* ``about``: what a failure of it says (`ABOUT`; `harness.diagnosis.grading.levels`): ``values`` (its
   level follows the group's severity figures: harmful or fine), ``single-values`` (fine
   structure whatever they say: repeats, lattices, last bits) or ``api`` (no statement about the
   values). By default ``values`` for a statistical check and ``api`` for the others.

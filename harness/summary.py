@@ -57,10 +57,10 @@ class Summary:
     # Extra facts the engine wants to pass on (e.g. which seed was used, a captured warning).
     notes: dict = field(default_factory=dict)
 
-    # Sharded parameters (harness.sharded.fold, harness.sharded.ranks). A *part* folds one rank's
+    # Sharded parameters (harness.sharded.part_fold, harness.sharded.ranks). A *part* folds one rank's
     # box of each call: `box` is (global offsets, local shape), `shape` stays the whole tensor's.
     # `Summary.merge` of the parts is the Summary of the whole. `sharding`: the layout facts only
-    # sharding can break (harness.sharded.fold.ShardingStats), read by the checks `replicas`,
+    # sharding can break (harness.sharded.part_fold.ShardingStats), read by the checks `replicas`,
     # `shards`, `sharding`.
     box: tuple | None = None
     sharding: object | None = None

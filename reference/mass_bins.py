@@ -17,7 +17,7 @@ import numpy as np
 
 from .cell_tables import hist_cells, main_layout
 from .cells import CellMeasure
-from .histogram import FineBins, Histogram
+from .hist_bins import FineBins, Histogram
 
 __all__ = ["MASS_BIN_MASS", "MASS_BIN_MAX_SPLIT", "MassBins", "build_mass_bins"]
 
@@ -59,7 +59,7 @@ class MassBins:
     ``mass_first[j]`` to ``mass_first[j + 1] - 1`` (light coarse bins merged: several parts; a
     part of a split bin: one). Counts per part add up to the mass bins (`parts_to_mass`) and to
     the coarse bins (`parts_to_coarse`): the engine counts parts
-    (`harness.engine.mass_counters`). It depends on the law alone, so the engine and the checks
+    (`harness.engine.mass_bin_counters`). It depends on the law alone, so the engine and the checks
     agree without talking. Memory is what a new law costs (a fresh page costs more than the
     arithmetic on it), so a law keeps only the masses, the split bins and the first parts."""
 

@@ -13,7 +13,7 @@ from .atoms import Atoms
 from .cell_tables import hist_cells, main_layout
 from .cells import CellMeasure
 from .dtypes import FloatFormat, float_format
-from .histogram import Histogram
+from .hist_bins import Histogram
 from .intervals import IntervalMasses
 from .moments import ENUMERATE_MAX, LATTICE_MIN, LawMoments
 

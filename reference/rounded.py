@@ -48,7 +48,7 @@ facade that builds them and answers for them (its attributes ``cells``, ``atoms`
 * `reference.atoms.Atoms`: the rounded bounds, the support, the bound atoms, every atom of a
   <=16-bit law;
 * `reference.intervals.IntervalMasses`: P(Y <= v) and the other sides, bin masses, tail keys;
-* `reference.histogram.Histogram`: the main bins' masses and the fine bins;
+* `reference.hist_bins.Histogram`: the main bins' masses and the fine bins;
 * `reference.mass_bins`: the bins of about equal mass (`MassBins`);
 * `reference.moments.LawMoments`: mean, variance, skewness, kurtosis, central moments;
 * `reference.resolution.ResolutionMasses`: collision sums, coarse-lattice mass, low-bit classes.
@@ -64,7 +64,7 @@ import numpy as np
 from .atoms import Atoms
 from .cells import CellMeasure
 from .dtypes import FloatFormat, float_format
-from .histogram import FineBins, Histogram
+from .hist_bins import FineBins, Histogram
 from .intervals import IntervalMasses
 from .mass_bins import MassBins, build_mass_bins
 from .moments import LawMoments

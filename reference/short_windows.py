@@ -94,7 +94,7 @@ def _short_series_rows(A, b, order):
 
 
 class ShortWindowMasses:
-    """The short-window masses of one `reference.oriented.OrientedLaw` (the mean at or left of
+    """The short-window masses of one `reference.oriented_law.OrientedLaw` (the mean at or left of
     the window), in its coordinates."""
 
     def __init__(self, law):

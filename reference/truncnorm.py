@@ -27,7 +27,7 @@ rounding that the exponent x^2/2 ~ 690 magnifies; masses and quantiles carried i
 ``|log p| * 2^-53`` (1.5e-13 at 1e-300). Moments: ~1e-14.
 
 Laws with the mean right of the interval are handled by mirroring (``X -> -X``), so the internal
-`reference.oriented.OrientedLaw` only ever sees the mean at or left of the interval (a right tail)
+`reference.oriented_law.OrientedLaw` only ever sees the mean at or left of the interval (a right tail)
 or inside it. The standardized kernels are `reference.std_normal`, the masses of many short
 windows `reference.short_windows`.
 
@@ -41,7 +41,7 @@ import math
 
 import numpy as np
 
-from .oriented import MAX_MOMENT, OrientedLaw
+from .oriented_law import MAX_MOMENT, OrientedLaw
 from .short_windows import ShortWindowMasses
 
 __all__ = ["TruncatedNormal"]

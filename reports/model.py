@@ -5,7 +5,7 @@ arguments, the tensor's shape and the dtype it holds, and whether it was drawn i
 and cast), the sampler that judged it, the verdict over every check of that call, and the worst
 check in one line (the worst verdict first, then the smallest p-value), with the command that
 reproduces it. Read from the rows and the run's ``recorded`` facts (plain dicts the plugin wrote:
-`harness.session.harness_session.recorded_call_facts`); summary.md links to it.
+`harness.session.run_plan.recorded_call_facts`); summary.md links to it.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ Bits: the library is asked for the output dtype itself (never float32-then-cast 
 and its array is reinterpreted, not converted: `to_torch` refuses an array whose dtype is not the
 one asked for, so a library that silently answers in another dtype fails instead of being
 rounded by the adapter.
+
+`common` names the shared module of its package, here the library adapters', as
+`harness.families.common` is the statistic families'.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each is a pure function ``(Summary, RoundedLaw, *, alpha) -> Outcome`` like the statistical checks,
 reading the layout facts a sharded draw leaves on the merged Summary (``summary.sharding``, a
-`harness.sharded.fold.ShardingStats`); `harness.runner.CaseRunner` applies the same two-stage rule to
+`harness.sharded.part_fold.ShardingStats`); `harness.runner.CaseRunner` applies the same two-stage rule to
 them (a decisive Outcome fails at once). On a Summary without those facts they are not applicable.
 
 * ``replicas`` (hard): with a Replicate placement every rank must hold the same bits as rank 0, on

@@ -13,13 +13,13 @@ The catalog and the machinery that tests a mechanism stand here; the rest is in 
   mechanism explains, from the check registry;
 * `harness.diagnosis.mechanisms` — the mechanisms, one module each (or one per few that read the
   same statistics): a new mechanism is one module there and one row of the catalog;
-* `harness.diagnosis.kernels` — the libraries' arithmetic repeated op by op (XLA, MLX, torch, the
-  C library, NumPyro, Paddle, TensorFlow) and the laws pushed through it, which the mechanisms
-  enumerate;
-* `harness.diagnosis.severity` — the severity figures against their noise floors, and the level.
+* `harness.diagnosis.library_ops` — the libraries' arithmetic repeated op by op (XLA, MLX, torch,
+  the C library, NumPyro, Paddle, TensorFlow) and the laws pushed through it, which the
+  mechanisms enumerate;
+* `harness.diagnosis.grading` — the severity figures against their noise floors, and the level.
 
 The floors inside (`.importlinter`): annotate > mechanism_catalog > mechanisms > evidence |
-match | scope > severity > kernels.
+match | scope > grading > library_ops.
 
 May import: `harness.checks`, `harness.families`, `harness.engine` and the floors below them,
 `reference`.
@@ -28,10 +28,8 @@ May import: `harness.checks`, `harness.families`, `harness.engine` and the floor
 from .annotate import annotate, annotate_failure, figures_and_matches
 from .evidence import OWN_STAGE_FAMILIES
 from .mechanism_catalog import MECHANISMS, NAMES as MECHANISM_NAMES, diagnose, explain
-from .severity.levels import level_of
-# The function `severity` takes the room's name as an attribute of this package: reach the room's
-# modules by their full path (`from harness.diagnosis.severity.levels import ...`).
-from .severity.severity import DELTA, NAMES, beyond_floor, severity
+from .grading.levels import level_of
+from .grading.severity import DELTA, NAMES, beyond_floor, severity
 
 __all__ = ["annotate", "annotate_failure", "figures_and_matches", "level_of", "DELTA", "NAMES",
            "beyond_floor", "severity", "MECHANISMS", "MECHANISM_NAMES", "diagnose", "explain",

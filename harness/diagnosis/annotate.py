@@ -12,8 +12,8 @@ from collections import OrderedDict
 
 from ..result import Result
 from .mechanism_catalog import diagnose, explain
-from .severity.levels import FAILING, level_of
-from .severity.severity import severity
+from .grading.levels import FAILING, level_of
+from .grading.severity import severity
 
 #: Summaries whose figures and matches are kept (the groups a runner cache holds, and both stages).
 KEPT = 8

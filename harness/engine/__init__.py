@@ -6,7 +6,7 @@
 * `harness.engine.fold` — `Fold`, the loop of each chunk over the accumulators of the statistic
   families that apply (`Chunk`: what several of them read of a chunk), and `summarize_samples`
   for samples already in memory;
-* `harness.engine.mass_counters` — `MassCounters`, the lookup table for a law's mass bins;
+* `harness.engine.mass_bin_counters` — `MassCounters`, the lookup table for a law's mass bins;
 * `harness.engine.bits` — the integer views and the poison written before each call;
 * `harness.engine.deadline` — calling a candidate: the per-call deadline and its length (the
   fixed limit, stretched by the candidate's own `Pace`), and what it raises that is not an
@@ -16,7 +16,7 @@
 The engine knows no statistic by name: the families (`harness.families`) are handed to it by the
 floors above, from the checks that apply (`harness.checks.CHECKS.families`).
 
-May import: the ground floor (`harness.summary`, `harness.bins`, `harness.group`,
+May import: the ground floor (`harness.summary`, `harness.key_bins`, `harness.group`,
 `harness.cases`, `harness.seeds`, `harness.result`), `reference`, torch.
 """
 

@@ -1,7 +1,7 @@
 """The tensor a candidate fills and its bits: how the tensor of a case is made (contiguous,
 channels_last, or a view of a bigger base), the integer view of each float width, and the poison
 written before every call so that elements a candidate never wrote show
-(`harness.bins.POISON_PATTERNS`)."""
+(`harness.key_bins.POISON_PATTERNS`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 
 from reference.dtypes import dtype_name
 
-from ..bins import poison_pattern
+from ..key_bins import poison_pattern
 
 INT_VIEW = {8: torch.int8, 16: torch.int16, 32: torch.int32, 64: torch.int64}
 

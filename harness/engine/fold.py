@@ -26,7 +26,7 @@ import torch
 from reference import float_format
 from reference.dtypes import dtype_name
 
-from ..bins import raw_nonfinite_bins
+from ..key_bins import raw_nonfinite_bins
 from ..summary import Summary
 from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_value
 from .family import Family
@@ -198,7 +198,7 @@ class Chunk:
     @cached_property
     def bins(self) -> torch.Tensor:
         """Each element's main histogram bin in raw bit-pattern order: the top hist_bits bits of
-        the pattern (a shift and a mask; `harness.bins.raw_to_ordered` puts them in key order)."""
+        the pattern (a shift and a mask; `harness.key_bins.raw_to_ordered` puts them in key order)."""
         f = self.fold
         hist_bits = f.s.hist_bits
         bins = f.buffer("bins", (self.numel,), torch.int32 if f.bits <= 32 else torch.int64)

@@ -5,6 +5,9 @@ components).
 State (`AtomsState`): ``n_at_rn_a``, ``n_at_rn_b``, and ``n_at_zero`` (+0 and -0, counted where
 RN(a) < 0 < RN(b)). For 16-bit and 8-bit dtypes they come from the per-pattern histogram at the
 end; for 32/64-bit ones a chunk is counted only when its min/max says it reached the value.
+
+The name is `reference.atoms`'s on purpose: a family is named after the part of the law it
+judges (`reference.atoms` computes the atoms' masses, this family counts and tests them).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..bins import signed
+from ..key_bins import signed
 from ..declaration import statistical
 from ..engine import Family
 from ..result import Outcome

@@ -25,7 +25,7 @@ from scipy import optimize, stats
 
 from reference.dtypes import float_format
 
-from ..bins import ordered_from_raw
+from ..key_bins import ordered_from_raw
 from ..declaration import statistical
 from ..engine import Family
 from ..result import Outcome

@@ -7,6 +7,9 @@ Conventions used by every check:
 * The minimum detectable effect (MDE) is the effect size that the *combined* check (Bonferroni
   factor included) detects with probability 0.5 at level ``alpha``: the effect that puts the
   statistic's expected (median) value exactly on the critical value.
+
+`common` names the shared module of its package, here the families' (the checks and the diagnosis
+read it too), as `candidates.libraries.common` is the library adapters'.
 """
 
 from __future__ import annotations

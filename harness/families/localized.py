@@ -41,7 +41,7 @@ from scipy import stats
 
 from ..declaration import statistical
 from ..engine import Family, new_summary
-from ..engine.mass_counters import SHIFT_BITS, MassCounters
+from ..engine.mass_bin_counters import SHIFT_BITS, MassCounters
 from ..result import Outcome
 from ..summary import Summary
 from . import binned
@@ -111,7 +111,7 @@ def _merge_watch(out: LocalizedState, parts) -> None:
 
 
 class LocalizedFold:
-    """The mass-bin counters of a 32/64-bit law (`harness.engine.mass_counters`), and the
+    """The mass-bin counters of a 32/64-bit law (`harness.engine.mass_bin_counters`), and the
     optional watch list: mass bins whose values are tallied exactly (stage 2 of `spikes`, see
     harness.runner)."""
 

@@ -15,6 +15,9 @@ Var(IF_T(X)) / n, where IF_T is its influence function, a polynomial of degree <
     IF_g2 = IF_m4 / s^4 - 2 k4 IF_m2 / s^6            (g2 = m4 / m2^2 - 3)
 
 and E[IF^2] needs the law's central moments up to 8 (k_j = law.central_moment(j) / scale^j).
+
+The name is `reference.moments`'s on purpose: a family is named after the part of the law it
+judges (`reference.moments` computes the law's moments, this family estimates and tests them).
 """
 
 from __future__ import annotations

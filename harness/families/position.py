@@ -2,9 +2,9 @@
 `check_position`, whether the elements a kernel treats apart (the first and last, the
 vector-loop remainders, the row ends) follow the law of the rest of the tensor.
 
-State (`PositionState`): the position classes (`harness.bins.position_classes`) and, for each,
+State (`PositionState`): the position classes (`harness.key_bins.position_classes`) and, for each,
 the counts of its elements over the law's coarse groups of equal mass
-(`harness.bins.position_bins`), int64[classes, groups]: a kernel whose remainder loop or boundary
+(`harness.key_bins.position_bins`), int64[classes, groups]: a kernel whose remainder loop or boundary
 block is wrong shows in its class however small it is. Memory grows neither with n nor with the
 shape: a class is arithmetic on the flat index (a run of flat indices, or of columns in every
 row), read from each chunk by slicing it. A sharded part folds a box of the tensor, not the
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from ..bins import position_bins, position_classes
+from ..key_bins import position_bins, position_classes
 from ..declaration import statistical
 from ..engine import Family
 from ..result import Outcome
@@ -242,9 +242,9 @@ POSITION = statistical(
         "The law of elements by their flat position in the tensor: the first and the last element, "
         "the remainders of numel modulo 2, 4, 8, 16 and 32 (what a vectorized loop's remainder "
         "writes), the first and last element of every row and the row remainders modulo 8 and 32 "
-        "(`harness.bins.position_classes`; empty, whole-tensor and duplicate classes dropped). Each "
+        "(`harness.key_bins.position_classes`; empty, whole-tensor and duplicate classes dropped). Each "
         "class's elements, pooled over the calls, are counted in the law's 16 coarse groups of "
-        "about equal exact mass (runs of histogram bins; `harness.bins.position_bins`), groups "
+        "about equal exact mass (runs of histogram bins; `harness.key_bins.position_bins`), groups "
         "merged to expect >= 10 elements; Pearson chi-square per class, Bonferroni over the classes "
         "tested (a class needs two merged groups). Null: every position has the law's marginal. "
         "Catches a remainder loop, a boundary block or a row end written by another code path, "

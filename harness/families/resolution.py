@@ -1,11 +1,11 @@
 """The resolution family: the law at the resolution of single values (32/64-bit dtypes), and its
 checks, equal-value pairs, coarse lattices and last bits.
 
-State (`ResolutionState`): over the draw's first `harness.bins.RESOLUTION_SCAN` finite values,
+State (`ResolutionState`): over the draw's first `harness.key_bins.RESOLUTION_SCAN` finite values,
 pooled across calls (``scanned`` of them): blocks of ``collision_block`` consecutive ones (the
 last one shorter), sorted, give the equal-value pairs (no block where the law makes the check
 n/a): ``collision_compared`` = sum of C(m, 2) over the blocks, ``collision_triples`` = sum of
-C(m, 2) (m - 2) (`harness.bins.block_pair_slots`); ``lattice_counts[i]`` is how many of them are
+C(m, 2) (m - 2) (`harness.key_bins.block_pair_slots`); ``lattice_counts[i]`` is how many of them are
 representable in ``lattice_names[i]``; ``low_bit_counts[j]`` how many end in the ``low_bits``-bit
 pattern j. A merge adds the parts' blocks: each part pools its own values (the same law per
 block).
@@ -16,7 +16,7 @@ a float64, a last bit dropped) puts the right mass into every bin and passes eve
 Two statistics see it, each against an exact law from the reference:
 
 * `check_collisions`: the engine sorts blocks of m consecutive values (the draw's first
-  `harness.bins.RESOLUTION_SCAN`, pooled across calls; the last block shorter) and counts the
+  `harness.key_bins.RESOLUTION_SCAN`, pooled across calls; the last block shorter) and counts the
   pairs of equal values in each. Under iid draws of the rounded law a block's pairs have mean
   C(m, 2) q2 and variance
   C(m, 2) [(q2 - q2^2) + 2 (m - 2)(q3 - q2^2)], q2 = sum_v P(Y = v)^2 and q3 = sum_v P(Y = v)^3
@@ -30,6 +30,9 @@ Two statistics see it, each against an exact law from the reference:
   patterns (16 classes) against the law's masses of those classes
   (`RoundedLaw.low_bit_masses`: not uniform near the bounds, zeros and powers of two, nor for a
   law of few values per std): Pearson chi-square.
+
+The name is `reference.resolution`'s on purpose: a family is named after the part of the law it
+judges (`reference.resolution` computes the collision and lattice masses this family tests).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from scipy import special, stats
 
 from reference.dtypes import dtype_name, float_format
 
-from ..bins import (COARSE_LATTICES, COLLISION_BLOCK_MIN, RESOLUTION_SCAN, block_pair_slots,
+from ..key_bins import (COARSE_LATTICES, COLLISION_BLOCK_MIN, RESOLUTION_SCAN, block_pair_slots,
                     collision_block)
 from ..declaration import statistical
 from ..engine import Family
@@ -229,7 +232,7 @@ FAMILY = Family("resolution", ResolutionFold.start)
 
 def pair_law(compared: float, triples: float, q2: float, q3: float) -> tuple[float, float]:
     """(mean, dispersion) of the equal pairs in blocks of iid values comparing `compared` =
-    sum C(m, 2) pairs, `triples` = sum C(m, 2) (m - 2) (`harness.bins.block_pair_slots`): mean
+    sum C(m, 2) pairs, `triples` = sum C(m, 2) (m - 2) (`harness.key_bins.block_pair_slots`): mean
     compared q2; dispersion = variance / mean, the variance summing over pairs of pairs (two
     pairs sharing one value are correlated through it: P(three equal) = q3)."""
     mean = compared * q2

@@ -22,7 +22,7 @@ import torch
 
 from reference.dtypes import float_format
 
-from ..bins import farthest_outside, poison_pattern
+from ..key_bins import farthest_outside, poison_pattern
 from ..engine import Family
 from ..summary import Summary
 from . import binned

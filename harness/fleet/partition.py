@@ -4,7 +4,7 @@ A nightly run is more than one machine holds, so CI runs it as N jobs (partition
 each given its index K in 0..N-1. This module decides, identically on every machine, which groups
 partition K runs:
 
-* The unit of assignment is the **group** (`harness.fleet.groups`: the parametrization id of a test,
+* The unit of assignment is the **group** (`harness.fleet.group_ledger`: the parametrization id of a test,
   ``candidate-case-dtype-device`` today, extended by whatever the grid's key grows to). The
   partitioner only ever sees group keys, never their parts.
 * `resolve_partition` reads ``--partition-id K --num-partitions N`` (0-based; ``--shard-id`` and

@@ -3,7 +3,7 @@ that owns its device, and CPU cases keep every worker busy.
 
 Worker ``gwK`` of W owns CUDA device ``K mod D`` (D = visible CUDA devices; the controller decides
 and tells the worker, which pins it with ``torch.cuda.set_device`` before CUDA initializes). The
-unit of scheduling is a case group (one (candidate, case, dtype, device), see `harness.fleet.groups`),
+unit of scheduling is a case group (one (candidate, case, dtype, device), see `harness.fleet.group_ledger`),
 read from the node id by the harness itself; a group whose name ends in ``-cuda:J`` is a *device
 group* of device J.
 
@@ -31,7 +31,7 @@ from xdist.scheduler import LoadScopeScheduling
 
 from record.ids import group_device
 
-from .groups import group_of_nodeid
+from .group_ledger import group_of_nodeid
 
 #: At most this many workers run groups of one CUDA device at a time (while CPU work is queued).
 GPU_SLOTS_PER_DEVICE = 2

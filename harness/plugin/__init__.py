@@ -1,7 +1,7 @@
 """The pytest plugin. Registered by the root `conftest.py` (``pytest_plugins``), or ``-p``.
 
 This module is its face: it adds the options (`harness.session.options`), builds the run's
-`harness.session.harness_session.HarnessSession` in the steps the Python API takes too
+`harness.session.run_plan.HarnessSession` in the steps the Python API takes too
 (`harness.session.planner`: resolve, plan; the controller opens the sink) and registers the
 plugin objects that drive it, as pytest-xdist registers its DSession:
 
@@ -22,7 +22,7 @@ import pytest
 from reference.dtypes import DTYPES
 
 from ..seeds import DEFAULT_RUN_SEED
-from ..session.harness_session import HarnessSession
+from ..session.run_plan import HarnessSession
 from ..session.options import OptionError, add_options, parse_options
 from ..session.planner import plan_run, resolve_candidates
 from .controller import ControllerPlugin

@@ -17,9 +17,9 @@ import pytest
 
 from record.store import command_line
 
-from ..fleet.groups import group_of_nodeid
+from ..fleet.group_ledger import group_of_nodeid
 from ..fleet.scheduling import DeviceGroupScheduling, owned_cuda_device, visible_cuda_devices
-from ..session.harness_session import HarnessSession
+from ..session.run_plan import HarnessSession
 from ..session.options import OptionError
 from ..session.planner import open_sink
 from ..session.rows import ROW_KEY, latest_rows, row_key

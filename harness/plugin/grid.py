@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 
 from ..checks import CHECKS
-from ..fleet.groups import group_of_nodeid
+from ..fleet.group_ledger import group_of_nodeid
 from ..group import ApiGroup, Group
-from ..session.harness_session import HarnessSession
+from ..session.run_plan import HarnessSession
 from ..session.rows import row_skeleton
 from ..session.xfails import stale_lines
 from .verify import Verifier
@@ -82,7 +82,7 @@ class GridPlugin:
         self.warns_stale_xfails = warns_stale_xfails
 
     def pytest_generate_tests(self, metafunc):
-        """The id is the case group (harness.fleet.groups): every check of a group shares it."""
+        """The id is the case group (harness.fleet.group_ledger): every check of a group shares it."""
         marker = metafunc.definition.get_closest_marker("harness_check")
         check = marker.args[0] if marker else None
         for fixture in ("conformance_case", "api_case"):

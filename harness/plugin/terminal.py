@@ -26,7 +26,7 @@ import torch
 from reference.dtypes import dtype_name
 from reports.defects import allowed_reason, defects, tally_text
 
-from ..session.harness_session import HarnessSession
+from ..session.run_plan import HarnessSession
 from ..session.rows import throughput
 
 

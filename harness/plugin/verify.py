@@ -19,7 +19,7 @@ from reports.case_data import save_case_data
 
 from ..checks import CHECKS
 from ..figure_data import figure_data
-from ..session.harness_session import HarnessSession
+from ..session.run_plan import HarnessSession
 from ..session.rows import ROW_KEY
 
 

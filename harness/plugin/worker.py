@@ -14,7 +14,7 @@ import os
 import pytest
 import torch
 
-from ..session.harness_session import HarnessSession
+from ..session.run_plan import HarnessSession
 from ..sharded import ranks
 from . import crashes
 

@@ -150,7 +150,7 @@ class CaseRunner:
     def lease_case_name(self) -> str:
         """The case's part of the key of the leases this runner's draws and checks hold
         (`inflight_marker`): the case id. A runner of another layout of the case names its layout
-        too (harness.sharded.runner), so the layouts of one case never share a lease."""
+        too (harness.sharded.dtensor_runner), so the layouts of one case never share a lease."""
         return self.case.id
 
     def _inflight_marker(self, stage):
@@ -199,7 +199,7 @@ class CaseRunner:
 
     def draw(self, request: DrawRequest):
         """One stage's Summary, drawn by the engine in this process; raises CandidateFailure.
-        A runner of another layout overrides it and `lease_case_name` (harness.sharded.runner)."""
+        A runner of another layout overrides it and `lease_case_name` (harness.sharded.dtensor_runner)."""
         return run_engine(self.candidate, self.case, self.dtype, self.device, self.law,
                           request.n, request.seed, families=self.stage_families(request.stage),
                           call_timeout=request.call_timeout,
@@ -238,7 +238,7 @@ class CaseRunner:
         return result
 
     # -- checks ------------------------------------------------------------------------------
-    #: Whether the group is a sharded parameter (`harness.sharded.runner.ShardedCaseRunner`).
+    #: Whether the group is a sharded parameter (`harness.sharded.dtensor_runner.ShardedCaseRunner`).
     sharded = False
 
     def checks(self) -> tuple:
@@ -467,7 +467,7 @@ class RunnerCache:
 
     def get(self, candidate, case, dtype, device, config: RunConfig, *layout) -> CaseRunner:
         """The runner of this group, built on first use; `layout`: what a cache of another
-        kind of group needs besides (harness.sharded.runner.ShardedRunnerCache)."""
+        kind of group needs besides (harness.sharded.dtensor_runner.ShardedRunnerCache)."""
         key = (candidate.spec, case.id, dtype_name(dtype), str(device), config, *layout)
         runner = self._runners.pop(key, None)
         if runner is None:

@@ -6,7 +6,7 @@ the same steps (`planner`) and drive it.
   `OptionError`: one line); `add_options` registers them on pytest's parser;
 * `harness.session.planner` — the steps that build a run: `resolve_candidates`, `plan_run`
   (devices, xfails, groups, the partition -> a `HarnessSession`), `open_sink`;
-* `harness.session.harness_session` — `HarnessSession`: the groups of the run, the checks each
+* `harness.session.run_plan` — `HarnessSession`: the groups of the run, the checks each
   runs, their runners, skip reasons, xfails, and `run_check` (a check on a group -> its row);
 * `harness.session.sink` — `ReportSink`: the report directory, from its lock at start-up to the
   final manifest; `REPORT_WRITE_FAILED`;

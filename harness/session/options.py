@@ -25,7 +25,7 @@ from ..cases import (GRID, PATHS, PROFILES, SHAPE_CLASSES, SHARDED_CASES, SHARDE
                      CaseSpecError, case_by_id, case_by_label, parse_case_spec)
 from ..checks import CHECKS
 from ..explore import explore_alpha_fail, explored_cases
-from ..recorded import RecordingError, cases_from
+from ..model_calls import RecordingError, cases_from
 from ..fleet.partition import PartitionError, PartitionSpec, load_durations, resolve_partition
 from ..runner import RunConfig
 from ..sharded.layout import PLACEMENTS, RANK_SEEDS

@@ -19,7 +19,7 @@ from candidates import CandidateNotFound, resolve
 from ..fleet.partition import plan
 from ..group import id_clash
 from .devices import check_device_name, default_devices
-from .harness_session import HarnessSession
+from .run_plan import HarnessSession
 from .options import OptionError, Options
 from .xfails import XfailsFormatError, load_xfails
 

@@ -23,7 +23,7 @@ from record.manifest import build_manifest, write_manifest
 from record.store import (DiskFault, RowLog, file_digest, prepare_report_dir, writing)
 from reports.render import write_run
 
-from ..fleet.groups import group_of_nodeid
+from ..fleet.group_ledger import group_of_nodeid
 from .options import OptionError
 
 #: Inside the report dir: leases of draws in progress (record.leases).

@@ -10,7 +10,7 @@ that takes its stream from rank 0 still reproduces the unsharded tensor).
 Everything here is pure (no torch.distributed): the boxes follow DTensor's own split, which is
 ``torch.chunk``'s (chunks of ceil(size / W), empty ones at the end: 10 rows over 4 ranks are
 3, 3, 3, 1; 1 row over 2 ranks is 1, 0): tests/unit/harness/test_layout.py checks them against torch.chunk,
-tests/unit/harness/test_distributed.py against the local shapes and offsets of real DTensors. `harness.sharded.ranks` runs layouts; `harness.sharded.fold` folds
+tests/unit/harness/test_distributed.py against the local shapes and offsets of real DTensors. `harness.sharded.ranks` runs layouts; `harness.sharded.part_fold` folds
 each rank's box into a part of the engine's Summary.
 
 Names (part of test ids, case labels and report rows; never rename): a layout's label is
@@ -145,15 +145,3 @@ def comparison_pairs(layout: Layout, shape: tuple) -> list[tuple[int, int]]:
         return []
     held = [r for r, (_, local) in enumerate(boxes(shape, layout)) if math.prod(local) > 0]
     return [(i, j) for k, i in enumerate(held) for j in held[k + 1:]]
-
-
-def parse_label(label: str) -> Layout:
-    """The Layout of a label made by `Layout.label` (ValueError otherwise)."""
-    text = label
-    rank_seeds = "same"
-    if text.endswith(PER_RANK_SUFFIX):
-        rank_seeds, text = "per-rank", text[: -len(PER_RANK_SUFFIX)]
-    head, sep, placement = text.partition("-")
-    if not sep or not head.startswith("w") or not head[1:].isdigit():
-        raise ValueError(f"not a layout label: {label!r}")
-    return Layout(int(head[1:]), placement, rank_seeds)

@@ -21,7 +21,7 @@ from reference import TruncatedNormal, rounded_law
 from ..engine import CallTimeout, candidate_call, is_budget_stop, poison_, raised_text
 from ..runner import DrawRequest
 from ..summary import Summary
-from .fold import (PairStats, PartFold, ShardingStats, box_slices, compare_pair, count_differing,
+from .part_fold import (PairStats, PartFold, ShardingStats, box_slices, compare_pair, count_differing,
                    part_summary, record_replicas)
 from .layout import Layout, boxes, comparison_pairs, is_sharded, local_box, rank_seed
 

@@ -2,7 +2,7 @@
 
 `exact-counter` draws every element from a counter-based stream indexed by its global position, so
 on any mesh and placement it writes the rounded law exactly and the whole tensor is the unsharded
-one. Here it runs through `harness.sharded.runner.ShardedCaseRunner` exactly as a sharded run does
+one. Here it runs through `harness.sharded.dtensor_runner.ShardedCaseRunner` exactly as a sharded run does
 (gloo ranks, a DeviceMesh, an nn.Parameter wrapping a DTensor, the rank Summaries merged), on the
 `sharded` selection of cases (harness.cases.SHARDED_CASES) x {float32, bfloat16} x {shard0,
 shard1, replicate} x world sizes {2, 4} x 20 run seeds, at n = 2^14 (whole calls, at least two):
@@ -46,7 +46,7 @@ from scipy import stats
 from candidates import resolve
 from harness.cases import SHARDED_CASES, case_by_id
 from harness.checks import CHECKS
-from harness.sharded.runner import ShardedCaseRunner
+from harness.sharded.dtensor_runner import ShardedCaseRunner
 from harness.sharded.layout import PLACEMENTS, Layout
 from harness.runner import RunConfig
 from reference.dtypes import dtype_name, float_format

@@ -176,7 +176,7 @@ def _finish(proc: subprocess.Popen) -> tuple[int, str]:
 
 
 #: The tests of the 3-shard run share one run: under `pytest tests -n 2` the harness's scheduler
-#: keeps tests with one parametrization id on one worker (harness.fleet.groups), so the module-scoped
+#: keeps tests with one parametrization id on one worker (harness.fleet.group_ledger), so the module-scoped
 #: run below is made once, not once per worker.
 same_run = pytest.mark.parametrize("run", ["three-shard-run"])
 

@@ -7,5 +7,5 @@ another's shared pieces (`bound_atoms.BINNED`, `proposals.in_dtype`). The catalo
 (`harness.diagnosis.mechanism_catalog`) holds one instance of each and ranks them.
 
 May import: `harness.diagnosis.evidence`, `harness.diagnosis.match`, `harness.diagnosis.scope`,
-`harness.diagnosis.kernels`, and the floors below `harness.diagnosis`; never the catalog.
+`harness.diagnosis.library_ops`, and the floors below `harness.diagnosis`; never the catalog.
 """

@@ -14,7 +14,7 @@ erf(3 / sqrt2) .. erf(4 / sqrt2) holds ~45 000 float32 values, erf(10 / sqrt2) a
 to 1 (every draw writes one value), and a window narrower than an ulp holds a handful. There the
 law of x is a short list, enumerated exactly: the dtype's values v in [lo, hi] (at most
 `MAX_VALUES`), each with the count of lattice points j that write it (bisection on the
-non-decreasing map j -> v, as `harness.diagnosis.kernels.uniform_bits` finds a run), each carried
+non-decreasing map j -> v, as `harness.diagnosis.library_ops.uniform_bits` finds a run), each carried
 to its output value by scipy's erfinv and ndtri in float64, every step rounded into the dtype like
 the library's kernel, or (below) by the kernel itself repeated. These laws name a mechanism; the
 candidate is still judged against the reference's law alone.
@@ -29,11 +29,11 @@ bin's edge (an error of `APPROX` relative) pool their bins in each fit, and the 
 the approximation decides, are explained only where the reference's happen to fit.
 
 JAX's float32 construction is exact instead: its ends, its fused ``f (b - a) + a`` and its erfinv
-are XLA's CPU kernel step by step (`harness.diagnosis.kernels.xla_cpu`), so its law carries the
+are XLA's CPU kernel step by step (`harness.diagnosis.library_ops.xla_cpu`), so its law carries the
 kernel's last bits, and no pooling. So is timm's (torch <= 2.11's) in float32: torch's CPU
 ``uniform_``, fused or not as this torch measures, and torch's own erfinv
-(`harness.diagnosis.kernels.torch_cpu`). So is MLX's in float32 (its erf, its uniform and its erfinv
-through the C library's logf, `harness.diagnosis.kernels.mlx_cpu`). Where the window holds more than
+(`harness.diagnosis.library_ops.torch_cpu`). So is MLX's in float32 (its erf, its uniform and its erfinv
+through the C library's logf, `harness.diagnosis.library_ops.mlx_cpu`). Where the window holds more than
 MAX_VALUES values of v and the equal pairs, the last bits, the tails, the scan or the histogram
 depart with no earlier row explaining them, that law is pushed over the whole 2^23-point (timm:
 2^24) lattice (a few seconds), which reaches any window: the huge-std case's million values.
@@ -95,9 +95,9 @@ from ..evidence import (
     count_sd,
     fine_bin_index,
 )
-from ..kernels import mlx_cpu, torch_cpu, xla_cpu
-from ..kernels.affine import first_index
-from ..kernels.library_kernels import NumpyroSteps, PaddleSteps, TensorflowSteps
+from ..library_ops import mlx_cpu, torch_cpu, xla_cpu
+from ..library_ops.affine import first_index
+from ..library_ops.library_kernels import NumpyroSteps, PaddleSteps, TensorflowSteps
 from ..match import Match, Mechanism
 from ..scope import checks_reading
 from .bound_atoms import BINNED
@@ -146,11 +146,11 @@ class Construction:
     standard law on the bounds in sigma units, then ``x * std + mean`` in the dtype; `finish`:
     the steps from z = erfinv(v) to the output (a function of fmt, z and the law); `xla`: in
     float32 the ends, the uniform's image and erfinv are XLA's CPU kernel step by step
-    (`harness.diagnosis.kernels.xla_cpu`: the law exact, no erfinv error to allow for);
+    (`harness.diagnosis.library_ops.xla_cpu`: the law exact, no erfinv error to allow for);
     `torch_kernels`: in float32 the uniform's image and erfinv are torch's CPU kernels
-    (`harness.diagnosis.kernels.torch_cpu`: exact too, where this torch's uniform_ is one the model
+    (`harness.diagnosis.library_ops.torch_cpu`: exact too, where this torch's uniform_ is one the model
     repeats); `mlx_kernels`: in float32 the ends, the uniform's image and erfinv are MLX's
-    CPU kernels step by step (`harness.diagnosis.kernels.mlx_cpu`: exact); `steps`: a
+    CPU kernels step by step (`harness.diagnosis.library_ops.mlx_cpu`: exact); `steps`: a
     construction whose steps are its own (`NumpyroSteps`, `PaddleSteps`, `TensorflowSteps`),
     each with its own enumeration."""
 

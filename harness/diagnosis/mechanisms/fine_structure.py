@@ -3,7 +3,7 @@ collision rate) and `dtype-arithmetic` (a step done in a coarser arithmetic than
 last bits forced to zero, every value on a coarser format's lattice, a 16-bit value rounded
 twice on its way from float64, or a last step done in the output dtype whose law the reference
 pushes value by value: mean + std z, or uniform proposals on [a, b],
-`harness.diagnosis.kernels.affine`).
+`harness.diagnosis.library_ops.affine`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from ...families.resolution import (COLLISIONS, LATTICES, LOW_BITS, low_bit_cell
                                     pair_law)
 from ..evidence import (AGREE_LEVEL, EMPTY_EXPECTED, FALSE_MATCH, MODEL_TOL, Z_AGREE, Evidence,
                         agrees, count_sd, log_likelihood_ratio)
-from ..kernels.affine import ARITHMETIC, BLOCKS, RUN, AffineLaw, PushedLaw, PushedProposals
-from ..kernels.uniform_bits import MAX_BITS, SPACES, collision_rate
+from ..library_ops.affine import ARITHMETIC, BLOCKS, RUN, AffineLaw, PushedLaw, PushedProposals
+from ..library_ops.uniform_bits import MAX_BITS, SPACES, collision_rate
 from ..match import Match, Mechanism
 from .bound_atoms import BINNED
 
@@ -59,7 +59,7 @@ class FewRandomBits(Mechanism):
     doc = ("The values are a function of k random bits (a float32 uniform has 23 or 24, a "
            "32-bit word rounded into float32 more near 0): equal pairs at the rate of an "
            "inverse CDF driven by them, u = RN(j 2^-k) carried through erf or Phi space in the "
-           "dtype (`harness.diagnosis.kernels.uniform_bits`): 2^-k where every value holds at "
+           "dtype (`harness.diagnosis.library_ops.uniform_bits`): 2^-k where every value holds at "
            "most one "
            "lattice point, more where the dtype's rounding of u, v or x merges them, the law's "
            "own rate where each value holds many. k and the space: the first of the common "
@@ -89,7 +89,7 @@ class FewRandomBits(Mechanism):
 
     def from_collisions(self, ev: Evidence) -> Match | None:
         """k where the equal pairs agree with the k-bit inverse CDF's collision rate
-        (`harness.diagnosis.kernels.uniform_bits`) and that rate moves them off the law's; the last
+        (`harness.diagnosis.library_ops.uniform_bits`) and that rate moves them off the law's; the last
         bits and the coarser lattices either the law's or read by `dtype-arithmetic` (a step in the
         dtype changes which values are written, not how many lattice points share one)."""
         count = scanned_pairs(ev)
@@ -308,7 +308,7 @@ class DtypeArithmetic(Mechanism):
            "through float32 (rounded twice): the histogram fits the law of torch's cast "
            "(`rounded_law(..., rounding='torch')`) and not the single rounding; (4) mean + std z "
            "in the output dtype (or on the redraws only): the last bits' classes follow the "
-           "affine step's law, value by value (`harness.diagnosis.kernels.affine.AffineLaw`), "
+           "affine step's law, value by value (`harness.diagnosis.library_ops.affine.AffineLaw`), "
            "and so do "
            "the equal pairs and the 16-bit lattices where they fail; (5) rejection from the "
            "dtype's uniform proposals on [a, b] (`PushedProposals`): the same three.")

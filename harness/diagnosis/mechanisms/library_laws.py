@@ -44,8 +44,8 @@ from reference import TruncatedNormal, rounded_law
 from ...checks.hard import FINITE
 from ...families.common import cached_on_law
 from ..evidence import AGREE_LEVEL, Evidence, chi2_fit
-from ..kernels.affine import first_index
-from ..kernels.library_kernels import PaddleSteps
+from ..library_ops.affine import first_index
+from ..library_ops.library_kernels import PaddleSteps
 from ..match import Match, Mechanism
 from .bound_atoms import BINNED
 from .coarse_construction import window_law

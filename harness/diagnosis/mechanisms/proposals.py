@@ -38,8 +38,8 @@ from reference import float_format
 
 from ...families.common import LawBins
 from ..evidence import AGREE_LEVEL, Evidence, chi2_fit, fine_bin_index
-from ..kernels import libm
-from ..kernels.affine import first_index
+from ..library_ops import libm
+from ..library_ops.affine import first_index
 from ..match import Match, Mechanism
 from .bound_atoms import (ATOMS, BINNED, atom_text, atoms_agree, bound_departures, bound_value,
                           law_atom, sigma_text)

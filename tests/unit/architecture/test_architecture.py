@@ -40,11 +40,11 @@ def test_the_import_contract_fails_on_an_upward_import(tmp_path):
     shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
     bits = tmp_path / "harness" / "engine" / "bits.py"
     bits.write_text(bits.read_text()
-                    + "\nfrom ..session import harness_session  # upward, on purpose\n")
+                    + "\nfrom ..session import run_plan  # upward, on purpose\n")
     result = _lint(tmp_path)
     assert result.returncode == 1, result.stdout[-3000:]
     assert "BROKEN" in result.stdout
-    assert "harness.engine.bits -> harness.session.harness_session" in result.stdout
+    assert "harness.engine.bits -> harness.session.run_plan" in result.stdout
 
 
 def _our_module_aliases(tree: ast.Module) -> set[str]:

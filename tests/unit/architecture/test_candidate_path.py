@@ -39,7 +39,7 @@ def trace():
 def test_the_candidate_goes_down_the_floors(trace):
     # The trace sees the candidate all the way: resolved, planned, run, drawn, judged.
     for module in ("harness.api", "harness.session.planner", "candidates.loader",
-                   "harness.session.harness_session", "harness.runner.case_runner",
+                   "harness.session.run_plan", "harness.runner.case_runner",
                    "harness.engine.draw", "harness.checks.contract", "candidates.protocol"):
         assert module in trace.modules, trace.text()
     assert len(trace.returns) <= MAX_RETURNS, trace.text()

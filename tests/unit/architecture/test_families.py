@@ -25,7 +25,7 @@ READERS = {
     ("harness/checks/sharded.py", "atoms"): "shards also folds the atoms family",
     ("harness/checks/sharded.py", "independence"): "shards' expected rates of equal "
     "elements are the independence family's collision rates, and its MDE theirs",
-    ("harness/sharded/fold.py", "independence"): "a part's fold keeps the independence "
+    ("harness/sharded/part_fold.py", "independence"): "a part's fold keeps the independence "
     "family's lag sums between shards (ShardingStats.corr)",
     ("harness/runner/case_runner.py", "localized"): "stage 2 watches the bins stage 1 flagged "
     "(spike_watch), which only the localized family can name",

@@ -1,4 +1,4 @@
-"""The laws of a last step done in the output dtype (`harness.diagnosis.kernels.affine`) and what
+"""The laws of a last step done in the output dtype (`harness.diagnosis.library_ops.affine`) and what
 `dtype-arithmetic` reads from them: torch's float32 z 0.02 repeats values 1.2x as often as the
 law, its float32 uniform proposals hold 24 random bits, and an exact sampler matches none of them.
 
@@ -26,7 +26,7 @@ import pytest
 import torch
 
 from harness.diagnosis.evidence import Evidence
-from harness.diagnosis.kernels.affine import AffineLaw, PushedProposals, first_index
+from harness.diagnosis.library_ops.affine import AffineLaw, PushedProposals, first_index
 from harness.diagnosis.mechanism_catalog import FALSE_MATCH, MECHANISMS, diagnose, explain
 from harness.diagnosis.mechanisms.fine_structure import (LR_DEPART, log_likelihood_ratio,
                                                          pushed_laws)

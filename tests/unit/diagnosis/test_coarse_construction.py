@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from harness.checks import summarize_samples
-from harness.diagnosis.kernels.library_kernels import (
+from harness.diagnosis.library_ops.library_kernels import (
     NumpyroSteps,
     PaddleSteps,
     TensorflowSteps,

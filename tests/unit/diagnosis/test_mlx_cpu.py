@@ -1,4 +1,4 @@
-"""MLX's float32 kernels as `harness.diagnosis.kernels.mlx_cpu` repeats them: close to the functions
+"""MLX's float32 kernels as `harness.diagnosis.library_ops.mlx_cpu` repeats them: close to the functions
 (mpmath, 80 bits) with the accuracy their sources state, and, where MLX is installed, equal to
 its CPU backend bit for bit.
 
@@ -11,7 +11,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from harness.diagnosis.kernels import libm, mlx_cpu
+from harness.diagnosis.library_ops import libm, mlx_cpu
 from summaries import (
     arguments,
     assert_kernels_equal,

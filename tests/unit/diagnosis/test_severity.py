@@ -3,7 +3,7 @@ known-bads whose defect moves values a model sees read harmful, and single-value
 
 Failure chances: `test_exact_sampler_stays_under_every_floor` compares each figure of S
 Summaries with its floor at delta = 1e-6 / (5 S) (`severity(..., delta)`: five figures with a
-floor each, shift_share's being 0): by the floors' bounds (`harness.diagnosis.severity`) it fails
+floor each, shift_share's being 0): by the floors' bounds (`harness.diagnosis.grading`) it fails
 with probability <= 1e-6, and the figures it draws are deterministic for the seeds (the exact
 sampler's float64 uniforms are the same bits on every x86 CPU). The known-bad tests run the
 default run seed through `CaseRunner` (deterministic too); each asserted figure sits many floors

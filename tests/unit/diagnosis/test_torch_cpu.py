@@ -1,5 +1,5 @@
 """torch's float32 CPU kernels as the diagnosis repeats them
-(`harness.diagnosis.kernels.torch_cpu`): ``uniform_``'s lattice, fused or rounded twice as this
+(`harness.diagnosis.library_ops.torch_cpu`): ``uniform_``'s lattice, fused or rounded twice as this
 torch measures, bit for bit against torch's own draws, and both kinds of build told apart.
 
 Deterministic: fixed generator seeds; nothing here is a probabilistic assertion.
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.diagnosis.kernels import torch_cpu
+from harness.diagnosis.library_ops import torch_cpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -60,7 +60,7 @@ def test_the_other_rounding_differs_on_a_wide_window():
 def test_a_build_without_fma_reads_as_rounded_twice():
     """torch's kernels for x86 without AVX2 (ATEN_CPU_CAPABILITY=default) round x (to - from)
     and then the sum: the probe reads them as rounded twice."""
-    code = "from harness.diagnosis.kernels import torch_cpu; print(torch_cpu.uniform_fused())"
+    code = "from harness.diagnosis.library_ops import torch_cpu; print(torch_cpu.uniform_fused())"
     env = dict(os.environ, ATEN_CPU_CAPABILITY="default")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=120)

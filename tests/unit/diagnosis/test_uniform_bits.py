@@ -1,4 +1,4 @@
-"""The k-bit inverse CDF's collision rate (`harness.diagnosis.kernels.uniform_bits`) against the
+"""The k-bit inverse CDF's collision rate (`harness.diagnosis.library_ops.uniform_bits`) against the
 whole lattice enumerated, and `few-random-bits` reading it from samples drawn through that very
 construction with numpy.
 
@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from harness.checks import summarize_samples
-from harness.diagnosis.kernels.uniform_bits import SPACES, collision_rate, lattice_values, run_ends
+from harness.diagnosis.library_ops.uniform_bits import SPACES, collision_rate, lattice_values, run_ends
 from harness.diagnosis.mechanism_catalog import diagnose, explain
 from reference import TruncatedNormal, rounded_law
 from summaries import named

@@ -1,4 +1,4 @@
-"""XLA's float32 kernels as `harness.diagnosis.kernels.xla_cpu` repeats them: close to the functions
+"""XLA's float32 kernels as `harness.diagnosis.library_ops.xla_cpu` repeats them: close to the functions
 (mpmath, 80 bits, correctly rounded into float32), and, where JAX is installed, equal to its CPU
 backend bit for bit; the JAX construction's law the same whether enumerated over the values of
 v or pushed over its whole lattice.
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.diagnosis.kernels import xla_cpu
+from harness.diagnosis.library_ops import xla_cpu
 from harness.diagnosis.mechanisms.coarse_construction import (
     CONSTRUCTIONS,
     Steps,

@@ -13,7 +13,7 @@ from harness.cases import CaseSpecError, case_spec, parse_case_spec
 from harness.explore import (EXPLORE_FWER, INFINITE_SHARE, bounds, explore_alpha_fail,
                              explored_cases)
 from harness.session.devices import BYTES_PER_ELEMENT, memory_skip_reason
-from harness.recorded import RecordingError, cases_from
+from harness.model_calls import RecordingError, cases_from
 from harness.runner.shrink import STEPS, shrink
 
 

@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from candidates import resolve
-from harness.sharded import ranks, runner as sharded_runner
+from harness.sharded import dtensor_runner as sharded_runner, ranks
 from harness.cases import Case, case_by_id
 from harness.sharded.ranks import get_pool
-from harness.sharded.runner import ShardedCaseRunner
+from harness.sharded.dtensor_runner import ShardedCaseRunner
 from harness.engine import CandidateFailure
 from harness.sharded.layout import Layout, local_box
 from harness.runner import RunConfig
@@ -332,7 +332,7 @@ def test_no_rank_outlives_close_pools():
 
 
 def test_skip_reasons():
-    from harness.sharded.runner import sharded_skip_reason
+    from harness.sharded.dtensor_runner import sharded_skip_reason
 
     assert sharded_skip_reason(Layout(2, "shard0"), "cpu", (8, 6)) is None
     assert "needs a tensor of at least 2 dims" in (

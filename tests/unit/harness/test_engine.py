@@ -13,7 +13,7 @@ import torch
 
 from candidates import resolve
 from harness import engine
-from harness.bins import ordered_from_raw, raw_to_ordered
+from harness.key_bins import ordered_from_raw, raw_to_ordered
 from harness.cases import Case, case_by_id
 from harness.checks import CHECKS, summarize_samples
 from harness.engine import (CandidateFailure, INT_VIEW, call_deadline, dtype_bits,

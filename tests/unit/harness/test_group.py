@@ -13,7 +13,7 @@ from candidates import resolve
 from candidates.catalog import REGISTRY, SELFTEST_REGISTRY, SHARDED_REGISTRY
 from harness.cases import GRID, PATHS, SHAPES, case_by_label, on_path, parse_case_spec, shaped
 from harness.explore import explored_cases
-from harness.fleet.groups import conformance_nodeid, group_of_nodeid, nodeid_parts
+from harness.fleet.group_ledger import conformance_nodeid, group_of_nodeid, nodeid_parts
 from harness.fleet.scheduling import cuda_index_of_group
 from harness.group import ApiGroup, Group, id_clash
 from harness.session.options import OptionError

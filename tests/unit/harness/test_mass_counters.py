@@ -1,4 +1,4 @@
-"""The engine's mass-bin counters (`harness.engine.mass_counters`) against the law's mass bins
+"""The engine's mass-bin counters (`harness.engine.mass_bin_counters`) against the law's mass bins
 (`reference.rounded.MassBins`): the lookup table against the plain formula over the law's parts,
 and every mass bin's first and last key counted, through the table and the raw order as the fold
 counts them, into the bin the law says (`MassBins.bin_of_keys`)."""
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.bins import raw_to_ordered
-from harness.engine.mass_counters import SHIFT_BITS, MassCounters
+from harness.key_bins import raw_to_ordered
+from harness.engine.mass_bin_counters import SHIFT_BITS, MassCounters
 from reference import TruncatedNormal, rounded_law
 
 LAWS = [

@@ -19,7 +19,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.bins import ROW_TAIL_WIDTHS, TAIL_WIDTHS, position_bins, position_classes
+from harness.key_bins import ROW_TAIL_WIDTHS, TAIL_WIDTHS, position_bins, position_classes
 from harness.engine import Fold, new_summary, summarize_samples
 from harness.families import position
 from reference import TruncatedNormal, rounded_law

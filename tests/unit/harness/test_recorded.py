@@ -1,7 +1,7 @@
-"""Recording a model's truncated-normal calls (`harness.recorded`): who made each call, what the
+"""Recording a model's truncated-normal calls (`harness.model_calls`): who made each call, what the
 parameter finally holds, the outermost call wins, nothing is imported that the model does not use;
 and how a recorded call reaches its judge (`Case.sampler` -> `HarnessSession.candidates_for`,
-`Case.drawn_in` -> `harness.runner.drawn`). Deterministic: no statistics here."""
+`Case.drawn_in` -> `harness.runner.drawn_then_cast`). Deterministic: no statistics here."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import torch
 from harness.cases import CaseSpecError, parse_case_spec
 from harness.session.options import OptionError
 from harness.session.planner import plan_run, resolve_candidates
-from harness.recorded import RecordingError, cases_from
-from harness.runner.drawn import DrawnCandidate, as_drawn
+from harness.model_calls import RecordingError, cases_from
+from harness.runner.drawn_then_cast import DrawnCandidate, as_drawn
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -337,7 +337,7 @@ def test_a_model_that_makes_no_call_is_a_one_line_option_error(parse, tmp_path):
 def test_recording_a_torch_model_imports_no_library():
     code = textwrap.dedent(f"""
         import sys
-        from harness.recorded import cases_from
+        from harness.model_calls import cases_from
         cases = cases_from({str(ROOT / 'examples/models/vit.py') + ':build'!r})
         assert cases and all(c.sampler == "torch" for c in cases)
         print(sorted(m for m in ("timm", "jax", "keras", "mlx", "numpyro") if m in sys.modules))

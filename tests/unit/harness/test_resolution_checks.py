@@ -17,14 +17,14 @@ import pytest
 import torch
 
 from candidates import resolve
-from harness.bins import COLLISION_BLOCK_MAX, RESOLUTION_SCAN, collision_block
+from harness.key_bins import COLLISION_BLOCK_MAX, RESOLUTION_SCAN, collision_block
 from harness.cases import case_by_id
 from harness.checks import summarize_samples
 from harness.families.resolution import (LONG_ROW, check_collisions, check_lattices,
                                          check_low_bits, equal_pairs_in_sorted_rows, figure_text,
                                          low_bits_mde, on_lattice, quasi_poisson_p,
                                          resolution_bits, sort_rows)
-from harness.sharded.fold import fold_layout
+from harness.sharded.part_fold import fold_layout
 from harness.sharded.layout import Layout
 from harness.summary import Summary
 from reference import TruncatedNormal, rounded_law

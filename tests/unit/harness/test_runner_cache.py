@@ -12,7 +12,7 @@ from candidates import resolve
 from harness.cases import case_by_id
 from harness.runner import CaseRunner, RunConfig, RunnerCache
 from harness.sharded.layout import Layout
-from harness.sharded.runner import ShardedCaseRunner, ShardedRunnerCache
+from harness.sharded.dtensor_runner import ShardedCaseRunner, ShardedRunnerCache
 
 
 def test_a_sharded_group_asks_for_its_draw_as_a_plain_one_does():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.fleet.groups import GroupLedger, group_of_nodeid
+from harness.fleet.group_ledger import GroupLedger, group_of_nodeid
 from harness.fleet.scheduling import (GPU_SLOTS_PER_DEVICE, DeviceGroupScheduling, cuda_index_of_group,
                                 owned_cuda_device, pick_group)
 

@@ -2,7 +2,7 @@
 
 Two levels:
 
-* In one process (`harness.sharded.fold.fold_layout`, the folding code the ranks run): each component
+* In one process (`harness.sharded.part_fold.fold_layout`, the folding code the ranks run): each component
   of `shards` is driven by a defect of its own, the hard checks `replicas` and `sharding` by one
   differing element, and the false-alarm rate of `shards` is measured on honest splits of exact
   draws over many seeds (stage-1 p < 1e-3 at most at the rate 1e-3 allows; the correlation
@@ -23,11 +23,11 @@ from scipy import stats
 from candidates import resolve
 from harness.cases import Case, case_by_id
 from harness.checks.sharded import check_replicas, check_shards, check_sharding
-from harness.sharded.runner import ShardedCaseRunner
+from harness.sharded.dtensor_runner import ShardedCaseRunner
 from harness.engine import CandidateFailure
 from harness.sharded.layout import Layout, boxes
 from harness.runner import RunConfig
-from harness.sharded.fold import ShardingStats, box_slices, fold_layout
+from harness.sharded.part_fold import ShardingStats, box_slices, fold_layout
 from harness.summary import Summary
 from reference import TruncatedNormal, rounded_law
 

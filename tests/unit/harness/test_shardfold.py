@@ -1,7 +1,7 @@
 """Sharded folding without processes: `Summary.merge` of the ranks' parts is the fold of the whole,
 and the cross-shard comparisons count what they say they count.
 
-The parts are folded by `harness.sharded.fold.PartFold` exactly as the ranks fold them
+The parts are folded by `harness.sharded.part_fold.PartFold` exactly as the ranks fold them
 (harness/distributed.py calls the same code); here the boxes are cut from one batch in one process.
 """
 
@@ -18,7 +18,7 @@ from harness.cases import Case, case_by_id
 from harness.checks import summarize_samples
 from harness.engine import poison_
 from harness.families.extremes import ROW_EXTREMES_CAP
-from harness.sharded.fold import compare_pair, fold_layout
+from harness.sharded.part_fold import compare_pair, fold_layout
 from harness.sharded.layout import Layout
 from harness.summary import Summary
 from reference import TruncatedNormal, rounded_law

@@ -801,7 +801,7 @@ def test_position_mde_is_the_effect_its_smallest_class_detects_half_the_time():
     False failure: the MDE equality is deterministic (the law, n and shape); the power, 0.499 in
     a recorded run of these 2000 draws (sd 0.011), must lie in 0.5 +- 0.12: more than 6 sd from
     any power in [0.45, 0.55] (the chi-square approximation at 20 per cell), P < 1e-9."""
-    from harness.bins import position_bins
+    from harness.key_bins import position_bins
     from harness.families.position import class_test, check_position, position_mde
 
     dtype, shape, calls = torch.float32, (61, 67), 320

@@ -1,6 +1,6 @@
 """The libraries' own sampling kernels, repeated step by step from their sources, for
 `coarse-construction` to enumerate: NumPyro's ``TruncatedNormal`` (its ``icdf`` op by op, on
-JAX's uniform and JAX's ndtri, `harness.diagnosis.kernels.xla_cpu`), Paddle's
+JAX's uniform and JAX's ndtri, `harness.diagnosis.library_ops.xla_cpu`), Paddle's
 ``truncated_gaussian_random`` CPU kernel (its uniform from a 64-bit word, its own Erfinv, C++'s
 mix of double and float steps, the clamp to float32 bounds) and TensorFlow's
 ``parameterized_truncated_normal`` kernel (its uniform and exponential rejection samplers),
@@ -310,7 +310,7 @@ class TensorflowSteps(OnParameters, MantissaUniform):
     exp((plus - z^2) / 2) against a second uniform; in a tail, Robert's exponential proposals
     z = -log(u) / alpha + normMin, kept with probability exp(-(alpha - z)^2 / 2) and
     z < normMax; then z stddev + mean. Its log is the C library's (scalar ``Eigen::numext``
-    calls; `harness.diagnosis.kernels.libm`). The normal branch (Box-Muller; windows reaching
+    calls; `harness.diagnosis.library_ops.libm`). The normal branch (Box-Muller; windows reaching
     1.3 sigma past the mean) is not repeated (None). In float32 its law is pushed over the 2^23
     proposals, each weighted by the share of the second uniform's lattice that keeps it; in
     float64 it is held on cells of the uniform, one proposal drawn in each."""

@@ -6,7 +6,7 @@ per rank) build a 1-D DeviceMesh and the parameter the way FSDP2 holds one (an `
 wrapping a DTensor), seed every rank (``torch.manual_seed(s)`` plus a generator seeded with s for
 candidates that take one; per-rank seeds as a variant), call the candidate on the parameter with
 the torch.nn.init protocol, and fold each rank's local shard into a part of the engine's Summary
-(`harness.sharded.fold.PartFold`). The worker merges the parts (`Summary.merge`), so every existing
+(`harness.sharded.part_fold.PartFold`). The worker merges the parts (`Summary.merge`), so every existing
 check runs unchanged on the whole parameter, and attaches what only sharding can break
 (`ShardingStats`) for the checks `replicas`, `shards` and `sharding`. Nothing is gathered: each
 rank holds its shard of one call, its chunk of calls (a W-th of the engine's chunk) and, for the
@@ -48,7 +48,7 @@ from reference.dtypes import dtype_name
 from ..engine import CandidateFailure
 from ..runner import CaseRunner, DrawRequest, RunConfig, RunnerCache
 from ..summary import Summary
-from .fold import ShardingStats, summary_facts
+from .part_fold import ShardingStats, summary_facts
 from .layout import Layout, layout_applicable
 from .mesh import DrawTask
 from .ranks import PoolError, get_pool

@@ -24,17 +24,17 @@ from reference.dtypes import DTYPES, dtype_name
 from reports.defects import allowed_reason
 
 from ..checks import CHECKS
-from ..fleet.groups import GroupLedger, nodeid_parts
+from ..fleet.group_ledger import GroupLedger, nodeid_parts
 from ..cases import PROFILES, shape_classes_for, shaped
 from ..cases import on_path as case_on_path
 from ..explore import EXPLORE_FWER
 from ..group import ApiGroup, Group
 from ..runner import CandidateRunner, RunConfig, RunnerCache, candidate_on_path
-from ..runner.drawn import as_drawn
+from ..runner.drawn_then_cast import as_drawn
 from ..runner.shrink import PARAMETERS as SHRINK_PARAMETERS
 from ..runner.shrink import SHRINK_CASES, ShrinkTask, run_tasks
 from ..sharded.layout import Layout
-from ..sharded.runner import ShardedRunnerCache, sharded_skip_reason
+from ..sharded.dtensor_runner import ShardedRunnerCache, sharded_skip_reason
 from .devices import MemoryReasons, device_skip_reason
 from .options import Options
 from .rows import row_skeleton

@@ -13,7 +13,7 @@ MLX's CPU backend on Linux evaluates its unary ops one element at a time (`simd:
 multiply-adds ``std::fma`` writes; ``erfinv`` is Giles' single-precision polynomial in
 ``t = log(1 - v^2)``, its ``log`` the C library's ``logf`` (``std::log`` of a float). numpy's
 float32 log is another implementation, so the C library's ``logf`` is called itself
-(`harness.diagnosis.kernels.libm`), as MLX calls it. Bit for bit against MLX 0.32's CPU kernels
+(`harness.diagnosis.library_ops.libm`), as MLX calls it. Bit for bit against MLX 0.32's CPU kernels
 (tests/unit/diagnosis/test_mlx_cpu.py, where MLX is installed). These are models of a library's
 arithmetic for naming a mechanism; the candidate is still judged against the reference's law
 alone.

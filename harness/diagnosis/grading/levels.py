@@ -9,7 +9,7 @@ Each check declares what its failure is about (`harness.declaration.Check.about`
   an ``error`` row.
 * ``harmful``: a failing row about the values (``about="values"``: the statistical checks, and
   the hard checks finite and bounds, whose values a model reads) whose group has a coarse
-  severity figure beyond its noise floor (`harness.diagnosis.severity.severity.beyond_floor`):
+  severity figure beyond its noise floor (`harness.diagnosis.grading.severity.beyond_floor`):
   w1_sigma > w1_floor, misplaced > misplaced_floor, shift_share > 0 (a share displaced beyond the
   DKW band), |beyond4| > beyond4_floor or |beyond6| > beyond6_floor. The threshold is each
   figure's floor, with no margin above it: a floor is what an exact sampler exceeds with
@@ -36,7 +36,7 @@ FAILING = ("fail", "xfail", "error")
 
 def level_of(check: str, verdict: str, severity: dict) -> str:
     """The level of one row (module docstring): "" for pass and skip rows, else one of
-    `harness.result.LEVELS`. `severity`: the group's figures (`harness.diagnosis.severity`),
+    `harness.result.LEVELS`. `severity`: the group's figures (`harness.diagnosis.grading`),
     empty where the row has no Summary (a draw that did not complete)."""
     if verdict not in FAILING:
         return ""

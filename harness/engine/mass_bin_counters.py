@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..bins import raw_to_ordered
+from ..key_bins import raw_to_ordered
 
 #: Bits of a table entry that hold the shift (shift <= 44 < 2**6); the first counter above them.
 SHIFT_BITS = 6

@@ -1,5 +1,5 @@
 """The histograms of a rounded law: the mass of each main bin (the top ``hist_bits`` bits of the
-ordered key, `harness.bins`), and for a narrow 32/64-bit law a second, finer histogram over its
+ordered key, `harness.key_bins`), and for a narrow 32/64-bit law a second, finer histogram over its
 support (`FineBins`).
 
 Only the main bins that can hold mass are evaluated (beyond ``dist.bulk(-800)`` every float64 mass
