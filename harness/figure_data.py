@@ -25,7 +25,9 @@ import math
 
 import numpy as np
 
+from .families.atoms import atom_counts
 from .families.binned import histogram
+from .families.support import support_counts
 from .summary import Summary
 
 #: Coalesced groups across the visible value range (where samples are or the law expects some)...
@@ -180,8 +182,9 @@ def figure_data(summary: Summary, law) -> dict:
     dist = getattr(law, "dist", None)
     if dist is not None:
         about.update(mean=float(dist.loc), std=float(dist.scale))
-    # A name the Summary does not hold reads 0 (`Summary.__getattr__` raises AttributeError).
-    counts = {k: np.int64(getattr(summary, k, 0)) for k in COUNT_NAMES}
+    support = support_counts(summary)
+    counts = {k: np.int64(v) for k, v in {**support, **atom_counts(summary)}.items()
+              if k in COUNT_NAMES}
     return dict(
         about=about,
         n=np.int64(summary.n), hist_bits=np.int64(summary.hist_bits),
@@ -190,7 +193,7 @@ def figure_data(summary: Summary, law) -> dict:
         a=np.float64(summary.a), b=np.float64(summary.b),
         atom_a=np.float64(getattr(law, "atom_a", np.nan)),
         atom_b=np.float64(getattr(law, "atom_b", np.nan)),
-        worst_outside=np.float64(getattr(summary, "worst_outside", np.nan)),
+        worst_outside=np.float64(support["worst_outside"]),
         lower_window=np.array(lower_w, dtype=np.int64),
         upper_window=np.array(upper_w, dtype=np.int64),
         **groups,

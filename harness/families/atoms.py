@@ -102,6 +102,13 @@ class AtomsFold:
 FAMILY = Family("atoms", AtomsFold, needs=(binned.FAMILY,))
 
 
+def atom_counts(summary: Summary) -> dict:
+    """The counts at RN(a) and RN(b) (``n_at_rn_a``, ``n_at_rn_b``) a failing group's figure
+    states (`harness.figure_data`); zeros for a Summary not folded with this family."""
+    state = summary.states.get(FAMILY.name)
+    return {name: int(getattr(state, name, 0)) for name in ("n_at_rn_a", "n_at_rn_b")}
+
+
 def _zero_mass(law) -> float:
     return float(np.sum(law.atom_probs(np.array([0.0, -0.0]))))
 

@@ -151,3 +151,20 @@ class SupportFold:
 
 
 FAMILY = Family("support", SupportFold, needs=(binned.FAMILY,))
+
+
+#: The counts `support_counts` gives, by their names in `SupportState`.
+COUNT_NAMES = ("n_nan", "n_posinf", "n_neginf", "n_unwritten", "n_outside_rounded",
+               "n_outside_strict")
+
+
+def support_counts(summary: Summary) -> dict:
+    """What a failing group's figure states of the support (`harness.figure_data`): the written
+    non-finite values, the unwritten elements and the values outside the bounds, and the finite
+    value farthest outside [RN(a), RN(b)] (``worst_outside``); zeros and NaN for a Summary not
+    folded with this family."""
+    state = summary.states.get(FAMILY.name)
+    if state is None:
+        return {**dict.fromkeys(COUNT_NAMES, 0), "worst_outside": math.nan}
+    return {**{name: int(getattr(state, name)) for name in COUNT_NAMES},
+            "worst_outside": float(state.worst_outside)}

@@ -18,6 +18,10 @@ REGISTRY = "harness/checks/registry.py"
 READERS = {
     ("harness/figure_data.py", "binned"): "a failing group's figure draws the binned histogram "
     "(`binned.histogram`) over the law's bins",
+    ("harness/figure_data.py", "support"): "its title states the non-finite, unwritten and "
+    "outside values (`support.support_counts`)",
+    ("harness/figure_data.py", "atoms"): "it keeps the counts at RN(a) and RN(b) "
+    "(`atoms.atom_counts`)",
     ("harness/checks/hard.py", "support"): "the hard checks finite, written and bounds are "
     "declared with the other hard checks, and read the support family's state",
     ("harness/checks/sharded.py", "binned"): "the sharded checks are declared in their own "

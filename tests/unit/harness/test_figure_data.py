@@ -62,3 +62,26 @@ def test_what_is_kept_reads_back_value_for_value(folded, tmp_path):
     for key, value in data.items():
         if key != "about":
             assert np.array_equal(np.asarray(back[key]), value, equal_nan=True), key
+
+
+def test_the_counts_a_title_states_are_the_summarys(folded):
+    """The clamp piles the normal's tails on the bounds: the atoms' counts are what the samples
+    hold at RN(a) and RN(b), and nothing is outside the bounds or not finite."""
+    summary, law, data = folded
+    x = clamped_normal(law, 1 << 16, summary.dtype if isinstance(summary.dtype, torch.dtype)
+                       else getattr(torch, str(summary.dtype))).double()
+    assert data["n_at_rn_a"] == int((x == law.rn_a).sum()) > 1000  # P(Z < -2) n ~ 1491
+    assert data["n_at_rn_b"] == int((x == law.rn_b).sum()) > 1000
+    for name in ("n_nan", "n_posinf", "n_neginf", "n_unwritten", "n_outside_rounded",
+                 "n_outside_strict"):
+        assert data[name] == 0, name
+    assert np.isnan(data["worst_outside"])
+
+
+def test_a_nan_written_is_counted_for_the_title():
+    law = rounded_law(TruncatedNormal(0.0, 1.0, -2.0, 2.0), torch.float32)
+    x = clamped_normal(law, 1 << 12, torch.float32)
+    x[0, :7] = float("nan")
+    x[0, 7:10] = float("inf")
+    data = figure_data(summarize_samples(x, law), law)
+    assert (data["n_nan"], data["n_posinf"], data["n_neginf"]) == (7, 3, 0)
