@@ -7,12 +7,12 @@
     law = harness.law("normal-2sigma", "bfloat16")   # what a perfect sampler writes
     law.rn_a, law.atom_a                             # the lower bound as written, and its mass
 
-`check` builds its session in the steps the pytest plugin takes (`harness.session.planner`:
-resolve the candidates, plan the run, open the sink) and drives the very `HarnessSession` the
-plugin drives: the same options, the same groups in the same order, the same seeds, the same
-rows. It runs every group in this process, one after the other (no xdist): a candidate that
-kills its process takes the caller with it, so run untrusted samplers through
-``pytest suites -n 1`` instead.
+`check` builds its session in the steps the pytest plugin takes (`harness.session.planner.plan_run`:
+resolve the candidates, plan the run; then the session opens its sink) and drives the very
+`HarnessSession` the plugin drives: the same options, the same groups in the same order, the same
+seeds, the same rows. The session runs every group in this process, one after the other (no
+xdist: `HarnessSession.run_in_process`): a candidate that kills its process takes the caller with
+it, so run untrusted samplers through ``pytest suites -n 1`` instead.
 """
 
 from __future__ import annotations
@@ -28,10 +28,8 @@ from reference import TruncatedNormal, rounded_law
 from reference.dtypes import DTYPES, torch_dtype
 
 from .cases import Case, case_by_id
-from .fleet.group_ledger import conformance_nodeid
-from .session.run_plan import HarnessSession
 from .session.options import RUN_DEFAULTS, OptionError, option_defaults, parse_options
-from .session.planner import open_sink, plan_run, resolve_candidates
+from .session.planner import plan_run
 from .session.sink import REPORT_WRITE_FAILED
 
 __all__ = ["check", "law", "OptionError"]
@@ -120,46 +118,32 @@ def check(candidate=None, *, cases=None, dtypes=None, devices=None,
                                 options), tuple(DTYPES), environ={})
     if opt.xfails_unmatched:
         warnings.warn(opt.xfails_unmatched, stacklevel=2)
-    session = plan_run(opt, resolve_candidates(opt))
-    taken_over = open_sink(session, f"harness.check(report_dir={report_dir!r})")
+    session = plan_run(opt)
+    taken_over = session.open_sink(f"harness.check(report_dir={report_dir!r})")
     if taken_over:
         warnings.warn(taken_over, stacklevel=2)
     try:
-        return _run(session, progress)
+        # The run's facts are the plan's: known before anything is drawn.
+        run = session.run_facts()
+        run["command"] = f"harness.check({', '.join(c.spec or c.name for c in session.candidates)})"
+        tests = session.planned_tests()
+        bar = _Progress(len({param.id for _, param in tests}), enabled=progress)
+        try:
+            session.run_in_process(tests, on_group=bar.group, progress=bar.samples)
+        finally:
+            bar.close()
+        session.report.finish(0, run["command"], run)
+        if session.report.fault is not None:
+            warnings.warn(session.report.fault_line().replace(f" (exit {REPORT_WRITE_FAILED})", ""),
+                          stacklevel=2)
+        info = {"run_id": "api", "started": time.strftime("%Y-%m-%dT%H:%M:%S",
+                                                          time.localtime(session.started))}
+        frame = results_frame(session.report.rows, info)
+        frame.attrs["report_fault"] = (str(session.report.fault) if session.report.fault is not None
+                                       else None)
+        return frame
     finally:
         session.report.release()
-
-
-def _run(session: HarnessSession, progress: bool) -> pd.DataFrame:
-    """Every planned test of `session`, in order, then its report; the rows as a DataFrame."""
-    tests = session.planned_tests()
-    session.report.mark_collected(conformance_nodeid(check_name, param.id) for check_name, param in tests)
-    groups = list(dict.fromkeys(param.id for _, param in tests))
-    bar = _Progress(len(groups), enabled=progress)
-    try:
-        for check_name, param in tests:
-            bar.group(param.id)
-            reason = session.skip_reason(param.candidate, param.dtype, param.device, param)
-            if reason:
-                session.report.record([session.skip_row(param, check_name, reason)])
-                continue
-            session.report.record([session.run_check(check_name, param,
-                                                     progress=bar.samples).row])
-    finally:
-        bar.close()
-    if session.options.explore:
-        session.shrink_failures()
-    run = session.run_facts()
-    run["command"] = f"harness.check({', '.join(c.spec or c.name for c in session.candidates)})"
-    session.report.finish(0, run["command"], run)
-    if session.report.fault is not None:
-        warnings.warn(session.report.fault_line().replace(f" (exit {REPORT_WRITE_FAILED})", ""),
-                      stacklevel=3)
-    info = {"run_id": "api", "started": time.strftime("%Y-%m-%dT%H:%M:%S",
-                                                      time.localtime(session.started))}
-    frame = results_frame(session.report.rows, info)
-    frame.attrs["report_fault"] = str(session.report.fault) if session.report.fault is not None else None
-    return frame
 
 
 def law(case, dtype, rounding: str = "rn"):

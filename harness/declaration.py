@@ -75,11 +75,15 @@ class GroupFacts:
 
     @cached_property
     def law(self):
-        """The case's rounded law (`reference.rounded_law`, cached there), built on first use."""
-        if self.case is None:
-            return None
-        c = self.case
-        return rounded_law(TruncatedNormal(c.mean, c.std, c.a, c.b), self.dtype)
+        """The case's rounded law (`case_law`), built on first use."""
+        return case_law(self.case, self.dtype)
+
+
+def case_law(case, dtype):
+    """`case`'s rounded law in `dtype` (`reference.rounded_law`, cached there); None for no case."""
+    if case is None:
+        return None
+    return rounded_law(TruncatedNormal(case.mean, case.std, case.a, case.b), dtype)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ of `record.ids`; what a group is drawn at (its shape class, its execution path) 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 
 import torch
 
@@ -39,69 +38,62 @@ def group_kind(*, shaped: bool, path: str, sharded: bool) -> str:
 class Group:
     """One (candidate, case, dtype, device[, layout]). A layout (`harness.sharded.layout.Layout`)
     makes it a sharded group on W ranks; a case on the shape axis or on another execution path
-    (`harness.cases.shaped`, `harness.cases.on_path`) is a case of its own."""
+    (`harness.cases.shaped`, `harness.cases.on_path`) is a case of its own.
+
+    What the session and the runner read of a group (its kind, path, ids, case label) is a pure
+    function of these five fields, so it is worked out once, when the group is made, and read as
+    plain values after (no field of those takes part in equality or the repr)."""
 
     candidate: object
     case: object
     dtype: torch.dtype
     device: str
     layout: object | None = None
+    path: str = field(init=False, repr=False, compare=False)
+    shape_class: str = field(init=False, repr=False, compare=False)
+    #: Which checks the group runs (`GROUP_KINDS`), asked of its case and layout.
+    kind: str = field(init=False, repr=False, compare=False)
+    #: The case as this group names it: the case's label and the layout's.
+    label: CaseLabel = field(init=False, repr=False, compare=False)
+    group_id: GroupId = field(init=False, repr=False, compare=False)
+    #: ``candidate-case[:shape][+path]-dtype-device[-layout]`` (`record.ids`).
+    id: str = field(init=False, repr=False, compare=False)
+    #: The report's case column: ``case[:shape][+path][@layout]`` (`record.ids`).
+    case_label: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def path(self) -> str:
-        return self.case.path
-
-    @property
-    def shape_class(self) -> str:
-        return self.case.shape_class
-
-    @property
-    def kind(self) -> str:
-        """Which checks the group runs (`GROUP_KINDS`), asked of its case and layout."""
-        return group_kind(shaped=bool(self.case.shape_class), path=self.path,
-                          sharded=self.layout is not None)
-
-    @cached_property
-    def label(self) -> CaseLabel:
-        """The case as this group names it: the case's label and the layout's."""
+    def __post_init__(self) -> None:
         case = self.case.label
-        return case if self.layout is None else CaseLabel(case.case, case.shape, case.path,
-                                                          self.layout.label)
-
-    @cached_property
-    def group_id(self) -> GroupId:
-        return GroupId(self.candidate.name, self.label, dtype_name(self.dtype), self.device)
-
-    @cached_property
-    def id(self) -> str:
-        """``candidate-case[:shape][+path]-dtype-device[-layout]`` (`record.ids`)."""
-        return format_group_id(self.group_id)
-
-    @cached_property
-    def case_label(self) -> str:
-        """The report's case column: ``case[:shape][+path][@layout]`` (`record.ids`)."""
-        return format_case_label(self.label)
+        label = case if self.layout is None else CaseLabel(case.case, case.shape, case.path,
+                                                           self.layout.label)
+        group_id = GroupId(self.candidate.name, label, dtype_name(self.dtype), self.device)
+        derived = dict(path=self.case.path, shape_class=self.case.shape_class,
+                       kind=group_kind(shaped=bool(self.case.shape_class), path=self.case.path,
+                                       sharded=self.layout is not None),
+                       label=label, group_id=group_id, id=format_group_id(group_id),
+                       case_label=format_case_label(label))
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
 
 @dataclass(frozen=True)
 class ApiGroup:
-    """One (candidate, dtype, device) whose argument handling is checked on plain tensors."""
+    """One (candidate, dtype, device) whose argument handling is checked on plain tensors; its
+    ids are worked out when it is made, as a `Group`'s."""
 
     candidate: object
     dtype: torch.dtype
     device: str
+    group_id: GroupId = field(init=False, repr=False, compare=False)
+    #: ``candidate-dtype-device`` (`record.ids`).
+    id: str = field(init=False, repr=False, compare=False)
 
     case_label = API_CASE
     kind = "candidate"
 
-    @cached_property
-    def group_id(self) -> GroupId:
-        return GroupId(self.candidate.name, None, dtype_name(self.dtype), self.device)
-
-    @cached_property
-    def id(self) -> str:
-        """``candidate-dtype-device`` (`record.ids`)."""
-        return format_group_id(self.group_id)
+    def __post_init__(self) -> None:
+        group_id = GroupId(self.candidate.name, None, dtype_name(self.dtype), self.device)
+        object.__setattr__(self, "group_id", group_id)
+        object.__setattr__(self, "id", format_group_id(group_id))
 
 
 def id_clash(groups) -> str | None:

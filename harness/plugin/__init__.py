@@ -24,7 +24,7 @@ from reference.dtypes import DTYPES
 from ..seeds import DEFAULT_RUN_SEED
 from ..session.run_plan import HarnessSession
 from ..session.options import OptionError, add_options, parse_options
-from ..session.planner import plan_run, resolve_candidates
+from ..session.planner import plan_run
 from .controller import ControllerPlugin
 from .grid import GridPlugin
 from .terminal import RunHeader, RunTerminal, SummaryScan
@@ -42,7 +42,7 @@ def new_session(config) -> HarnessSession:
     """The run's session from the command line's options (a bad option: a usage error)."""
     try:
         opt = parse_options(config.option, tuple(DTYPES))
-        return plan_run(opt, resolve_candidates(opt))
+        return plan_run(opt)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
 

@@ -21,7 +21,6 @@ from ..fleet.group_ledger import group_of_nodeid
 from ..fleet.scheduling import DeviceGroupScheduling, owned_cuda_device, visible_cuda_devices
 from ..session.run_plan import HarnessSession
 from ..session.options import OptionError
-from ..session.planner import open_sink
 from ..session.rows import ROW_KEY, latest_rows, row_key
 from ..session.sink import REPORT_WRITE_FAILED
 from ..sharded import ranks
@@ -76,7 +75,7 @@ class ControllerPlugin:
                 pytest.PytestConfigWarning(s.options.xfails_unmatched), stacklevel=2)
         if not (config.option.collectonly or config.option.help or config.option.version):
             try:  # what could fail at the end fails now, before a worker starts
-                taken_over = open_sink(s, command_line(invocation_args(config)))
+                taken_over = s.open_sink(command_line(invocation_args(config)))
             except OptionError as exc:
                 raise pytest.UsageError(str(exc)) from None
             if taken_over:

@@ -18,6 +18,7 @@ import warnings
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -27,7 +28,7 @@ from reference.dtypes import dtype_name
 from ..cases import PROFILES, STAGE2_FACTOR
 from ..checks import CHECKS, Check
 from ..checks.hard import failed_draw
-from ..declaration import GroupFacts
+from ..declaration import GroupFacts, case_law
 from ..diagnosis import OWN_STAGE_FAMILIES, annotate, annotate_failure
 from ..engine import (CandidateFailure, chunk_elements_for, fold_order, normal_throughput,
                       run_engine)
@@ -103,9 +104,10 @@ class CaseRunner:
         return derive_seed(self.config.run_seed, self.candidate.spec, self.case.id,
                            dtype_name(self.dtype), self.device, stage)
 
-    @property
+    @cached_property
     def law(self):
-        return self.facts.law
+        """The case's rounded law, built on first use: the one its checks are told (`GroupFacts`)."""
+        return case_law(self.case, self.dtype)
 
     def n_requested(self, stage: int) -> int:
         """Stage 1 asks for the configured n; stage 2 for STAGE2_FACTOR times what stage 1 drew
@@ -505,10 +507,10 @@ class CandidateRunner:
         marker = inflight_marker(self.config, self.candidate, "api", self.dtype, self.device, check)
         return crash_guarded(marker, check, call)
 
-    def called(self, check: Check) -> Result:
-        """The check's call of the candidate (`CaseRunner.called`), under the crash guard."""
+    def called(self, check: Check, seed: int) -> Result:
+        """The check's call of the candidate with `seed` (`CaseRunner.called`), under the crash
+        guard."""
         timeout = min(self.config.case_timeout, check.timeout_cap)
-        seed = self.seed(check.name)
         return self.guarded(check.name, lambda: check.call(self.facts, seed, timeout))
 
     def run(self, check: str | Check) -> Result:
@@ -516,12 +518,13 @@ class CandidateRunner:
         if not check.applies_to("candidate"):
             raise KeyError(f"{check.name!r} is not a check of the candidate alone")
         t0 = time.perf_counter()
+        seed = self.seed(check.name)
         try:
             with on_device(self.device):
-                result = self.called(check)
+                result = self.called(check, seed)
         except Exception as exc:
             result = Result(check.name, "error", f"{type(exc).__name__}: {exc}"[:400])
         result = annotate_failure(result)
-        result.seed = self.seed(check.name)
+        result.seed = seed
         result.harness_s = max(0.0, time.perf_counter() - t0 - result.candidate_s)
         return result

@@ -4,10 +4,11 @@ that turns a check on a group into its result row (`HarnessSession.run_check`). 
 the run's `harness.session.sink.ReportSink` (``session.report``), their reproduce lines come from
 `harness.session.repro.ReproLines` (``session.repro``).
 
-A session is built in steps (`harness.session.planner`: resolve the candidates, plan the run,
-open the sink); the pytest plugin (`harness.plugin`) and the Python API (`harness.api`) both take
-them and drive the `HarnessSession` they give, so `pytest suites` and `harness.check` give the
-same rows.
+A session is planned by `harness.session.planner.plan_run` (the candidates resolved, the devices
+and xfails checked), lists its own groups when it is made, and opens its sink when told
+(`HarnessSession.open_sink`); the pytest plugin (`harness.plugin`) and the Python API
+(`harness.api`) both build it so and drive it, so `pytest suites` and `harness.check` give the
+same rows. The API runs the plan in this process, test after test (`run_in_process`).
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ from reference.dtypes import DTYPES, dtype_name
 from reports.defects import allowed_reason
 
 from ..checks import CHECKS
-from ..fleet.group_ledger import GroupLedger, nodeid_parts
+from ..fleet.group_ledger import GroupLedger, conformance_nodeid, nodeid_parts
 from ..cases import PROFILES, shape_classes_for, shaped
 from ..cases import on_path as case_on_path
 from ..explore import EXPLORE_FWER
-from ..group import ApiGroup, Group
+from ..fleet.partition import plan
+from ..group import ApiGroup, Group, id_clash
 from ..runner import CandidateRunner, RunConfig, RunnerCache, candidate_on_path
 from ..runner.drawn_then_cast import as_drawn
 from ..runner.shrink import PARAMETERS as SHRINK_PARAMETERS
@@ -36,7 +38,7 @@ from ..runner.shrink import SHRINK_CASES, ShrinkTask, run_tasks
 from ..sharded.layout import Layout
 from ..sharded.dtensor_runner import ShardedRunnerCache, sharded_skip_reason
 from .devices import MemoryReasons, device_skip_reason
-from .options import Options
+from .options import OptionError, Options
 from .rows import row_skeleton
 from .repro import ReproLines
 from .sink import INFLIGHT_DIR, ReportSink
@@ -77,9 +79,11 @@ class HarnessSession:
     """One run: the validated options, the resolved candidates, the grid and its runners."""
 
     def __init__(self, opt: Options, candidates, by_sampler: dict, devices, xfails):
-        """The plan's values (`harness.session.planner.plan_run` builds them): the options, the
+        """The plan's values (`harness.session.planner.plan_run` gives them): the options, the
         resolved candidates (`by_sampler`: spec -> candidate, see `candidates_for`), the devices
-        and the xfails lines. Nothing here resolves, checks, reads or opens anything."""
+        and the xfails lines. The session lists its groups (OptionError where two share an id)
+        and, for a partitioned run, the groups this process runs (`harness.fleet.partition`);
+        nothing here resolves, reads or opens anything."""
         self.options = opt
         self.candidates = list(candidates)
         self.by_sampler = dict(by_sampler)
@@ -107,12 +111,20 @@ class HarnessSession:
         self.node_params: dict = {}  # nodeid -> row skeleton (to report crashed workers)
         self.saved_case_data: set = set()
         self.ledger = GroupLedger()  # controller: which worker ran each case group
-        # Grid partitions (harness.fleet.partition): the groups this process runs; None: all
-        # (`plan_run` sets it).
-        self.partition = None
         self.report = ReportSink(opt.report_dir)
         self.memory_reasons = MemoryReasons()
         self.repro = ReproLines(self.run_config, self.world_sizes, {c.id: c for c in self.cases})
+        self._listed_groups()
+        # Grid partitions (harness.fleet.partition): the groups this process runs; None: all.
+        self.partition = (plan(opt.partition, self.grid_groups(), opt.durations,
+                               opt.durations_from) if opt.partition is not None else None)
+
+    def open_sink(self, command: str = "") -> str | None:
+        """Make the report directory ready before anything is drawn (its run lock, the "running"
+        manifest with the plan's facts, the row log: `ReportSink.open`). OptionError when it
+        cannot be written or another run holds it; a line when the lock of a run that died was
+        taken over, else None."""
+        return self.report.open(command, self.manifest_facts())
 
     def apply_budget(self, n_groups: int, workers: int) -> None:
         """--budget-seconds: give each (candidate, case, dtype, device) an equal share of the
@@ -141,11 +153,20 @@ class HarnessSession:
         return self._listed_groups()[1]
 
     def _listed_groups(self) -> tuple:
+        """(case groups, API groups): what each is made of is planned first, then the groups
+        are made, and no two of them may share an id (OptionError)."""
         if self._groups is None:
-            self._groups = (tuple(self._case_groups()), tuple(self._candidate_groups()))
+            planned = list(self._case_groups()), list(self._candidate_groups())
+            groups = (tuple(Group(*fields) for fields in planned[0]),
+                      tuple(ApiGroup(*fields) for fields in planned[1]))
+            clash = id_clash((*groups[0], *groups[1]))
+            if clash:
+                raise OptionError(clash)
+            self._groups = groups
         return self._groups
 
     def _case_groups(self):
+        """The fields of each case group (`Group`), in the plan's order."""
         if 1 in self.world_sizes:
             for cand in self.candidates:
                 for case in self.cases:
@@ -153,11 +174,11 @@ class HarnessSession:
                         continue
                     for dtype in self.dtypes_of(case):
                         for device in self.devices:
-                            yield Group(cand, case, dtype, device)
+                            yield cand, case, dtype, device
                             for shape in self.shapes_for(case, dtype, device):
-                                yield Group(cand, shaped(case, shape), dtype, device)
+                                yield cand, shaped(case, shape), dtype, device
                             for path in self.paths_for(case):
-                                yield Group(cand, case_on_path(case, path), dtype, device)
+                                yield cand, case_on_path(case, path), dtype, device
         yield from self.sharded_groups()
 
     def dtypes_of(self, case) -> list:
@@ -183,9 +204,9 @@ class HarnessSession:
                                  self.options.shapes)
 
     def sharded_groups(self):
-        """The sharded groups: candidates x the sharded selection x devices x layouts; a model's
-        recorded call in the dtype its parameter holds, drawn with the sampler that made it
-        (`candidates_for`)."""
+        """The fields of the sharded groups: candidates x the sharded selection x devices x
+        layouts; a model's recorded call in the dtype its parameter holds, drawn with the
+        sampler that made it (`candidates_for`)."""
         if not self.layouts:
             return
         for cand in self.candidates:
@@ -195,7 +216,7 @@ class HarnessSession:
                 for dtype in self.dtypes_of(case) if case.dtypes else self.sharded_dtypes:
                     for device in self.devices:
                         for layout in self.layouts:
-                            yield Group(cand, case, dtype, device, layout)
+                            yield cand, case, dtype, device, layout
 
     @property
     def sharded_runners(self):
@@ -231,12 +252,13 @@ class HarnessSession:
         return sorted(tests, key=lambda t: (t[1].id, CHECKS.index(t[0])))
 
     def _candidate_groups(self):
+        """The fields of each API group (`ApiGroup`)."""
         if 1 not in self.world_sizes:  # the API checks call the candidate on plain tensors
             return
         for cand in self.candidates:
             for dtype in self.dtypes:
                 for device in self.devices:
-                    yield ApiGroup(cand, dtype, device)
+                    yield cand, dtype, device
 
     def grid_groups(self) -> list[str]:
         """Every group key of the run's grid (what a partition splits), whatever -k selects."""
@@ -278,10 +300,6 @@ class HarnessSession:
         if not hasattr(self, "_groups_by_id"):
             self._groups_by_id = {p.id: p for p in (*self.groups(), *self.api_groups())}
         return self._groups_by_id.get(group)
-
-    def xfail_for(self, test_name: str, mechanism: str | None = None) -> XfailPattern | None:
-        """The first xfails line naming this test's failure (`mechanism`: its row's)."""
-        return first_match(self.xfails, test_name, mechanism)
 
     def run_facts(self, invocation=None, workers: int = 0) -> dict:
         """What the report records of this run, as plain values (`reports.render.write_run`)."""
@@ -359,6 +377,24 @@ class HarnessSession:
                       "candidates": [[c.spec, c.version] for c in self.candidates]}
         return dict(shard=shard, partition=partition, assignment=assignment, config=config_key,
                     started=self.started)
+
+    def run_in_process(self, tests: list, on_group=None, progress=None) -> None:
+        """Run `tests` (`planned_tests`) in this process, in order, without pytest (the Python
+        API): each one's row, or its skip row, into the report; then, in an explored run, shrink
+        the failures. `on_group(group_id)` is told as each test comes, `progress(drawn, target)`
+        after each fold of a group's draw."""
+        self.report.mark_collected(conformance_nodeid(check_name, param.id)
+                                   for check_name, param in tests)
+        for check_name, param in tests:
+            if on_group is not None:
+                on_group(param.id)
+            reason = self.skip_reason(param.candidate, param.dtype, param.device, param)
+            if reason:
+                self.report.record([self.skip_row(param, check_name, reason)])
+                continue
+            self.report.record([self.run_check(check_name, param, progress=progress).row])
+        if self.options.explore:
+            self.shrink_failures()
 
     # -- one check on one group ------------------------------------------------------------
     def run_check(self, check: str, param, worker: str = "main",

@@ -19,8 +19,17 @@ It is read two ways.
   trip had already left; a *climb* is a step from a file on a lower floor to one on a higher
   floor, the floors read from `.importlinter`'s layers contracts. Code that no file holds (the
   `__init__` and `__eq__` a dataclass generates) is not a stay: it runs none of the file's code.
+  Nor is a call of one of the candidate's own methods on the candidate (a function of the
+  `candidates.Candidate` class, its `__call__`, `skip_reason`, `cannot_express`, ..., with the
+  candidate as `self`): that is the candidate doing its work where it is, not travelling. Such
+  calls stay in the chains (`calls`), which show everything that holds the candidate.
 
-`stays`, `returns`, `climbs` and `floors` are pure functions over the recorded trip, so a test can
+The trip is read for three figures: its returns; its *climbs*, the steps of its stays up a floor
+(control coming back up after a lower floor's work counts, as a reader following the file sequence
+sees it); and its *handoffs up*, the calls from a module on a lower floor into one on a higher floor
+(the candidate handed back up, which the import contract cannot see).
+
+`stays`, `returns`, `climbs`, `handoffs_up` and `floors` are pure functions over the recorded trip, so a test can
 hold them to a hand-made sequence.
 """
 
@@ -91,10 +100,18 @@ def climbs_up(floor: dict, below: str, above: str) -> bool:
 
 
 def climbs(trip: list, floor: dict) -> list:
-    """(from, to) for each step of the trip's stays up a floor, in order."""
+    """(from, to) for each step of the trip's stays up a floor, in order: a callee's work done and
+    its caller's going on counts as much as a callback."""
     path = stays(trip)
     return [(path[i - 1], path[i]) for i in range(1, len(path))
             if climbs_up(floor, path[i - 1], path[i])]
+
+
+def handoffs_up(trip: list, callers: list, floor: dict) -> list:
+    """(caller, callee) for each call of the trip made from a module on a lower floor into one on
+    a higher floor: the candidate handed back up (a callback, an object asked upward)."""
+    return [(caller, module) for caller, module in zip(callers, trip)
+            if caller is not None and climbs_up(floor, caller, module)]
 
 
 @dataclass
@@ -105,6 +122,7 @@ class Trace:
     calls: list = field(default_factory=list)  # (root module, ..., the called one) per call
     trip: list = field(default_factory=list)
     trip_functions: list = field(default_factory=list)  # the function called, per step of trip
+    trip_callers: list = field(default_factory=list)  # the module handing it on, per step of trip
 
     @property
     def path(self) -> list:
@@ -145,7 +163,8 @@ class Trace:
         floor = floors() if floor is None else floor
         path = stays(self.trip)
         lines = [f"{len(path)} stays in {len(set(path))} files, {len(climbs(self.trip, floor))} "
-                 f"climbs, {len(returns(self.trip))} returns"]
+                 f"climbs, {len(returns(self.trip))} returns, "
+                 f"{len(handoffs_up(self.trip, self.trip_callers, floor))} handoffs up"]
         functions: list = []  # the functions called in each stay
         for i, module in enumerate(self.trip):
             if i == 0 or module != self.trip[i - 1]:
@@ -177,6 +196,18 @@ def _holds(value, marks, depth: int = 2) -> bool:
     return any(_holds(v, marks, depth - 1) for v in items)
 
 
+def own_methods(cls: type) -> frozenset:
+    """The code objects of the functions `cls` (and its bases but `object`) defines: methods,
+    static and class methods, and the getters and setters of its properties."""
+    codes = set()
+    for klass in cls.__mro__[:-1]:
+        for attribute in vars(klass).values():
+            functions = [getattr(attribute, name, None)
+                         for name in ("__func__", "fget", "fset", "fdel", "func")] + [attribute]
+            codes.update(f.__code__ for f in functions if hasattr(f, "__code__"))
+    return frozenset(codes)
+
+
 def trace_candidate(run, spec: str) -> Trace:
     """Call `run(spec)` (with a fresh copy of `spec`) and trace the candidate's path through our
     modules."""
@@ -184,6 +215,7 @@ def trace_candidate(run, spec: str) -> Trace:
 
     given = "".join(list(spec))  # a new str object: identity tells it from the code's literals
     ours = packages()
+    candidate_methods = own_methods(Candidate)
 
     def marks(value) -> bool:
         return value is given or isinstance(value, Candidate)
@@ -209,18 +241,25 @@ def trace_candidate(run, spec: str) -> Trace:
             return
         holding[id(frame)] = (module, code)
         chain, context, f = [module], [code], frame.f_back
+        caller = None  # the module of the nearest call above that holds the candidate
         while f is not None:
             held = holding.get(id(f))
             if held is not None:
+                caller = held[0] if caller is None else caller
                 context.append(held[1])
                 if held[0] != chain[-1]:
                     chain.append(held[0])
             f = f.f_back
         trace.calls.append(tuple(reversed(chain)))
+        working = (code in candidate_methods and code.co_argcount
+                   and isinstance(local.get(code.co_varnames[0]), Candidate))
+        if working:  # the candidate's own method on itself: its work, not its trip
+            return
         if code.co_filename.endswith(".py") and tuple(context) not in contexts:
             contexts.add(tuple(context))
             trace.trip.append(module)
             trace.trip_functions.append(code.co_name)
+            trace.trip_callers.append(caller)
 
     sys.setprofile(profile)
     try:

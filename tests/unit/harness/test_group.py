@@ -17,7 +17,7 @@ from harness.fleet.group_ledger import conformance_nodeid, group_of_nodeid, node
 from harness.fleet.scheduling import cuda_index_of_group
 from harness.group import ApiGroup, Group, id_clash
 from harness.session.options import OptionError
-from harness.session.planner import plan_run, resolve_candidates
+from harness.session.planner import plan_run
 from harness.sharded.layout import PLACEMENTS, RANK_SEEDS, Layout
 from record.ids import API_CASE, CaseLabel, group_device, parse_case_label, parse_group_id
 from reference.dtypes import DTYPES, dtype_name
@@ -107,10 +107,10 @@ def test_two_groups_of_one_name_are_refused_when_the_run_is_set_up(parse):
                 case=["std=1,a=-1,b=1,id=counter-x", "std=1,a=-1,b=2,id=x"], dtypes="float32",
                 devices="cpu")
     with pytest.raises(OptionError) as info:
-        plan_run(opt, resolve_candidates(opt))
+        plan_run(opt)
     message = str(info.value)
     assert message.startswith("group id 'exact-counter-x-float32-cpu' would name two groups")
     assert "exact on counter-x and exact-counter on x" in message and "\n" not in message
     alone = parse(candidate=["exact", "exact-counter"], case=["std=1,a=-1,b=1,id=x"],
                   dtypes="float32", devices="cpu")
-    plan_run(alone, resolve_candidates(alone))  # one of them alone is fine
+    plan_run(alone)  # one of them alone is fine

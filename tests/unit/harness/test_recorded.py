@@ -18,7 +18,7 @@ import torch
 
 from harness.cases import CaseSpecError, parse_case_spec
 from harness.session.options import OptionError
-from harness.session.planner import plan_run, resolve_candidates
+from harness.session.planner import plan_run
 from harness.model_calls import RecordingError, cases_from
 from harness.runner.drawn_then_cast import DrawnCandidate, as_drawn
 
@@ -148,7 +148,7 @@ def test_each_recorded_call_is_judged_by_its_sampler_unless_a_candidate_is_given
     helper = f"{models}:helper"
     opt = parse(cases_from=[f"{models}:helped"], record=[helper], cases="normal-2sigma",
                 shapes="none", paths="eager", report_dir="")
-    session = plan_run(opt, resolve_candidates(opt))
+    session = plan_run(opt)
     by_case = {c.id: [k.name for k in session.candidates_for(c)] for c in session.cases}
     assert by_case["normal-2sigma"] == ["torch"]
     assert by_case["models-helped-1"] == ["torch"]
@@ -158,7 +158,7 @@ def test_each_recorded_call_is_judged_by_its_sampler_unless_a_candidate_is_given
         ("torch", "normal-2sigma"), ("torch", "models-helped-1"), (helper, "models-helped-0")}
     opt = parse(cases_from=[f"{models}:helped"], record=[helper], candidate=["exact"],
                 report_dir="")
-    given = plan_run(opt, resolve_candidates(opt))
+    given = plan_run(opt)
     assert {p.candidate.name for p in given.groups()} == {"exact"}
 
 
@@ -260,13 +260,13 @@ def _plan_facts(spec: str, record: tuple, profile: str) -> dict:
     code = textwrap.dedent(f"""
         import json
         from tests.unit.harness.conftest import _parse
-        from harness.session.planner import plan_run, resolve_candidates
+        from harness.session.planner import plan_run
 
         out = {{}}
         for sizes in ("1", "1,2"):
             opt = _parse(cases_from=[{spec!r}], record={list(record)!r}, profile={profile!r},
                          world_sizes=sizes, report_dir="")
-            session = plan_run(opt, resolve_candidates(opt))
+            session = plan_run(opt)
             groups = list(session.groups())
             sharded = [g for g in groups if g.layout is not None]
             out[sizes] = {{
@@ -319,7 +319,7 @@ def test_a_model_calling_one_library_only_is_planned_with_its_sampler(sampler, p
 
 def test_a_cast_call_is_left_out_of_the_sharded_draw_saying_why(parse, models):
     opt = parse(cases_from=[f"{models}:casts"], world_sizes="1,2", report_dir="")
-    session = plan_run(opt, resolve_candidates(opt))
+    session = plan_run(opt)
     sharded = [g for g in session.groups() if g.layout is not None]
     assert sharded and {g.candidate.spec for g in sharded} == {"torch"}
     reasons = {session.skip_reason(g.candidate, g.dtype, g.device, g) for g in sharded}
