@@ -3,22 +3,24 @@
 Floors, from the ground up (each imports only the floors below it; `.importlinter` checks it):
 
 * ground floor, plain data: `cases`, `seeds`, `result` (Outcome, Result); `group` (Group,
-  ApiGroup: what a row was drawn from); `explore` (the explorer's cases) and `recorded` (a
-  model's recorded init calls as cases); `bins` (ordered-key bin arithmetic and the position
-  classes); `summary` (the Summary a draw folds into: a common core and one state per family);
+  ApiGroup: what a row was drawn from); `explore` (the explorer's cases) and `model_calls` (a
+  model's recorded init calls as cases); `key_bins` (ordered-key bin arithmetic and the
+  position classes); `summary` (the Summary a draw folds into: a common core and one state per family);
   `declaration` (Family, Check: what a statistic family and a check declare);
 * `engine`: the streaming draw and the fold, a loop over the families' accumulators
   (`run_engine`, `summarize_samples`);
 * `families`: one module per statistic family, its accumulator beside its check(s);
 * `checks`: the registry (`CHECKS`) and the hard, contract, sharded and power checks;
-* `diagnosis`: what a failure means: severity figures with their noise floors, the level, and
-  the catalog of defect mechanisms;
+* `diagnosis`: what a failure means: the catalog of defect mechanisms (`mechanisms`, the
+  libraries' arithmetic they repeat in `library_ops`) and the severity figures with their noise
+  floors and the level (`grading`);
 * `runner`: the two-stage `CaseRunner` of one case, `CandidateRunner`, shrinking;
 * `sharded` (DTensors across ranks) and `fleet` (groups, xdist scheduling, grid partitions);
-* `session`: one run without pytest, built in steps (`session.planner`: resolve the candidates,
-  plan the run, open the report sink): options, `HarnessSession`, the report sink, reproduce
-  lines, xfails, devices;
-* `plugin`: the pytest plugin (hooks only), which builds and drives a session;
+* `session`: one run without pytest, built in steps (`session.planner.plan_run`: resolve the
+  candidates, plan the run; then the session opens its report sink): options, `HarnessSession`,
+  the report sink, reproduce lines, xfails, devices;
+* `plugin`: the pytest plugin, objects per process role (controller, worker, grid, terminal),
+  which builds and drives a session;
 * `api`: `harness.check(...)` -> a DataFrame of the rows `pytest suites` gives, built on the same
   session steps, and `harness.law(case, dtype)`, the exact law of what a perfect sampler writes.
 

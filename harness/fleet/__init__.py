@@ -1,4 +1,4 @@
-"""Spreading the grid's case groups: what a group is (`groups`), which xdist worker runs it
+"""Spreading the grid's case groups: what a group is and that it stays whole (`group_ledger`), which xdist worker runs it
 (`scheduling`: case groups whole, CUDA groups on their device's workers) and which CI job runs it
 (`partition`: deterministic partitions of the grid).
 

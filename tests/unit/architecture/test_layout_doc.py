@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from candidate_trace import packages
+
 ROOT = Path(__file__).resolve().parents[3]
-PACKAGES = ("reference", "record", "candidates", "harness", "reports")
+PACKAGES = packages()  # the root packages `.importlinter` names
 DOC = ROOT / "docs" / "architecture.md"
 #: An entry of the block starts at an indent of 0 (a package), 2 or 4 (a folder or module inside
 #: the entry above it); a line indented further continues the entry before it.
