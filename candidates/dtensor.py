@@ -3,7 +3,8 @@ rank's part.
 
 * `is_dtensor` — whether a tensor is a DTensor (False where torch has no ``torch.distributed``);
 * `mesh_rank` — a rank's coordinate along the first dimension of the DTensor's mesh;
-* `broadcast_from_origin` — the key of mesh coordinate (0, ..., 0), on every rank of the mesh;
+* `broadcast_from_origin` — the key of mesh coordinate (0, ..., 0), on every rank of the mesh
+  (`broadcast_tensor_from_origin`: the same for a key held in a device tensor, never read back);
 * `local_box` — (global offsets, local shape) of this rank's part of a DTensor.
 
 ``torch.distributed`` is imported on first use, so that importing the samplers does not need it.
@@ -15,7 +16,8 @@ import torch
 
 from candidates.kernels import chunk_sizes
 
-__all__ = ["is_dtensor", "mesh_rank", "broadcast_from_origin", "local_box"]
+__all__ = ["is_dtensor", "mesh_rank", "broadcast_from_origin", "broadcast_tensor_from_origin",
+           "local_box"]
 
 
 def is_dtensor(tensor) -> bool:
@@ -33,15 +35,20 @@ def mesh_rank(tensor) -> int:
 
 def broadcast_from_origin(key: int, tensor) -> int:
     """The key of mesh coordinate (0, ..., 0), on every rank of the DTensor's mesh."""
+    key_t = torch.tensor([key], dtype=torch.int64, device=tensor.to_local().device)
+    return int(broadcast_tensor_from_origin(key_t, tensor).item())
+
+
+def broadcast_tensor_from_origin(key: torch.Tensor, tensor) -> torch.Tensor:
+    """`key` (a tensor on the rank's device) as mesh coordinate (0, ..., 0) holds it, on every
+    rank of the DTensor's mesh, in place: a collective, no read of its value on the host."""
     import torch.distributed as dist
 
     mesh = tensor.device_mesh
-    local = tensor.to_local()
-    key_t = torch.tensor([key], dtype=torch.int64, device=local.device)
     for dim in range(mesh.ndim):
         group = mesh.get_group(dim)
-        dist.broadcast(key_t, src=dist.get_global_rank(group, 0), group=group)
-    return int(key_t.item())
+        dist.broadcast(key, src=dist.get_global_rank(group, 0), group=group)
+    return key
 
 
 def local_box(tensor) -> tuple[tuple, tuple]:

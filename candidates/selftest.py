@@ -18,6 +18,12 @@ default run) but `candidates.resolve` finds them by name: ``SELFTEST_REGISTRY`` 
 ``selftest-crash``             ``os._exit(3)`` on every call -> the report's crash handling
 ``selftest-slow``              exact, but each call sleeps 0.1 s first -> the per-case budget
                                (correct output: it must pass, with fewer samples)
+``selftest-repeating-rng-X``   the good sampler X (``torch``, ``fast-exact``) on a generator that
+                               repeats every draw (`RepeatingRandomness`: the RNG state restored
+                               around each torch call, as a DTensor RNG tracker that restores it
+                               around each random op does under FSDP2 CPU offload) -> repetition and
+                               independence (calls repeat one another); hang where X redraws its
+                               rejected values until they pass (torch's rejection loop)
 ``selftest-shifted-shards``,   on DTensors, each breaking one thing only sharding can break ->
 ``selftest-mirrored-shards``,  shards (repeated rows), shards (correlation), replicas, sharding;
 ``selftest-replica-drift``,    see candidates/dtensor_samplers.py
@@ -34,12 +40,14 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 
 from candidates.builtin import exact_trunc_normal_
+from candidates.fast_exact import fast_exact_trunc_normal_
 from candidates.kernels import harness_version
 from candidates.protocol import Candidate
 
-__all__ = ["SELFTESTS"]
+__all__ = ["SELFTESTS", "RepeatingRandomness", "generators_drawn_from", "on_a_repeating_generator"]
 
 
 def skip_last_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
@@ -109,6 +117,52 @@ def slow_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     return exact_trunc_normal_(tensor, mean, std, a, b, generator=generator)
 
 
+class RepeatingRandomness(TorchFunctionMode):
+    """Every torch call made inside leaves `generators` in the state it found them in: each random
+    op draws the very numbers the one before it drew (a generator that repeats every draw)."""
+
+    def __init__(self, generators):
+        super().__init__()
+        self.generators = tuple(generators)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        states = [g.get_state() for g in self.generators]
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            for g, state in zip(self.generators, states):
+                g.set_state(state)
+
+
+def generators_drawn_from(tensor, generator) -> list:
+    """The generators a sampler filling `tensor` may draw from: the one it is given, and the
+    default generator of the CPU and of the tensor's device."""
+    found = [generator] if generator is not None else []
+    found.append(torch.default_generator)
+    device = tensor.device
+    if device.type == "cuda":
+        found.append(torch.cuda.default_generators[device.index if device.index is not None
+                                                   else torch.cuda.current_device()])
+    return found
+
+
+def on_a_repeating_generator(fill: Callable) -> Callable:
+    """`fill` (the protocol's function) called under `RepeatingRandomness`."""
+
+    def repeating_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+        """The sampler on a generator that repeats every draw (its state restored around each torch
+        call, as a DTensor RNG tracker restoring it around each random op does): its calls repeat
+        one another, and a loop redrawing rejected values never ends."""
+        with RepeatingRandomness(generators_drawn_from(tensor, generator)):
+            return fill(tensor, mean, std, a, b, generator=generator)
+
+    return repeating_
+
+
+def _torch_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    return torch.nn.init.trunc_normal_(tensor, mean, std, a, b, generator=generator)
+
+
 def _make(name: str, fn: Callable, known_bad: bool = True) -> Callable[[], Candidate]:
     def factory() -> Candidate:
         return Candidate(fn, name=name, spec=name, version=harness_version(), torch_init_semantics=True,
@@ -128,5 +182,9 @@ SELFTESTS: dict[str, Callable[[], Candidate]] = {
     "selftest-raises": _make("selftest-raises", raises_),
     "selftest-crash": _make("selftest-crash", crash_),
     "selftest-slow": _make("selftest-slow", slow_, known_bad=False),
+    "selftest-repeating-rng-torch": _make("selftest-repeating-rng-torch",
+                                          on_a_repeating_generator(_torch_trunc_normal_)),
+    "selftest-repeating-rng-fast-exact": _make("selftest-repeating-rng-fast-exact",
+                                               on_a_repeating_generator(fast_exact_trunc_normal_)),
 }
 

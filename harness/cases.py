@@ -308,7 +308,9 @@ def shaped(case: Case, shape: ShapeClass) -> Case:
 
 
 #: Execution paths (harness.runner.paths): how the candidate is called.
-PATHS = ("eager", "compile", "deterministic")
+PATHS = ("eager", "compile", "compile-fullgraph", "deterministic")
+#: The paths that call the candidate through torch.compile (their groups are ``compiled``).
+COMPILED_PATHS = ("compile", "compile-fullgraph")
 
 
 def on_path(case: Case, path: str) -> Case:
@@ -416,7 +418,7 @@ PROFILES = {
                        "every shape; every execution path",
                        n_cuda=1 << 30, world_sizes=(1, 2, 4), shape_cases=None,
                        shape_classes=EVERYDAY_SHAPES + ("2^28", "2^31+1", "151936x4096"),
-                       shape_calls=1 << 16, paths=("eager", "compile", "deterministic")),
+                       shape_calls=1 << 16, paths=PATHS),
 }
 
 def shape_classes_for(case_id: str, profile: Profile, on_cuda: bool, dtype: str | None = None,

@@ -16,10 +16,12 @@ import torch
 from record.ids import API_CASE, CaseLabel, GroupId, format_case_label, format_group_id
 from reference.dtypes import dtype_name
 
+from .cases import COMPILED_PATHS
+
 
 #: The kinds of group, which say which checks a group runs (a check's scope names kinds):
 #: ``grid``: an unsharded group of a case at its own shape (eager or a path other than compile);
-#: ``compiled``: the same on the ``compile`` path (no API checks: each new tensor shape of
+#: ``compiled``: the same on a torch.compile path (no API checks: each new tensor shape of
 #: theirs would compile anew); ``shape``: a case on the shape axis; ``sharded``: a DTensor
 #: parameter on W ranks; ``candidate``: an `ApiGroup`, once per (candidate, dtype, device).
 GROUP_KINDS = ("grid", "compiled", "shape", "sharded", "candidate")
@@ -31,7 +33,7 @@ def group_kind(*, shaped: bool, path: str, sharded: bool) -> str:
         return "sharded"
     if shaped:
         return "shape"
-    return "compiled" if path == "compile" else "grid"
+    return "compiled" if path in COMPILED_PATHS else "grid"
 
 
 @dataclass(frozen=True)

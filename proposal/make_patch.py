@@ -2,9 +2,11 @@
 
 The patch has two parts, both ours:
 
-* a new module, ``torch/nn/_trunc_normal.py``: the sampler of `candidates.fast_exact` (with the
-  pieces of `candidates.rounding`, `candidates.kernels` and `candidates.dtensor` it uses), its
-  definitions copied by name into one self-contained module (torch and math only, no numpy);
+* a new module, ``torch/nn/_trunc_normal.py``: the fixed-work strategy of
+  `candidates.fast_exact` (with the pieces of `candidates.kernels` and `candidates.dtensor` it
+  uses), its definitions copied by name into one self-contained module (torch and math only):
+  the same few dozen ops per call on every device, no host read, compiled whole by
+  torch.compile(fullgraph=True);
 * a diff of ``torch/nn/init.py``, computed against the init.py it is given: the body of
   ``_no_grad_trunc_normal_`` becomes a call into the new module, the description in
   ``trunc_normal_``'s docstring says what it now writes, and one import line joins the module's
@@ -44,39 +46,40 @@ PUBLIC = "trunc_normal_"
 ENTRY = "_exact_trunc_normal_"
 IMPORT_LINE = f"from torch.nn._trunc_normal import trunc_normal_ as {ENTRY}\n"
 
-#: (source file, top-level names copied from it, in order)
+#: (source file, top-level names copied from it, in order): the fixed-work strategy of
+#: `candidates.fast_exact` (the CPU's chunked strategy is the harness candidate's alone) and the
+#: pieces of `candidates.kernels` and `candidates.dtensor` it uses.
 PIECES = (
-    ("candidates/rounding.py", ("_odd_float32", "rn_cast")),
-    ("candidates/kernels.py", ("validate_args", "chunk_sizes", "REFINE_MAX_BITS", "REFINE_WIDTH_BITS",
-                               "_MANTISSA_BITS", "_EXPONENT_BIAS", "refine_float64")),
-    ("candidates/dtensor.py", ("is_dtensor", "mesh_rank", "broadcast_from_origin", "local_box")),
+    ("candidates/kernels.py", ("validate_args", "REFINE_WIDTH_BITS")),
+    ("candidates/dtensor.py", ("is_dtensor", "local_box", "broadcast_tensor_from_origin")),
+    ("candidates/fast_exact.py", (
+        "NORMAL_REACH", "GL_MAX_DECAY", "_SQRT_HALF", "_SQRT_HALF_PI", "_SQRT_2PI", "_GL_NODES",
+        "_GL_WEIGHTS", "_mills", "_gl_tail_mass", "tail_mass", "optimal_rate", "Proposal",
+        "_best_rate", "choose_proposal", "_bounds_test", "BLOCK", "_GAMMA", "_SPLITMIX", "_HALF",
+        "splitmix64", "block_layout", "propose_fixed", "compact", "refine_low_bits",
+        "round_to_16bit", "_global_span", "_span_index", "_fill_fixed_work",
+        "fixed_work_trunc_normal_")),
 )
-FAST_EXACT = "candidates/fast_exact.py"
-#: fast_exact's definitions left out: the known-bad twins the harness proves its power with
-LEFT_OUT = {"__all__", "fast_exact_rounds_first_", "fast_exact_float32_normal_",
-            "fast_exact_unrefined_", "fast_exact_normal_in_dtype_"}
-#: fast_exact's definitions replaced: the flat index in torch ops (the harness's uses numpy)
-REPLACED = {"_local_flat_index": '''def _local_flat_index(tensor) -> torch.Tensor:
-    """Row-major flat index, in the whole DTensor, of each element of this rank's part."""
-    shape = tuple(tensor.shape)
-    offsets, local_shape = local_box(tensor)
-    if math.prod(local_shape) == 0:
-        return torch.zeros(0, dtype=torch.int64)
-    index = torch.zeros(1, dtype=torch.int64)
-    for dim, (offset, size) in enumerate(zip(offsets, local_shape)):
-        stride = math.prod(shape[dim + 1:])
-        index = (index[:, None] + torch.arange(offset, offset + size) * stride).flatten()
-    return index'''}
+#: Definitions replaced in the module: a DTensor's box by the API of the torch the patch is for
+#: (the harness's version also reads older releases).
+REPLACED = {"local_box": '''def local_box(tensor) -> tuple[tuple, tuple]:
+    """(global offsets, local shape) of this rank's part of a DTensor."""
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
-MODULE_HEADER = '''"""Truncated normal sampling for ``torch.nn.init.trunc_normal_``: exact in every dtype.
+    shape, offsets = compute_local_shape_and_global_offset(tensor.shape, tensor.device_mesh,
+                                                           tensor.placements)
+    return tuple(int(o) for o in offsets), tuple(int(s) for s in shape)'''}
 
-Writes Y = RN(X), X ~ TN(mean, std, a, b), rounded once to nearest even into the tensor's dtype,
-in bounded work (at most 17 proposal rounds over the rejected elements, then a fixed-step
-inversion). Per dtype, the cheapest construction a conformance harness cannot tell from that law:
-float64 values refined in their last bits; float32 from float64 proposals (a vectorized float64
-Box-Muller); float16/bfloat16 from a float32 draw rounded once, with exact float32 bounds and
-float64 tails beyond 4 std. Deterministic for a given generator state; DTensors hold the values
-of a plain tensor filled with the same seed.
+MODULE_HEADER = '''"""Truncated normal sampling for ``torch.nn.init.trunc_normal_``: exact in every dtype, in fixed work.
+
+Writes Y = RN(X), X ~ TN(mean, std, a, b), rounded once to nearest even into the tensor's dtype.
+A call dispatches the same few dozen ops whatever the size and the random outcome, reads no
+device value on the host and compiles whole (torch.compile(fullgraph=True)). Its randomness is
+SplitMix64 of each element's position and one key drawn from the generator: a DTensor's parts
+hold the plain tensor's values, and a generator that repeats its draws repeats calls, never
+loops. Each block of 2^14 elements tests a fixed number of proposals (the best of normal,
+half-normal, uniform and exponential: >= 49.5 % accepted) and keeps its first accepted ones; it
+runs short with probability <= 2^-64 per call (the missing values are then clamp(mean, a, b)).
 
 Generated from the conformance harness's ``candidates/fast_exact.py`` (proposal/make_patch.py).
 """
@@ -84,7 +87,6 @@ Generated from the conformance harness's ``candidates/fast_exact.py`` (proposal/
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -95,7 +97,7 @@ __all__ = ["trunc_normal_"]
 
 MODULE_FOOTER = '''
 
-trunc_normal_ = fast_exact_trunc_normal_
+trunc_normal_ = fixed_work_trunc_normal_
 '''
 
 #: The new body of the sampler, under the signature the given init.py declares.
@@ -133,7 +135,8 @@ def _definitions(path: Path) -> dict[str, str]:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             names = [node.name]
         elif isinstance(node, ast.Assign):
-            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            names = [n.id for t in node.targets for n in (t.elts if isinstance(t, ast.Tuple) else [t])
+                     if isinstance(n, ast.Name)]
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names = [node.target.id]
         if not names:
@@ -154,15 +157,8 @@ def module_text() -> str:
     for rel, names in PIECES:
         defs = _definitions(ROOT / rel)
         parts.append(f"\n# {'-' * 60} from the harness's {rel}\n")
-        parts.extend("\n\n" + defs[name] for name in names)
-    defs = _definitions(ROOT / FAST_EXACT)
-    parts.append(f"\n\n# {'-' * 60} from the harness's {FAST_EXACT}\n")
-    seen = set()
-    for name, segment in defs.items():
-        if name in LEFT_OUT or segment in seen:
-            continue
-        seen.add(segment)
-        parts.append("\n\n" + REPLACED.get(name, segment))
+        segments = dict.fromkeys(REPLACED.get(name, defs[name]) for name in names)  # one per tuple
+        parts.extend("\n\n" + segment for segment in segments)
     parts.append(MODULE_FOOTER)
     return "".join(parts).rstrip() + "\n"
 

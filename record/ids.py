@@ -18,8 +18,8 @@ a string (the xdist controller, the scheduler, the report readers, ``--cases``) 
 
 The grammar that makes each parse the inverse of its format: a case id holds letters, digits,
 ``_``, ``.`` and ``-`` only (`CASE_ID_CHARS`), so the first ``:``, ``+`` or ``@`` ends it; a path
-is a lowercase word and a shape class name holds no ``@`` and does not end in ``+word``, so a
-trailing ``+word`` is the path (``2^31+1`` is a shape class); dtypes and devices hold no ``-``,
+is lowercase words joined by ``-`` and a shape class name holds no ``@`` and does not end in
+``+word``, so a trailing ``+word`` is the path (``2^31+1`` is a shape class); dtypes and devices hold no ``-``,
 so the group id's tail is read from the right. Candidate names and case ids both hold ``-``: a
 group id is split between them by the names of the run's candidates.
 """
@@ -44,12 +44,12 @@ DEFAULT_PATH = "eager"
 _LAYOUT = re.compile(r"w[0-9]+-(?:shard[0-9]+|replicate)(?:-perrank)?")
 _DEVICE = re.compile(r"[a-z_]+(?::[0-9]+)?")
 _CASE_LABEL = re.compile("(?P<case>[" + re.escape("".join(sorted(CASE_ID_CHARS))) + "]+)"
-                         r"(?::(?P<shape>[^@:]+?))?(?:\+(?P<path>[a-z]+))?(?:@(?P<layout>[^@]+))?")
+                         r"(?::(?P<shape>[^@:]+?))?(?:\+(?P<path>[a-z]+(?:-[a-z]+)*))?(?:@(?P<layout>[^@]+))?")
 _LAYOUT_TAIL = re.compile(r"-(?P<layout>" + _LAYOUT.pattern + r")\Z")
-_PATH = re.compile(r"[a-z]+")
-# A shape class that ends in ``+word`` after some other character: before the default path (which
+_PATH = re.compile(r"[a-z]+(?:-[a-z]+)*")
+# A shape class that ends in ``+word`` (or ``+word-word``) after some other character: before the default path (which
 # the label leaves out) the parse would read that ``+word`` as the path.
-_SHAPE_PATH_TAIL = re.compile(r".\+[a-z]+\Z", re.DOTALL)
+_SHAPE_PATH_TAIL = re.compile(r".\+[a-z]+(?:-[a-z]+)*\Z", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,8 @@ def format_case_label(label: CaseLabel) -> str:
     """``case[:shape][+path][@layout]``; ValueError for parts the parse could not read back."""
     if not _nameable(label):
         raise ValueError(f"{label!r} cannot be named unambiguously: a case id holds "
-                         f"letters, digits, '_', '.', '-' only; a path is a lowercase word; a "
-                         f"shape class holds no ':' or '@' and does not end in '+word'")
+                         f"letters, digits, '_', '.', '-' only; a path is lowercase words joined "
+                         f"by '-'; a shape class holds no ':' or '@' and does not end in '+word'")
     return _label_text(label)
 
 

@@ -6,8 +6,8 @@ in-flight leases (`record.leases`) that tell a crashed neighbour from a busy one
   stage's draw asks for, which a sharded runner draws its own way), `RunnerCache`,
   `CandidateRunner` (the checks of a candidate alone: `arguments`); each runner is the context a
   check's ``run`` is given (`harness.declaration`);
-* `harness.runner.paths` — execution paths (eager, compile, deterministic): wrappers around the
-  candidate.
+* `harness.runner.paths` — execution paths (eager, compile, compile-fullgraph, deterministic):
+  wrappers around the candidate.
 
 May import: `harness.checks` and the floors below it, `reference`, `candidates`, `record`.
 """

@@ -8,6 +8,15 @@ A path is a wrapper around the candidate, never a second engine:
   (`harness.engine.draw.warm_up`), so compiling is neither candidate time nor part of the draw.
   torch.compile bugs are real (torch #193938 turned ``randn`` into a uniform): the output is
   judged against the law like any other;
+* ``compile-fullgraph``: the candidate compiled whole, ``torch.compile(fullgraph=True)``, as a
+  model's initialization is under a compiled init function: any graph break (a host read of a
+  tensor, a Python branch on one, as in torch 2.13-2.15's trunc_normal_) makes compiling raise,
+  and the group's rows fail as a draw that raised (an ``api`` finding: a statement about the
+  call, not the values).
+  Dynamo cannot take a ``torch.Generator`` argument, so the compiled function is called without
+  one and the harness's generator seeds the global RNG before each call (a fresh seed drawn from
+  it, as `candidates.protocol.Candidate` does for a candidate that takes no generator); the
+  values drawn there are those of the compiled graph's own random ops;
 * ``deterministic``: every call under ``torch.use_deterministic_algorithms(True)``: the
   candidate must not raise, and the `generator` check holds it to the same bits from the same
   generator state.
@@ -21,7 +30,9 @@ import contextlib
 
 import torch
 
-from ..cases import PATHS
+from candidates.protocol import draw_seed
+
+from ..cases import COMPILED_PATHS, PATHS
 
 
 @contextlib.contextmanager
@@ -45,7 +56,7 @@ class PathCandidate:
             raise ValueError(f"unknown path {path!r}; known: {', '.join(PATHS)}")
         self._candidate = candidate
         self.path = path
-        self.needs_warm_up = path == "compile"
+        self.needs_warm_up = path in COMPILED_PATHS
         self._compiled = None
 
     def __getattr__(self, name):
@@ -53,6 +64,9 @@ class PathCandidate:
 
     def _call(self, tensor, mean, std, a, b, generator=None):
         return self._candidate(tensor, mean, std, a, b, generator)
+
+    def _call_on_global_rng(self, tensor, mean, std, a, b):
+        return self._candidate(tensor, mean, std, a, b, None)
 
     def __call__(self, tensor, mean, std, a, b, generator=None):
         if self.path == "compile":
@@ -64,6 +78,13 @@ class PathCandidate:
                 torch.compiler.reset()
                 self._compiled = torch.compile(self._call)
             return self._compiled(tensor, mean, std, a, b, generator)
+        if self.path == "compile-fullgraph":
+            if self._compiled is None:
+                torch.compiler.reset()  # as above: every group compiled from a fresh start
+                self._compiled = torch.compile(self._call_on_global_rng, fullgraph=True)
+            if generator is not None:
+                torch.manual_seed(draw_seed(generator))
+            return self._compiled(tensor, mean, std, a, b)
         if self.path == "deterministic":
             with deterministic_algorithms():
                 return self._candidate(tensor, mean, std, a, b, generator)

@@ -154,14 +154,17 @@ def test_the_vendored_module_needs_torch_only(patched):
 
 
 def test_patched_function_is_fast_exact_bit_for_bit(patched):
-    from candidates.fast_exact import fast_exact_trunc_normal_
+    """The patch ships fast-exact's fixed-work strategy (on every device: the CPU's chunked one
+    stays the harness candidate's)."""
+    from candidates.fast_exact import FIXED_WORK, fast_exact_trunc_normal_
 
     for dtype in (torch.float64, torch.float32, torch.bfloat16, torch.float16):
-        for params in ((0.0, 0.02, -2.0, 2.0), (0.0, 1.0, 3.0, 10.0), (0.5, 1e-6, -math.inf, math.inf)):
+        for params in ((0.0, 0.02, -2.0, 2.0), (0.0, 1.0, 3.0, 10.0), (0.5, 1e-6, -math.inf, math.inf),
+                       (0.0, 1.0, 1.0, 3.0), (0.0, 1.0, 0.3, 0.30001), (0.0, 1.0, -1e-6, 2.5)):
             x = patched.trunc_normal_(torch.empty(3000, dtype=dtype), *params,
                                       generator=torch.Generator().manual_seed(1))
             y = fast_exact_trunc_normal_(torch.empty(3000, dtype=dtype), *params,
-                                         generator=torch.Generator().manual_seed(1))
+                                         generator=torch.Generator().manual_seed(1), strategy=FIXED_WORK)
             assert torch.equal(x, y), (dtype, params)
 
 
