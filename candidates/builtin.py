@@ -35,7 +35,9 @@ exact except on one class of tensors: ``remainder-loop``, ``small-tensor-path``,
 ``big-tensor-path``, ``counter-wrap``, ``compile-only-shift``; and exact except in one
 region of the parameter space off the grid: ``below-mean-window``, ``narrow-window-midpoint``;
 and with a resolution coarser than the dtype (right in every histogram bin): ``uniform-24-bits``,
-``float32-widened``, ``dropped-last-bit``. Never "fix" them: they exist to be caught.
+``float32-widened``, ``dropped-last-bit``; and within an ulp or two of the exact law's values
+(`candidates.knownbad_ulp`): ``double-rounding``, ``coarse-intermediate``, ``bound-cell``. Never
+"fix" them: they exist to be caught.
 
 The proposal (`candidates.fast_exact`): ``fast-exact`` (good: exact in every dtype with bounded work,
 judged like any candidate, never used to judge) and its known-bad twin ``fast-exact-rounds-first``
@@ -62,6 +64,7 @@ from candidates.fast_exact import (fast_exact_float32_normal_, fast_exact_normal
                                    fast_exact_unrefined_)
 from candidates.kernels import (CHUNK, counter_uniform, exact_based, harness_version, inverse_cdf,
                                 rn_scalar, truncated_normal, validate_args)
+from candidates.knownbad_ulp import bound_cell_, coarse_intermediate_, double_rounding_
 from candidates.protocol import Candidate
 from candidates.rounding import rn_cast, rz_cast
 
@@ -649,6 +652,15 @@ BUILTINS: dict[str, Callable[[], Candidate]] = {
     "dropped-last-bit": _make("dropped-last-bit", dropped_last_bit_, known_bad=True,
                               defect="the last significand bit cleared after the RN cast",
                               caught_by=("collisions", "low_bits")),
+    "double-rounding": _make("double-rounding", double_rounding_, known_bad=True,
+                             defect="16-bit output cast from float64 through float32 (two RN steps)",
+                             caught_by=("atoms", "gof")),
+    "coarse-intermediate": _make("coarse-intermediate", coarse_intermediate_, known_bad=True,
+                                 defect="mean + std z computed in the next-coarser dtype",
+                                 caught_by=("lattices", "collisions", "gof", "moments")),
+    "bound-cell": _make("bound-cell", bound_cell_, known_bad=True,
+                        defect="the value one ulp inside each bound written at the bound",
+                        caught_by=("atoms", "gof")),
     "fast-exact": _make("fast-exact", fast_exact_trunc_normal_, sharding_invariant=True),
     "fast-exact-rounds-first": _make("fast-exact-rounds-first", fast_exact_rounds_first_, known_bad=True,
                                      defect="fast-exact truncating after rounding: the atom at a representable "

@@ -110,7 +110,10 @@ def check(candidate=None, *, cases=None, dtypes=None, devices=None,
         group); in a notebook it is a widget where ipywidgets is installed.
     options: any other option of ``pytest suites`` without its dashes (`OPTIONS`), e.g.
         ``samples=2**20``, ``bounds="strict"``, ``xfails_file="auto"`` (the shipped file
-        measured on the installed torch; none: a warning, and every failure counts).
+        measured on the installed torch; none: a warning, and every failure counts),
+        ``harm_thresholds={"moved@0.5": 0.05}`` (or its text, "moved@0.5=0.05", or a
+        `harness.diagnosis.HarmThresholds`: how far each effect figure may go before a failing
+        row reads harmful; the rest keep their defaults).
 
     Raises OptionError (one line naming the option) for a bad value, as the command line exits 4.
     """

@@ -13,10 +13,12 @@ from dataclasses import asdict, dataclass, field
 
 VERDICTS = ("pass", "fail", "error", "skip", "xfail")
 
-#: How much a failure matters, worst first: `harmful` moves values a model sees (visible at a
-#: coarse resolution), `fine` is visible only at the resolution of single values, `api` is the
-#: contract (arguments, generator, hangs, raises).
-LEVELS = ("harmful", "fine", "api")
+#: How much a failure matters, worst first: `harmful` moves the values beyond a threshold of harm
+#: (an effect figure's lower confidence bound above it), `undetermined` may or may not (the n
+#: that would decide it is in the row's severity, ``decide_n``), `fine` stays within every
+#: threshold (the upper bounds below them), `api` is the contract (arguments, generator, hangs,
+#: raises). `harness.diagnosis.grading.levels` decides them.
+LEVELS = ("harmful", "undetermined", "fine", "api")
 
 #: Figures a check puts in its details that the results table carries as columns of their own:
 #: the bits of randomness (`collisions`): log2 of the effective number of equally likely values,
@@ -66,9 +68,13 @@ class Result:
     # What the failure means (set by the diagnosis floor), on fail, xfail and error rows only:
     # `level` is one of LEVELS; `mechanism` names the catalog's mechanism that explains the row
     # ("unexplained" where none matches), `mechanism_note` gives its prediction against the
-    # observation; `severity` holds the group's severity figures and their noise floors, by name
-    # (columns ``severity_<name>`` of the results table).
+    # observation; `severity` holds the group's severity figures and their noise floors, its
+    # effect figures with their bounds, and ``decide_n`` (an undetermined row's deciding n), by
+    # name (columns ``severity_<name>`` of the results table). `level_basis` says which figures
+    # decided the level against which thresholds: "moved@0.5 lo 0.05 > 0.03" (harmful), "open:
+    # tail@64 (hi 2.1e-4 > 1e-5); decided at n ≈ 1.4e6" (undetermined), "" (fine, api).
     level: str = ""
+    level_basis: str = ""
     mechanism: str = ""
     mechanism_note: str = ""
     severity: dict = field(default_factory=dict)

@@ -21,7 +21,7 @@ compare` a complete NEW from one that was cut short (`reports.report`):
 * ``groups``: the group keys this process ran (they have rows), ``tests``: the number of tests it
   collected per group (a group with fewer rows than tests was cut short: ``-x``, Ctrl-C);
 * ``config``: the options every shard of one run must share (seed, profile, n, bounds, alphas,
-  candidates and their versions);
+  the harm thresholds the levels are graded at, candidates and their versions);
 * the machine: the harness's git SHA (``HARNESS_GIT_SHA`` overrides, for images without .git),
   host, torch, its CUDA, the NVIDIA driver, the GPU names; start and end times (ISO 8601 UTC and
   seconds since the epoch), the pytest exit status and the command.

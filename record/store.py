@@ -56,7 +56,8 @@ COLUMNS = ("run_id", "started", "candidate", "candidate_version", "case", "dtype
            "samples_drawn", "budget_limited", "samples_per_s", "normal_samples_per_s",
            "speed_vs_normal", "mean",
            "std", "a", "b", "shape", "shape_class", "path", "torch_version", "device_name", "profile", "worker", "repro",
-           "xfail_cause", "level", "mechanism", "mechanism_note", "candidate_spec", "group",
+           "xfail_cause", "level", "level_basis", "mechanism", "mechanism_note", "candidate_spec",
+           "group",
            "bits", "bits_lo", "bits_hi", "law_bits", "resolution", "details")
 
 
@@ -69,7 +70,7 @@ VOLATILE = ("run_id", "started", "candidate_s", "harness_s", "worker", "device_n
 
 
 #: Text columns: forced to strings so parquet does not guess a type from the first row.
-TEXT_COLUMNS = ("message", "details", "repro", "xfail_cause", "level", "mechanism",
+TEXT_COLUMNS = ("message", "details", "repro", "xfail_cause", "level", "level_basis", "mechanism",
                 "mechanism_note", "shape", "shape_class", "path",
                 "effect_unit", "resolution",
                 "candidate_version", "candidate", "case", "dtype", "device", "check", "verdict",

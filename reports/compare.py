@@ -61,7 +61,7 @@ MAX_LINES = 40
 FAILING = ("fail", "error")
 #: A key's level is that of its gravest failing row; a row no diagnosis rated ("") ranks with
 #: harmful, since every gate counts it.
-LEVEL_RANK = {"harmful": 0, "": 1, "fine": 2, "api": 3}
+LEVEL_RANK = {"harmful": 0, "": 1, "undetermined": 2, "fine": 3, "api": 4}
 
 
 def _keyed(df: pd.DataFrame) -> pd.DataFrame:

@@ -1,16 +1,17 @@
 """Defects: a run's failing rows read as what is wrong with each candidate.
 
 A defect is one (candidate, mechanism, level): the catalog's mechanism that explains a set of
-fail, xfail and error rows (`harness.diagnosis` writes the columns ``level``, ``mechanism``,
-``mechanism_note`` and ``severity_<name>``), and how much it matters (``harmful``, ``fine``,
-``api``). It lists the groups (case, dtype, device) it explains, its row count, its worst group
-by severity (the Wasserstein-1 distance in sigma, then the misplaced share), that group's note
-and one reproduce line. summary.md and index.html lead with them; `reports.compare` and the
-pytest gate read the same levels.
+fail, xfail and error rows (`harness.diagnosis` writes the columns ``level``, ``level_basis``,
+``mechanism``, ``mechanism_note`` and ``severity_<name>``), and how much it matters
+(``harmful``, ``undetermined``, ``fine``, ``api``). It lists the groups (case, dtype, device) it
+explains, its row count, its worst group by severity (the Wasserstein-1 distance in sigma, then
+the misplaced share), that group's note, the figures that decided that group's level (its
+``level_basis``) and one reproduce line. summary.md and index.html lead with them;
+`reports.compare` and the pytest gate read the same levels.
 
 Rows written before the diagnosis existed (no such columns, or empty values) still read: their
-level is "" (shown as ``unrated``) and their mechanism ``unexplained``. Plain rows only: nothing
-here imports the harness.
+level is "" (shown as ``unrated``), their mechanism ``unexplained``, their basis empty. Plain
+rows only: nothing here imports the harness.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 #: The levels, worst first, then the level of a row no diagnosis rated.
-LEVEL_ORDER = ("harmful", "fine", "api", "")
+LEVEL_ORDER = ("harmful", "undetermined", "fine", "api", "")
 #: How each level reads in the report.
-LEVEL_NAMES = {"harmful": "harmful", "fine": "fine-structure", "api": "api", "": "unrated"}
+LEVEL_NAMES = {"harmful": "harmful", "undetermined": "undetermined", "fine": "fine-structure",
+               "api": "api", "": "unrated"}
 UNRATED = ""
 UNEXPLAINED = "unexplained"
 #: The verdicts a defect is made of: what the candidate got wrong, known (xfail) or not.
@@ -33,9 +35,12 @@ GROUP = ("case", "dtype", "device")
 WORST_BY = ("w1_sigma", "misplaced")
 
 #: ``--fail-on``: which levels fail a run (pytest) or a comparison (`reports compare`). A row
-#: no diagnosis rated fails at every setting: nothing says it is below the gate.
-FAIL_ON = {"any": ("harmful", "fine", "api", ""), "fine": ("harmful", "fine", ""),
-           "harmful": ("harmful", "")}
+#: no diagnosis rated fails at every setting: nothing says it is below the gate. An undetermined
+#: row fails wherever harmful ones do: its figures cannot rule harm out at this n, and a gate
+#: must not pass what it cannot rule out.
+FAIL_ON = {"any": ("harmful", "undetermined", "fine", "api", ""),
+           "fine": ("harmful", "undetermined", "fine", ""),
+           "harmful": ("harmful", "undetermined", "")}
 DEFAULT_FAIL_ON = "any"
 
 
@@ -77,6 +82,7 @@ class Defect:
     note: str  # the worst group's mechanism note
     severity: dict = field(default_factory=dict)  # the worst group's figures, by name
     repro: str = ""
+    basis: str = ""  # the worst group's level_basis: the figures that decided the level
 
     @property
     def level_name(self) -> str:
@@ -117,7 +123,7 @@ def defect_rows(df) -> pd.DataFrame:
     if "verdict" not in df.columns:
         return df.iloc[0:0]
     sub = df[df["verdict"].isin(DEFECT_VERDICTS)].copy()
-    for column in ("candidate", *GROUP, "check", "mechanism_note", "repro"):
+    for column in ("candidate", *GROUP, "check", "mechanism_note", "repro", "level_basis"):
         sub[column] = _text(sub[column]) if column in sub.columns else ""
     sub["level"] = (sub["level"].map(level_of) if "level" in sub.columns else UNRATED)
     sub["mechanism"] = (sub["mechanism"].map(mechanism_of) if "mechanism" in sub.columns
@@ -155,13 +161,15 @@ def defects(df) -> list[Defect]:
         worst, worst_rows, figures = groups[0]
         noted = worst_rows[worst_rows["mechanism_note"] != ""]
         with_repro = worst_rows[worst_rows["repro"] != ""]
+        with_basis = worst_rows[worst_rows["level_basis"] != ""]
         out.append(Defect(
             candidate=candidate, mechanism=mechanism, level=level,
             groups=tuple(g[0] for g in groups), rows=len(rows),
             known=int((rows["verdict"] == "xfail").sum()),
             checks=tuple(dict.fromkeys(rows["check"])), worst=worst,
             note=noted["mechanism_note"].iloc[0] if len(noted) else "",
-            severity=figures, repro=with_repro["repro"].iloc[0] if len(with_repro) else ""))
+            severity=figures, repro=with_repro["repro"].iloc[0] if len(with_repro) else "",
+            basis=with_basis["level_basis"].iloc[0] if len(with_basis) else ""))
     order = {c: i for i, c in enumerate(dict.fromkeys(sub["candidate"]))}
     out.sort(key=lambda d: (order[d.candidate], LEVEL_ORDER.index(d.level))
              + _severity_key(d.severity) + (-d.rows,))
@@ -177,10 +185,13 @@ def tally(found) -> dict:
 
 
 def tally_text(found) -> str:
-    """'N defects: H harmful, F fine-structure, A api' (and 'U unrated' where there are any)."""
+    """'N defects: H harmful, F fine-structure, A api' (and 'D undetermined', 'U unrated' where
+    there are any)."""
     found = list(found)
     counts = tally(found)
     parts = [f"{counts.get(level, 0)} {LEVEL_NAMES[level]}" for level in ("harmful", "fine", "api")]
+    if counts.get("undetermined"):
+        parts.insert(1, f"{counts['undetermined']} {LEVEL_NAMES['undetermined']}")
     if counts.get(UNRATED):
         parts.append(f"{counts[UNRATED]} {LEVEL_NAMES[UNRATED]}")
     noun = "defect" if len(found) == 1 else "defects"

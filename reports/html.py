@@ -1,7 +1,8 @@
 """index.html: the summary for a browser, plus a figure per failing (candidate, case, dtype, device).
 
 One self-contained file (inline CSS, no scripts, no server): opened as file://, it leads with the
-defects (`reports.defects`, every one of them, per candidate), then shows the same grid, failure
+harm thresholds in force and the defects (`reports.defects`, every one of them, per candidate),
+then shows the same grid (a failing cell: its worst level, coloured by it), failure
 lines and environment as summary.md, the known failures (xfail) with their causes,
 and the PNGs rendered by reports.figures, which sit next to it in the report directory.
 """
@@ -26,7 +27,8 @@ td.pass { background: #e3f5e1; color: #1b6e1b; } td.fail { background: #fbdada; 
 td.error { background: #f7c6a3; color: #7a2e00; font-weight: bold; } td.xfail { background: #fff2c2; }
 td.skip { background: #f0f0f0; color: #888; } td.none { color: #bbb; }
 td.harmful { background: #fbdada; color: #a00; font-weight: bold; } td.fine { background: #fff2c2; }
-td.api { background: #e8e8f8; }
+td.api { background: #e8e8f8; } td.undetermined { background: #fde2c4; color: #7a4a00; }
+td.unrated { background: #fbdada; color: #a00; }
 table.fails td { text-align: left; vertical-align: top; } table.fails td.case { white-space: nowrap; } table.fails td.msg { max-width: 46em; }
 code { font-size: 12px; background: #f5f5f5; padding: 0 .25em; word-break: break-all; }
 .counts span { margin-right: 1.2em; } .muted { color: #777; }
@@ -50,10 +52,11 @@ def _grid_table(df: pd.DataFrame, cand: str, figs: dict, order=()) -> str:
         cells = []
         for d in g.columns:
             v = g.loc[case, d]
-            sym = e(S.SYMBOL.get(v, "?"))
+            sym = e(S.cell_text(v))
             # A failing cell links to its figure when there is one.
             anchor = next((_anchor(k) for k in figs if k[0] == cand and k[1] == case and k[2] == d), None)
-            inner = f"<a href='#{anchor}'>{sym}</a>" if anchor and v in ("fail", "xfail") else sym
+            linked = anchor and (S.is_level_cell(v) or v == "xfail")
+            inner = f"<a href='#{anchor}'>{sym}</a>" if linked else sym
             if (case, d) in marked:
                 inner += f" <span title='budget-limited'>{S.BUDGET_MARK}</span>"
             cells.append(f"<td class='{e(v or 'none')}'>{inner}</td>")
@@ -65,7 +68,7 @@ def _grid_table(df: pd.DataFrame, cand: str, figs: dict, order=()) -> str:
 def _axis_table(axis: pd.DataFrame) -> str:
     rows = ["<table class='grid'><tr><th>case</th>" + "".join(f"<th>{e(c)}</th>" for c in axis.columns) + "</tr>"]
     for case in axis.index:
-        cells = "".join(f"<td class='{e(axis.loc[case, c] or 'none')}'>{e(S.SYMBOL.get(axis.loc[case, c], '?'))}</td>"
+        cells = "".join(f"<td class='{e(axis.loc[case, c] or 'none')}'>{e(S.cell_text(axis.loc[case, c]))}</td>"
                         for c in axis.columns)
         rows.append(f"<tr><td class='case'>{e(case)}</td>{cells}</tr>")
     rows.append("</table>")
@@ -96,8 +99,9 @@ def _fail_table(rows: pd.DataFrame, with_device: bool, cause: bool = False) -> s
 
 
 def _defects_section(df: pd.DataFrame, env: dict) -> str:
-    """Per candidate its tally and every defect: level, mechanism, severity, the groups and rows
-    it explains, the worst group with its note, the reproduce line."""
+    """Per candidate its tally and every defect: level (with the figures that decided it),
+    mechanism, severity, the groups and rows it explains, the worst group with its note, the
+    reproduce line."""
     found = D.defects(df)
     parts = ["<h2 id='defects'>Defects</h2>"]
     gate = S.gate_text(env, df)
@@ -116,7 +120,8 @@ def _defects_section(df: pd.DataFrame, env: dict) -> str:
         for d in mine:
             worst = D.group_text(d.worst, with_device).replace("`", "")
             parts.append(
-                f"<tr><td class='{e(d.level or 'none')}'>{e(d.level_name)}</td>"
+                f"<tr><td class='{e(d.level or 'none')}'>{e(d.level_name)}"
+                + (f"<br><small>{e(d.basis)}</small>" if d.basis else "") + "</td>"
                 f"<td><b>{e(d.mechanism)}</b></td><td>{e(D.severity_text(d.severity))}</td>"
                 f"<td class='msg'>{e(D.groups_text(d, with_device, 8).replace('`', ''))}</td>"
                 f"<td class='msg'>{e(worst)}" + (f": {e(d.note)}" if d.note else "") + "</td>"
@@ -189,6 +194,7 @@ def index_html(df: pd.DataFrame, env: dict | None, figs: dict | None = None,
     c = S.counts(df)
     parts.append("<p class='counts'>" + ("".join(f"<span><b>{v}</b> {e(k)}</span>" for k, v in c.items())
                                          or "no results") + "</p>")
+    parts.append(f"<p class='thresholds'>Levels decided at {e(S.thresholds_line(env))}</p>")
     if env.get("coverage_problems"):  # a merged partitioned run with holes
         parts.append("<div class='coverage'><p><b>Coverage</b></p><ul>"
                      + "".join(f"<li>{e(line)}</li>" for line in env["coverage_problems"])
@@ -243,10 +249,9 @@ def index_html(df: pd.DataFrame, env: dict | None, figs: dict | None = None,
                          f"{e(key[3])} — failing: {e(checks)}</figcaption>"
                          f"<img src='{e(figs[key])}' alt='histogram and P-P plot of {e(key[1])} "
                          f"{e(key[2])}'></figure>")
-    parts.append(f"<p class='muted'>✔ pass · ✘ fail · error: harness or candidate crash · "
-                 f"xfail: known failure · skip · '·' not run · {S.BUDGET_MARK} budget-limited. "
-                 f"Each cell is the worst verdict over the checks and devices of that case and "
-                 f"dtype.</p>")
+    parts.append(f"<p class='muted'>{e(S.table_legend())}. Each cell is the worst verdict over "
+                 f"the checks and devices of that case and dtype; a failing cell shows the worst "
+                 f"level among its failing rows.</p>")
     parts.append("<h2>Environment</h2><ul class='env'>")
     parts += [f"<li>{e(line)}</li>" for line in S.env_lines(env, df)]
     parts.append("</ul><p class='muted'>Full table: <a href='results.csv'>results.csv</a> · "

@@ -11,7 +11,8 @@ usual files are written, so `show`, `compare` and `map` read the result like any
 one under ``shard``, `record.manifest`), the merge is strict (`check_coverage`):
 
 * the partitions must have been split the same way (the same partition count, the same
-  assignment of the same grid, the same run options): otherwise they are not one run (ReportError: exit 2);
+  assignment of the same grid, the same run options, the harm thresholds included): otherwise
+  they are not one run (ReportError: exit 2);
 * a partition that was retried keeps its latest attempt, by end time; the earlier ones are dropped;
 * no group may have been run by a partition other than the one it was assigned to (overlap: exit 1);
 * every group of the grid must have been run to the end by its partition; missing partitions and
@@ -21,8 +22,9 @@ one under ``shard``, `record.manifest`), the merge is strict (`check_coverage`):
 
 The merged report is written in every case but a ReportError, with the coverage in its manifest
 and, when something is missing, at the top of summary.md and index.html. Reports written without
-a partition (by hand with ``--cases``, or before manifests existed) merge as before, unchecked;
-mixing them with partitions is an error.
+a partition (by hand with ``--cases``, or before manifests existed) merge as before, unchecked
+but for the harm thresholds their environment.json records (`check_thresholds`: levels graded at
+other thresholds do not mix in one report); mixing them with partitions is an error.
 """
 
 from __future__ import annotations
@@ -229,6 +231,32 @@ def _differs(a: dict, b: dict) -> str:
             f"vs {b[moved[0]]} (one used --durations-from and the other not, or other durations)")
 
 
+def option_difference(key: str, a, b) -> str:
+    """One option two runs set otherwise, in a few words: 'alpha_fail 1e-06 vs 1e-05'; for an
+    option that is a table (the harm thresholds), only its entries that differ:
+    'harm_thresholds moved@0.5 0.03 vs 0.05'."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = [k for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+        return f"{key} " + ", ".join(f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in keys)
+    return f"{key} {a!r} vs {b!r}"
+
+
+def check_thresholds(envs: list[dict], names: list[str]) -> None:
+    """ReportError when two inputs graded their levels at other harm thresholds (their
+    environment.json's ``harm_thresholds``; an input that records none, written before the
+    thresholds existed, is not compared)."""
+    recorded = [(name, env["harm_thresholds"]) for name, env in zip(names, envs)
+                if isinstance(env.get("harm_thresholds"), dict)]
+    if not recorded:
+        return
+    first, reference = recorded[0]
+    for name, thresholds in recorded[1:]:
+        if thresholds != reference:
+            raise ReportError(f"merge: {first!r} and {name!r} graded their levels at other harm "
+                              f"thresholds: {option_difference('harm_thresholds', reference, thresholds)}"
+                              f" (rerun one with the other's --harm-thresholds)")
+
+
 def check_coverage(partitions: list[PartitionReport]) -> tuple[list[PartitionReport], Coverage]:
     """(the attempts kept, their coverage) for the partitions of one partitioned run; ReportError when
     they are not partitions of one run. See the module docstring."""
@@ -259,7 +287,7 @@ def check_coverage(partitions: list[PartitionReport]) -> tuple[list[PartitionRep
         if diff:
             key = diff[0]
             raise ReportError(f"merge: partition {ref.id} ({ref.dir}) and partition {s.id} ({s.dir}) ran "
-                              f"other options: {key} {a.get(key)!r} vs {b.get(key)!r}"
+                              f"other options: {option_difference(key, a.get(key), b.get(key))}"
                               + (f" (and {', '.join(diff[1:])})" if len(diff) > 1 else ""))
     cov = Coverage(count=count, present=[s.id for s in kept], superseded=superseded,
                    groups=len(assignment))
@@ -331,6 +359,8 @@ def merge(dirs: list[str], out: str, allow_partial: bool = False) -> Merged:
         coverage.warnings += [f"{d!r} holds no report (a partition that did not finish?): ignored"
                               for d in empty]
     names = [s.dir for s in inputs]
+    if coverage is None:  # partitions compare their thresholds with their other options
+        check_thresholds([read_environment(d) for d in names], names)
     df = merge_frames([s.frame for s in inputs], names)
     os.makedirs(os.path.join(out, CASE_DATA_DIR), exist_ok=True)
     try:  # one writer per directory: a run or another merge into `out` is refused

@@ -1,10 +1,14 @@
 """summary.md: one screen per run, for people (and `python -m reports show`).
 
-It leads with the defects (`reports.defects`): per candidate "N defects: H harmful, F
-fine-structure, A api", then each defect on one item (its level, mechanism, severity, the groups
-and rows it explains, its worst group with the mechanism's note, one reproduce line), and the
+It leads with the harm thresholds the levels were decided at (environment.json's
+``harm_thresholds``; "default" for a run that recorded none) and the defects (`reports.defects`):
+per candidate "N defects: H harmful, F fine-structure, A api", then each defect on one item (its
+level, mechanism, severity, the groups and rows it explains, its worst group with the
+mechanism's note, one reproduce line), and the
 ``--fail-on`` gate where it was not ``any``. Below that, per candidate: a grid of cases x dtypes
-holding the worst verdict over the checks and devices of that cell, then every failure on one
+holding the worst verdict over the checks and devices of that cell, a failing cell showing the
+worst level among its fail rows (``harm``, ``undet``, ``fine``, ``api``; ``unrated`` where no
+diagnosis rated them), the same for the shape axis and the paths, then every failure on one
 line (where, which check, its level and mechanism, observed vs expected as the check's message,
 the effect, the command that reproduces it), then the environment in three lines.
 The helpers here (worst verdict, failure lines, environment lines) are shared with reports.html so
@@ -21,14 +25,24 @@ import pandas as pd
 from record.ids import API_CASE, parse_case_label
 from reference.dtypes import DTYPES
 
-from .defects import (DEFAULT_FAIL_ON, FAIL_ON, LEVEL_NAMES, defect_rows, defects, gated,
-                      groups_text, group_text, severity_text, tally_text)
+from .defects import (DEFAULT_FAIL_ON, FAIL_ON, LEVEL_NAMES, LEVEL_ORDER, UNRATED, defect_rows,
+                      defects, gated, groups_text, group_text, level_of, severity_text, tally_text)
 
 #: Worst first. A cell where some checks passed and others were skipped is a pass: skipping a
 #: check (e.g. no meta-tensor support claimed) says nothing against the samples.
 RANK = {"error": 5, "fail": 4, "xfail": 3, "pass": 2, "skip": 1}
 SYMBOL = {"pass": "✔", "fail": "✘", "error": "error", "xfail": "xfail", "skip": "skip", None: "·"}
 FAILING = ("fail", "error")
+#: How a failing cell reads: the worst level among its fail rows, in a word short enough to keep
+#: a terminal's table aligned. A level of `reports.defects.LEVEL_ORDER` missing here reads as its
+#: LEVEL_NAMES entry.
+LEVEL_TOKEN = {"harmful": "harm", "undetermined": "undet", "fine": "fine", "api": "api",
+               UNRATED: "unrated"}
+#: The cell value of a failing cell whose fail rows no diagnosis rated (level "").
+UNRATED_CELL = "unrated"
+#: The harm thresholds' text where a run recorded none (a report written before them, or a run
+#: at the defaults of a harness that did not write them).
+DEFAULT_THRESHOLDS = "default"
 #: Failure lines shown in all (split among the candidates, at least 5 each) before "... N more":
 #: keeps the file about one screen; index.html and results.csv list them all.
 MAX_FAILURE_LINES = 24
@@ -82,9 +96,64 @@ def base_case(label) -> str:
         return str(label)
 
 
+def worst_level(levels) -> str:
+    """The worst of `levels` in `reports.defects.LEVEL_ORDER` ("" unrated where none is rated)."""
+    rated = [level_of(v) for v in levels]
+    return min(rated, key=LEVEL_ORDER.index) if rated else UNRATED
+
+
+def cell_of(rows: pd.DataFrame) -> str | None:
+    """What one table cell holds for its rows: the worst verdict (`worst`), except that a cell
+    whose worst verdict is fail holds the worst level among its fail rows (a key of
+    `reports.defects.LEVEL_NAMES`, UNRATED_CELL for ""). None where nothing ran."""
+    verdict = worst(rows["verdict"])
+    if verdict != "fail":
+        return verdict
+    levels = rows.loc[rows["verdict"] == "fail", "level"] if "level" in rows.columns else ()
+    return worst_level(levels) or UNRATED_CELL
+
+
+def is_level_cell(value) -> bool:
+    """Whether a cell of `cell_of` is a failing cell (it holds a level, not a verdict)."""
+    return isinstance(value, str) and value not in RANK
+
+
+def cell_text(value) -> str:
+    """A cell of `cell_of` as the tables write it: a verdict's symbol, or a level's token."""
+    if not is_level_cell(value):
+        return SYMBOL.get(value, "?")
+    level = UNRATED if value == UNRATED_CELL else value
+    return LEVEL_TOKEN.get(level) or LEVEL_NAMES.get(level, value)
+
+
+def cell_legend() -> str:
+    """The tokens of the failing cells in words, worst level first (`LEVEL_ORDER`)."""
+    parts = []
+    for level in LEVEL_ORDER:
+        token, name = LEVEL_TOKEN.get(level) or LEVEL_NAMES[level], LEVEL_NAMES[level]
+        parts.append(token if token == name else f"{token}: {name}")
+    return ", ".join(parts)
+
+
+def table_legend() -> str:
+    """What the cells of the case x dtype, shape and path tables say, in one line."""
+    return (f"Cells: ✔ pass · a failing cell's worst level ({cell_legend()}) · error: harness or "
+            f"candidate crash · xfail: known · skip · '·' not run · {BUDGET_MARK} budget-limited "
+            f"· ✘ a failing row")
+
+
+def _cell_table(sub: pd.DataFrame, column: str, index: list, columns: list) -> pd.DataFrame:
+    """`index` (cases) x `columns` (values of `column`) of `cell_of` over `sub`'s rows, grouped
+    by its ``case`` and `column`; None where nothing ran."""
+    out = pd.DataFrame(index=index, columns=columns, dtype=object)
+    for (case, value), rows in sub.groupby(["case", column], sort=False):
+        out.loc[case, value] = cell_of(rows)
+    return out.astype(object).where(out.notna(), None)
+
+
 def axis_grid(df: pd.DataFrame, candidate: str, column: str, preferred=()) -> pd.DataFrame:
-    """Base cases x the values of `column` (shape_class or path) of worst verdicts over the
-    dtypes, devices and checks: the shape axis (or the paths) in one screen."""
+    """Base cases x the values of `column` (shape_class or path) of `cell_of` over the dtypes,
+    devices and checks: the shape axis (or the paths) in one screen."""
     if column not in df.columns:
         return pd.DataFrame()
     sub = df[(df["candidate"] == candidate) & df[column].notna()]
@@ -92,24 +161,17 @@ def axis_grid(df: pd.DataFrame, candidate: str, column: str, preferred=()) -> pd
     sub = sub[sub[column] != skip]
     if not len(sub):
         return pd.DataFrame()
-    sub = sub.assign(_base=sub["case"].map(base_case))
-    order = [c for c in preferred if c in set(sub["_base"])] + sorted(set(sub["_base"]) - set(preferred))
-    values = list(dict.fromkeys(sub[column]))
-    out = pd.DataFrame(index=order, columns=values, dtype=object)
-    for (case, value), v in sub.groupby(["_base", column])["verdict"].agg(worst).items():
-        out.loc[case, value] = v
-    return out.astype(object).where(out.notna(), None)
+    sub = sub.assign(case=sub["case"].map(base_case))
+    order = [c for c in preferred if c in set(sub["case"])] + sorted(set(sub["case"]) - set(preferred))
+    return _cell_table(sub, column, order, list(dict.fromkeys(sub[column])))
 
 
 def grid(df: pd.DataFrame, candidate: str, preferred=()) -> pd.DataFrame:
-    """cases x dtypes of worst verdicts (None where nothing ran) for one candidate, over the
-    grid's own groups (`main_rows`; `axis_grid` shows the shape axis and the paths)."""
+    """cases x dtypes of `cell_of` (the worst verdict; a failing cell's worst level; None where
+    nothing ran) for one candidate, over the grid's own groups (`main_rows`; `axis_grid` shows
+    the shape axis and the paths)."""
     sub = main_rows(df[df["candidate"] == candidate])
-    cells = sub.groupby(["case", "dtype"])["verdict"].agg(worst)
-    out = pd.DataFrame(index=case_order(sub, preferred), columns=dtype_order(sub), dtype=object)
-    for (case, dtype), v in cells.items():
-        out.loc[case, dtype] = v
-    return out.astype(object).where(out.notna(), None)
+    return _cell_table(sub, "dtype", case_order(sub, preferred), dtype_order(sub))
 
 
 def candidates(df: pd.DataFrame) -> list:
@@ -330,9 +392,11 @@ MIN_DEFECTS = 3
 
 
 def defect_line(d, with_device: bool) -> str:
-    """One defect as a list item of two lines: level, mechanism, severity, the groups and rows
-    it explains, the worst group and its note; then its reproduce line."""
-    parts = [f"**{d.level_name}** `{d.mechanism}`"]
+    """One defect as a list item of two lines: level and the figures that decided it,
+    mechanism, severity, the groups and rows it explains, the worst group and its note; then its
+    reproduce line."""
+    basis = f" ({one_line(d.basis, 160)})" if d.basis else ""
+    parts = [f"**{d.level_name}**{basis} `{d.mechanism}`"]
     sev = severity_text(d.severity)
     if sev:
         parts.append(sev)
@@ -341,6 +405,22 @@ def defect_line(d, with_device: bool) -> str:
     parts.append(worst + (f": {one_line(d.note, 160)}" if d.note else ""))
     line = "- " + " · ".join(parts)
     return line + (f"\n  `{d.repro}`" if d.repro else "")
+
+
+def thresholds_text(env: dict) -> str:
+    """The harm thresholds the run's levels were decided at, as environment.json records them
+    next to ``fail_on`` (``moved@0.25=0.1,...,mean=0.01``); DEFAULT_THRESHOLDS where it records
+    none or an empty value."""
+    value = env.get("harm_thresholds") if isinstance(env, dict) else None
+    if isinstance(value, dict):
+        value = ",".join(f"{k}={v}" for k, v in value.items())
+    text = one_line(value, 400) if isinstance(value, str) else ""
+    return text or DEFAULT_THRESHOLDS
+
+
+def thresholds_line(env: dict) -> str:
+    """The first screen's line on the thresholds in force."""
+    return f"harm thresholds: {thresholds_text(env)}"
 
 
 def gate_text(env: dict, df: pd.DataFrame) -> str:
@@ -391,6 +471,8 @@ def summary_markdown(df: pd.DataFrame, env: dict | None = None, boundaries=None)
     c = counts(df)
     out.append("**" + ", ".join(f"{v} {k}" for k, v in c.items()) + "**" if c else "**no results**")
     out.append("")
+    out.append(f"Levels decided at {thresholds_line(env)}")
+    out.append("")
     if env.get("recorded"):
         out.append(f"Model report: [{MODEL_REPORT}]({MODEL_REPORT}): per parameter, the call that "
                    f"initialized it, the sampler, the verdict and the worst check.")
@@ -400,8 +482,7 @@ def summary_markdown(df: pd.DataFrame, env: dict | None = None, boundaries=None)
     if env.get("coverage_problems"):
         out.append("")
     out.extend(defects_section(df, env))
-    legend = (f"✔ pass · ✘ fail · error: harness or candidate crash · xfail: known · skip · "
-              f"'·' not run · {BUDGET_MARK} budget-limited")
+    out += [table_legend(), ""]
     with_device = multi_device(df)
     cap = max(5, MAX_FAILURE_LINES // max(1, len(candidates(df))))
     order = env.get("cases") or ()
@@ -415,7 +496,7 @@ def summary_markdown(df: pd.DataFrame, env: dict | None = None, boundaries=None)
         limited = budget_limited(df, cand, order)
         marked = set(zip(limited["case"], limited["dtype"]))
         for case in g.index:
-            cells = [SYMBOL.get(g.loc[case, d], "?") + (f" {BUDGET_MARK}" if (case, d) in marked else "")
+            cells = [cell_text(g.loc[case, d]) + (f" {BUDGET_MARK}" if (case, d) in marked else "")
                      for d in g.columns]
             out.append(f"| {case} | " + " | ".join(cells) + " |")
         out.append("")
@@ -428,7 +509,7 @@ def summary_markdown(df: pd.DataFrame, env: dict | None = None, boundaries=None)
                 out.append("| case | " + " | ".join(axis.columns) + " |")
                 out.append("|---|" + "---|" * len(axis.columns))
                 for case in axis.index:
-                    out.append(f"| {case} | " + " | ".join(SYMBOL.get(axis.loc[case, v], "?")
+                    out.append(f"| {case} | " + " | ".join(cell_text(axis.loc[case, v])
                                                           for v in axis.columns) + " |")
                 out.append("")
         if len(limited):
@@ -472,8 +553,6 @@ def summary_markdown(df: pd.DataFrame, env: dict | None = None, boundaries=None)
         if len(regions) > MAX_REGION_LINES:
             out.append(f"- … {len(regions) - MAX_REGION_LINES} more in index.html / boundaries.json")
         out.append("")
-    out.append(legend)
-    out.append("")
     out.append("Environment:")
     out.append("")
     out.extend(f"- {line}" for line in env_lines(env, df))

@@ -31,11 +31,10 @@ from __future__ import annotations
 import math
 
 from ..declaration import SHARDED, statistical
-from ..families import atoms, binned
-from ..families.common import (binom_two_sided, binom_upper, bonferroni, norm_two_sided,
-                               not_applicable, quiet)
-from ..families.independence import (DUP_POISSON_MAX_PER_CALL, collision_rates, component_mde,
-                                     poisson_count_component)
+from ..families import atoms, binned, resolution
+from ..families.common import bonferroni, norm_two_sided, not_applicable, quiet
+from ..families.independence import (DUP_POISSON_MAX_PER_CALL, component_mde, equal_count_p,
+                                     marginal_rate, poisson_count_component)
 from ..result import Outcome
 from ..summary import Summary
 
@@ -75,8 +74,9 @@ def check_replicas(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
 def _components(summary: Summary, law, st):
     """[(name, p, effect, unit, mde_spec, text)] over every pair and component."""
     comps = []
-    q, s3, q_source = collision_rates(summary, law)
-    exact_q = s3 is not None
+    rate = marginal_rate(summary, law)
+    q, q_rows = rate.q, rate.upper()
+    # counts whose mean is a power of q are priced at its upper confidence bound
     degenerate = not (float(law.std) > 0)
     for pair in st.pairs:
         tag = f"shards {pair.i} and {pair.j}"
@@ -84,11 +84,11 @@ def _components(summary: Summary, law, st):
         if n_el and 0 <= q < 1:
             k = int(pair.equal)
             exp = n_el * q
-            p = float(binom_two_sided(k, n_el, q) if exact_q else binom_upper(k, n_el, q))
+            p = equal_count_p(k, n_el, rate)
             comps.append((f"{tag}: equal elements", p, k / exp if exp > 0 else (math.inf if k else 1.0),
                           "obs/exp", ("binom", n_el, q),
                           f"{tag}: {k} of {n_el} elements bit-identical at the same local index vs "
-                          f"{exp:.4g} expected (q from {q_source})"))
+                          f"{exp:.4g} expected (q from {rate.source})"))
         r = pair.corr.correlation() if pair.corr.count >= 3 and not degenerate else math.nan
         if math.isfinite(r):
             z = math.sqrt(pair.corr.count) * r
@@ -96,8 +96,8 @@ def _components(summary: Summary, law, st):
                           pair.corr.count,
                           f"{tag}: r {r:+.4g} at the same local index over {pair.corr.count} "
                           f"pairs (z {z:+.2f})"))
-        if pair.row_len >= 1 and pair.row_pairs and 0 < q < 1:
-            per_call = pair.row_pairs / max(1, pair.calls) * q ** pair.row_len
+        if pair.row_len >= 1 and pair.row_pairs and 0 < q_rows < 1:
+            per_call = pair.row_pairs / max(1, pair.calls) * q_rows ** pair.row_len
             if per_call <= DUP_POISSON_MAX_PER_CALL:
                 lam = pair.calls * per_call
                 k = int(pair.dup_rows)
@@ -105,8 +105,8 @@ def _components(summary: Summary, law, st):
                     f"{tag}: repeated rows", k, lam,
                     f"{tag}: {k} of {pair.rows} rows of shard {pair.i} repeat a row of "
                     f"shard {pair.j} in the same call vs {lam:.3g} expected"))
-        if pair.box_numel and pair.calls and 0 < q < 1:
-            per_call = q ** pair.box_numel
+        if pair.box_numel and pair.calls and 0 < q_rows < 1:
+            per_call = q_rows ** pair.box_numel
             if per_call <= DUP_POISSON_MAX_PER_CALL:
                 lam = pair.calls * per_call
                 k = int(pair.calls_equal)
@@ -186,11 +186,12 @@ REPLICAS = statistical(
 )
 SHARDS = statistical(
     "shards", check_shards, scope=SHARDED, unit="obs/exp", mde=None,
-    families=(binned.FAMILY, atoms.FAMILY),
+    families=(binned.FAMILY, atoms.FAMILY, resolution.FAMILY),
     doc="Sharded groups, Shard(d): no shard repeats another (equal elements, correlation, rows).",
     method=("No shard repeats another: equal elements and correlation at the same local index, "
             "rows repeated across shards, whole shards equal; expected rates from the collision "
-            "probability of the output's marginal (the law's above 16 bits); Bonferroni over "
+            "probability of the output's own marginal (as independence takes it: above 16 bits "
+            "from the resolution scan's equal pairs); Bonferroni over "
             "shard pairs and components. False-alarm rate <= alpha per stage, <= 1e-6 two-stage."),
 )
 SHARDING = statistical(

@@ -16,7 +16,8 @@ The catalog and the machinery that tests a mechanism stand here; the rest is in 
 * `harness.diagnosis.library_ops` — the libraries' arithmetic repeated op by op (XLA, MLX, torch,
   the C library, NumPyro, Paddle, TensorFlow) and the laws pushed through it, which the
   mechanisms enumerate;
-* `harness.diagnosis.grading` — the severity figures against their noise floors, and the level.
+* `harness.diagnosis.grading` — the severity figures against their noise floors, the effect
+  figures with their confidence bounds, the thresholds of harm, and the level.
 
 The floors inside (`.importlinter`): annotate > mechanism_catalog > mechanisms > evidence |
 match | scope > grading > library_ops.
@@ -28,9 +29,13 @@ May import: `harness.checks`, `harness.families`, `harness.engine` and the floor
 from .annotate import annotate, annotate_failure, figures_and_matches
 from .evidence import OWN_STAGE_FAMILIES
 from .mechanism_catalog import MECHANISMS, NAMES as MECHANISM_NAMES, diagnose, explain
-from .grading.levels import level_of
+from .grading.effects import effects
+from .grading.levels import grade, level_of
 from .grading.severity import DELTA, NAMES, beyond_floor, severity
+from .grading.thresholds import (DEFAULT_THRESHOLDS, HarmThresholds, ThresholdsError,
+                                 parse_thresholds)
 
-__all__ = ["annotate", "annotate_failure", "figures_and_matches", "level_of", "DELTA", "NAMES",
-           "beyond_floor", "severity", "MECHANISMS", "MECHANISM_NAMES", "diagnose", "explain",
-           "OWN_STAGE_FAMILIES"]
+__all__ = ["annotate", "annotate_failure", "figures_and_matches", "level_of", "grade", "DELTA",
+           "NAMES", "beyond_floor", "severity", "effects", "DEFAULT_THRESHOLDS", "HarmThresholds",
+           "ThresholdsError", "parse_thresholds", "MECHANISMS", "MECHANISM_NAMES", "diagnose",
+           "explain", "OWN_STAGE_FAMILIES"]

@@ -19,12 +19,24 @@ from dataclasses import dataclass
 class Match:
     """A mechanism whose prediction the data match: its name, the checks it explains, the one-line
     note (predicted against observed, with the uncertainty) and its parameter where it has one
-    (the k of `coarse-uniform` and `few-random-bits`, the shift of `shifted` in sigma, ...)."""
+    (the k of `coarse-uniform` and `few-random-bits`, the shift of `shifted` in sigma, ...).
+
+    A match that repeats one library's own kernel says whose (`kernel`, in words: "Paddle's
+    truncated_gaussian_random kernel") and which candidates run it (`kernel_of`, their registered
+    names): the catalog names it only for those (`mechanism_catalog.explain`). A generic
+    mechanism leaves both empty."""
 
     name: str
     explains: frozenset
     note: str
     parameter: float | None = None
+    kernel: str = ""
+    kernel_of: frozenset = frozenset()
+
+    @property
+    def library(self) -> bool:
+        """Whether the match repeats a library's own kernel."""
+        return bool(self.kernel_of)
 
 
 class Mechanism(ABC):
@@ -33,7 +45,9 @@ class Mechanism(ABC):
     How the catalog (`harness.diagnosis.mechanism_catalog`) uses a row:
 
     * it holds one instance, built with no argument, in `MECHANISMS`; where two matches explain
-      one check, `explain` names the one whose law fits the histogram, then the earlier row;
+      one check, `explain` names the one whose law fits the histogram, then the earlier row; a
+      match of a library's kernel only for that library's candidates, and for any other after
+      every generic match, as "reads like" in its note;
     * `name` is what a row's ``mechanism`` column holds (two rows may share one: two forms of
       one mechanism); `explains` the checks a match names unless it says others; `doc` what
       the mechanism is, in words;
@@ -54,7 +68,10 @@ class Mechanism(ABC):
         predicts and agrees with its prediction, else None."""
 
     def match(self, note: str, parameter: float | None = None,
-              explains: frozenset | None = None) -> Match:
-        """This mechanism's Match (explaining its own checks unless told others)."""
+              explains: frozenset | None = None, kernel: str = "",
+              kernel_of: frozenset = frozenset()) -> Match:
+        """This mechanism's Match (explaining its own checks unless told others; `kernel`,
+        `kernel_of`: the library kernel it repeats and the candidates that run it)."""
         return Match(self.name, self.explains if explains is None else frozenset(explains), note,
-                     None if parameter is None else float(parameter))
+                     None if parameter is None else float(parameter), kernel,
+                     frozenset(kernel_of))

@@ -19,13 +19,26 @@ the per-value masses are known and it matters. Two rows of m elements are equal 
 q^m, so a call with R rows has C(R, 2) q^m duplicate pairs on average; the count of rows equal to an
 earlier row of their call is then Poisson (tested one-sided: duplicates are the defect).
 
-q is that of the candidate's own marginal where the Summary counts every value apart (<= 16-bit
-dtypes; narrow 32/64-bit laws with single-value fine bins): the unbiased estimate
-sum c(c-1) / (n(n-1)). So these components test dependence, not the marginal; a wrong marginal is
-the business of gof, atoms and the others, and used to show here too (torch's large-mean bf16). Its
-noise is negligible next to the count's (relative 2 sqrt((sum p^3 - q^2) / n) / q against
-1 / sqrt(n q)). Elsewhere q is the law's, with its boundary atoms (the usual suspects) replaced by
-their observed frequencies.
+q is that of the candidate's own marginal, so these components test dependence, not the
+marginal (a wrong marginal is the business of gof, atoms, collisions and the others: a float32
+sampler whose values lie on a coarser lattice repeats values across calls as often as within a
+call, which against the law's q would read as dependence). `marginal_rate`:
+
+* where the Summary counts every value apart (<= 16-bit dtypes; narrow 32/64-bit laws with
+  single-value fine bins), the unbiased estimate sum c(c-1) / (n(n-1)); its noise is negligible
+  next to the count's (relative 2 sqrt((sum p^3 - q^2) / n) / q against 1 / sqrt(n q));
+* elsewhere (32/64-bit), from the resolution scan's equal pairs within blocks of the draw's
+  first values: P equal of C compared, so q ~ P / C. The equal successive elements K of N pairs
+  are then tested against the scan's count: both are counts of rare coincidences of iid values
+  of one marginal, of means N q and C q, so given K + P, K is Bin(K + P, N / (N + C)) whatever q
+  is. Each count is first divided by a bound on its dispersion that holds for every marginal
+  (`dispersion_bound`: pairs of pairs sharing a value add 2 (sum p^3 - q^2), and sum p^3 <=
+  q^1.5), which leaves the test conservative. One-sided: an excess of repeats is the defect.
+  The duplicate rows (and `harness.families.repetition`'s windows), whose mean is a power of q,
+  are priced at q's upper confidence bound at `RATE_BOUND_LEVEL`, which adds that much to their
+  size at most;
+* a Summary folded without the scan: the law's q, its boundary atoms (the usual suspects)
+  replaced by their observed frequencies.
 """
 
 from __future__ import annotations
@@ -37,13 +50,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from scipy import stats
+from scipy import special, stats
 
 from ..declaration import statistical
 from ..engine import Family, fixed_sum, row_hash_coefficients
 from ..result import Outcome
 from ..summary import Summary
-from . import atoms, binned
+from . import atoms, binned, resolution
 from .extremes import ROW_EXTREMES_CAP, part_rows_kept, part_slots
 from .common import (binom_mde_ratio, binom_two_sided, binom_upper, bonferroni, clip_p,
                           norm_two_sided, not_applicable, quiet, z_crit)
@@ -88,6 +101,19 @@ class LagSums:
 def lag_sums(u: torch.Tensor, v: torch.Tensor) -> LagSums:
     return LagSums(u.numel(), fixed_sum(u), fixed_sum(v), fixed_sum(u * u), fixed_sum(v * v),
                    fixed_sum(u * v))
+
+
+#: The low half of an int64 (a logical shift by 32 is an arithmetic one masked to it).
+LOW_HALF = (1 << 32) - 1
+
+
+def spread_bits(bits: torch.Tensor) -> torch.Tensor:
+    """`bits` (int64 bit patterns), in place, with their high half folded into their low half
+    (x ^ (x >>> 32): invertible, so equal elements stay equal and different ones different).
+    A row's or window's hash multiplies each element by an odd coefficient, which keeps the
+    element's trailing zero bits: values on a coarse lattice (a float64 holding float16 values
+    ends in 42 zero bits) would hash into a space of a few bits and collide as if repeated."""
+    return bits.bitwise_xor_(bits.bitwise_right_shift(32).bitwise_and_(LOW_HALF))
 
 
 def _as_lag(sums) -> LagSums:
@@ -227,7 +253,7 @@ class IndependenceFold:
             r = f.buffer("row_bits", shape, torch.int64)
             r.copy_(ib[:whole_calls].reshape(shape))
             coef = row_hash_coefficients(m, r.device)
-            h = r.mul_(coef).sum(dim=2)
+            h = spread_bits(r).mul_(coef).sum(dim=2)
             h = (h ^ (h >> 29)) * 0x5851F42D4C957F2D
             hs, _ = torch.sort(h, dim=1)
             s.n_duplicate_rows += int(torch.count_nonzero(hs[:, 1:] == hs[:, :-1]))
@@ -284,7 +310,7 @@ class PartIndependenceFold(IndependenceFold):
         c0 = f.box.offsets[-1]
         coef = row_hash_coefficients(m, f.device)[c0:c0 + local_m]
         bits = ib[:take].reshape(take, -1, local_m).to(torch.int64, copy=True)
-        h = bits.mul_(coef).sum(dim=2).cpu().numpy()
+        h = spread_bits(bits).mul_(coef).sum(dim=2).cpu().numpy()
         self.row_hash[slots[keep]] = h[keep]
 
     def finish(self, whole: Summary) -> IndependenceState:
@@ -302,7 +328,14 @@ FAMILY = Family("independence", IndependenceFold.start)
 DUP_POISSON_MAX_PER_CALL = 0.05
 
 
-def _observed_collisions(counts: np.ndarray) -> tuple[float, float] | None:
+#: The level of the upper confidence bound on q at which a count whose mean is a high power of
+#: q (duplicate rows, `harness.families.repetition`'s windows) is priced where q is estimated
+#: from the resolution scan: the test's size is then at most its level plus this, whatever q is
+#: (Berger and Boos 1994: the p-value at the bound, and the bound's miss chance).
+RATE_BOUND_LEVEL = 1e-12
+
+
+def observed_collisions(counts: np.ndarray) -> tuple[float, float] | None:
     """Unbiased estimates of (sum p^2, sum p^3) from per-value counts."""
     n = float(counts.sum())
     if n < 3:
@@ -313,28 +346,121 @@ def _observed_collisions(counts: np.ndarray) -> tuple[float, float] | None:
     return q, s3
 
 
-def collision_rates(summary: Summary, law) -> tuple[float, float | None, str]:
-    """(q, sum p^3 or None, where q comes from) for the equal-element and duplicate-row
-    components (see the module docstring)."""
-    bins = summary.states.get(binned.FAMILY.name)
+def dispersion_bound(slots: float, shared: float, q: float) -> float:
+    """A bound on variance / mean of a count of equal pairs among `slots` pairs of iid values of
+    collision rate q, `shared` of whose pairs of pairs share one value: 1 + 2 (shared / slots)
+    (sum p^3 - q^2) / q, with sum p^3 <= q^1.5 (the 3-norm of p is at most its 2-norm), which
+    holds whatever the marginal."""
+    if slots <= 0:
+        return 1.0
+    return 1.0 + 2.0 * shared / slots * max(math.sqrt(max(q, 0.0)) - q, 0.0)
+
+
+@dataclass(frozen=True)
+class MarginalRate:
+    """q = sum_v p_v^2, the chance that two independent elements are equal, of the output's own
+    marginal, as the Summary tells it (the module docstring):
+
+    * counted value by value (16-bit dtypes; narrow laws on single-value fine bins): the unbiased
+      estimate from the counts, with sum p^3 (`s3`); its noise is negligible;
+    * estimated from the equal pairs of the resolution scan (32/64-bit dtypes): `pairs` equal
+      pairs among `compared`, both divided by `dispersion_bound`, so that `pairs` is a count of
+      mean `compared` q whose variance is at most its mean (quasi-Poisson);
+    * else the law's, its boundary atoms as observed (a Summary folded without the scan).
+    """
+
+    q: float
+    s3: float | None
+    source: str
+    pairs: float = 0.0
+    compared: float = 0.0
+
+    @property
+    def scanned(self) -> bool:
+        return self.compared > 0
+
+    def upper(self, level: float = RATE_BOUND_LEVEL) -> float:
+        """An upper confidence bound on q at `level` (q itself where it is not estimated from
+        the scan): the exact Poisson limit of the scaled count."""
+        if not self.scanned:
+            return self.q
+        return min(1.0, float(stats.chi2.ppf(1.0 - level, 2.0 * self.pairs + 2.0))
+                   / (2.0 * self.compared))
+
+
+def scanned_rate(state) -> MarginalRate | None:
+    """q from the resolution scan's equal pairs (None where it compared none)."""
+    if state is None or not state.collision_block or float(state.collision_compared) <= 0:
+        return None
+    compared, pairs = float(state.collision_compared), int(state.collision_pairs)
+    q = pairs / compared
+    d = dispersion_bound(compared, float(state.collision_triples), q)
+    return MarginalRate(q, None, f"the output's own marginal: {pairs} equal pairs among "
+                                 f"{compared:.4g} of the resolution scan",
+                        pairs / d, compared / d)
+
+
+def marginal_rate(summary: Summary, law) -> MarginalRate:
+    """The collision rate of the output's own marginal (`MarginalRate`)."""
+    states = summary.states
+    bins = states.get(binned.FAMILY.name)
     fine = bins.fine_bins if bins is not None else None
     if bins is not None and summary.hist_bits <= 16:
-        est = _observed_collisions(np.asarray(bins.hist, dtype=np.int64))
+        est = observed_collisions(np.asarray(bins.hist, dtype=np.int64))
     elif fine is not None and fine[1] == 0 and bins.fine_hist is not None:
-        est = _observed_collisions(np.asarray(bins.fine_hist, dtype=np.int64)[1:-1])
+        est = observed_collisions(np.asarray(bins.fine_hist, dtype=np.int64)[1:-1])
     else:
         est = None
     if est is not None:
-        return est[0], est[1], "the output's own marginal"
+        return MarginalRate(est[0], est[1], "the output's own marginal")
+    scanned = scanned_rate(states.get(resolution.FAMILY.name))
+    if scanned is not None:
+        return scanned
     q = float(law.collision_prob)
     n = int(summary.n)
-    if n > 0 and 0 < q < 1:
-        atoms = {(float(law.rn_a), float(law.atom_a), int(summary.atoms.n_at_rn_a)),
-                 (float(law.rn_b), float(law.atom_b), int(summary.atoms.n_at_rn_b))}
-        for _, mass, count in atoms:
+    found = states.get(atoms.FAMILY.name)
+    if found is not None and n > 0 and 0 < q < 1:
+        bounds = {(float(law.rn_a), float(law.atom_a), int(found.n_at_rn_a)),
+                  (float(law.rn_b), float(law.atom_b), int(found.n_at_rn_b))}
+        for _, mass, count in bounds:
             q += (count / n) ** 2 - mass**2
         q = min(max(q, 0.0), 1.0)
-    return q, None, "the law, boundary atoms as observed"
+    return MarginalRate(q, None, "the law, boundary atoms as observed")
+
+
+def collision_rates(summary: Summary, law) -> tuple[float, float | None, str]:
+    """(q, sum p^3 or None, where q comes from) of `marginal_rate`."""
+    rate = marginal_rate(summary, law)
+    return rate.q, rate.s3, rate.source
+
+
+def equal_count_p(k: int, n: int, rate: MarginalRate, overlapping: int = 0) -> float:
+    """The p-value of k equal pairs among n pairs of elements, each pair equal with chance q
+    under independence (`overlapping` of them followed by a pair that shares an element):
+
+    * q counted value by value: two-sided, exact binomial, or normal with the overlapping
+      pairs' variance term 2 overlapping (sum p^3 - q^2) where it matters;
+    * q from the resolution scan: one-sided (an excess of repeats is the defect), k against the
+      scan's count: two Poisson counts of means n q and `compared` q, so that given their sum t
+      the first is Bin(t, n / (n + compared)) whatever q is; each count divided by its
+      dispersion bound (quasi-Poisson), the binomial's tail through the incomplete beta;
+    * q the law's: one-sided exact binomial.
+    """
+    q = rate.q
+    if rate.s3 is not None:
+        var = n * q * (1 - q) + 2.0 * overlapping * (rate.s3 - q * q)
+        if var > 1.01 * n * q * (1 - q):
+            return float(norm_two_sided((k - n * q) / math.sqrt(var)))
+        return float(binom_two_sided(k, n, q))
+    if not rate.scanned:
+        return float(binom_upper(k, n, q))
+    if k <= 0:
+        return 1.0
+    d = dispersion_bound(n, overlapping, q)
+    own, slots = k / d, n / d
+    share = slots / (slots + rate.compared)
+    # P(Bin(t, share) >= own), t = own + the scan's scaled count
+    return clip_p(special.betainc(own, rate.pairs + 1.0, share))
 
 
 def _components(summary: Summary, law, alpha: float):
@@ -357,35 +483,28 @@ def _components(summary: Summary, law, alpha: float):
                           f"{name}: r {r:+.4g} over {s.count} pairs (z {z:+.2f})"])
 
     # -- bit-identical elements in successive calls
-    q, s3, q_source = collision_rates(summary, law)
+    rate = marginal_rate(summary, law)
+    q = rate.q
     n_pairs, k_eq = int(summary.independence.n_pairs_successive), int(summary.independence.n_equal_successive)
     if n_pairs > 0 and q < 1.0:
-        exact_q = s3 is not None
+        numel = max(1, math.prod(shape)) if shape else 1
+        overlapping = max(0, n_pairs - numel)  # pairs (t-1, t) followed by (t, t+1)
+        p_eq = equal_count_p(k_eq, n_pairs, rate, overlapping)
         exp = n_pairs * q
-        if exact_q:
-            numel = max(1, math.prod(shape)) if shape else 1
-            overlapping = max(0, n_pairs - numel)  # pairs (t-1, t) followed by (t, t+1)
-            var = n_pairs * q * (1 - q) + 2.0 * overlapping * (s3 - q * q)
-            if var > 1.01 * n_pairs * q * (1 - q):
-                z = (k_eq - exp) / math.sqrt(var)
-                p_eq = float(norm_two_sided(z))
-            else:
-                p_eq = float(binom_two_sided(k_eq, n_pairs, q))
-        else:
-            # q is not exact above 16 bits: only an excess of repeats is evidence
-            p_eq = float(binom_upper(k_eq, n_pairs, q))
         ratio = k_eq / exp if exp > 0 else (math.inf if k_eq else 1.0)
         comps.append(["equal elements in successive calls", p_eq, ratio, "obs/exp", ("binom", n_pairs, q),
                       f"equal elements in successive calls: {k_eq} of {n_pairs} vs {exp:.4g} "
-                      f"expected (q from {q_source})"])
+                      f"expected (q from {rate.source})"])
 
     # -- duplicate rows within a call
     m = int(summary.row_len)
     rows_per_call = math.prod(shape[:-1]) if len(shape) >= 2 else 1
     n_rows = int(summary.independence.n_rows_compared)
-    if m >= 2 and rows_per_call >= 2 and n_rows > 0 and 0 < q < 1.0:
+    # priced at q's upper bound where q is estimated (q^m magnifies its error m-fold)
+    q_rows = rate.upper()
+    if m >= 2 and rows_per_call >= 2 and n_rows > 0 and 0 < q_rows < 1.0:
         calls = n_rows / rows_per_call
-        log_qm = m * math.log(q)
+        log_qm = m * math.log(q_rows)
         per_call = rows_per_call * (rows_per_call - 1) / 2 * math.exp(log_qm)
         if per_call <= DUP_POISSON_MAX_PER_CALL:
             lam = calls * per_call
@@ -393,7 +512,7 @@ def _components(summary: Summary, law, alpha: float):
             comps.append(poisson_count_component(
                 "duplicate rows", k_dup, lam,
                 f"duplicate rows: {k_dup} of {n_rows} rows vs {lam:.3g} expected"))
-    elif m >= 2 and rows_per_call >= 2 and n_rows > 0 and q <= 0:
+    elif m >= 2 and rows_per_call >= 2 and n_rows > 0 and q_rows <= 0:
         k_dup = int(summary.independence.n_duplicate_rows)
         comps.append(["duplicate rows", 0.0 if k_dup else 1.0, math.inf if k_dup else 1.0,
                       "obs/exp", ("poisson", 0.0),
@@ -464,14 +583,16 @@ def check_independence(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome
 
 INDEPENDENCE = statistical(
     "independence", check_independence,
-    families=(FAMILY, binned.FAMILY, atoms.FAMILY),
+    families=(FAMILY, binned.FAMILY, atoms.FAMILY, resolution.FAMILY),
     doc='Lag-1 correlation along every dim and across calls; duplicate rows.',
     method=(
         "Lag-1 Pearson correlation along every dimension of the filled tensor and between the same "
         "element of successive calls (z = sqrt(pairs) r ~ N(0, 1) under independence), bit-identical "
-        "elements between successive calls against law.collision_prob (exact binomial for 16-bit "
-        "with the overlapping-pair variance term when it matters; one-sided above 16 bits, where "
-        "the collision probability is approximate), and rows equal to an earlier row of their call "
+        "elements between successive calls against the collision rate q of the output's own "
+        "marginal (16-bit: counted value by value, exact binomial with the overlapping-pair "
+        "variance term when it matters; 32/64-bit: estimated from the resolution scan's equal "
+        "pairs, the two counts compared given their sum, one-sided), and rows equal to an earlier "
+        "row of their call "
         "(Poisson with mean calls * C(R, 2) * q^m, one-sided, while that is small). Bonferroni over "
         "the applicable components; correlations not applicable for a one-atom law. False-alarm "
         "rate <= alpha (asymptotic for the correlations). Effect: the worst component's r (or "

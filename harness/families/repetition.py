@@ -5,6 +5,10 @@ and `check_repetition` over it.
 State (`RepetitionState`): the windows hashed at content-defined anchors, the pairs of windows
 compared, and the equal pairs among them. Memory is one chunk's hashes and one call's. A sharded
 part folds a box of the tensor, not the tensor in row-major order: no windows.
+
+The windows iid draws repeat by chance are priced with the collision rate of the output's own
+marginal (`independence.marginal_rate`), so an output of few values, or on a coarse lattice, is
+not read as a repeated stretch: its marginal is judged by the binned and resolution checks.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from ..declaration import statistical
 from ..engine import Family, row_hash_coefficients
 from ..result import Outcome
 from ..summary import Summary
+from . import atoms, binned, independence, resolution
 from .common import clip_p, not_applicable, quiet
 
 #: Elements of a repetition window, and the mean spacing of its content-defined anchors: a
@@ -31,7 +36,7 @@ REPEAT_SPACING = 1 << REPEAT_SPACING_BITS
 #: Elements of one draw the repetition fold scans at most (and always its first two calls).
 REPEAT_SCAN = 1 << 24
 #: A repetition test is made only where the law's own expected number of equal windows is below
-#: this (a law of a few values has equal windows by chance).
+#: this (an output of a few values has equal windows by chance).
 REPEAT_MAX_EXPECTED = 1e-2
 _ANCHOR_MULT32 = 0x9E3779B1 - (1 << 32)  # Knuth's multiplicative hash, as a signed int32
 _ANCHOR_MULT64 = 0x9E3779B97F4A7C15 - (1 << 64)
@@ -99,6 +104,7 @@ class RepetitionFold:
             start = call * numel + pos
             at = (start[:, None] + self.offsets).reshape(-1)
             windows = x.reshape(-1).index_select(0, at).view(-1, REPEAT_WINDOW).to(torch.int64)
+            windows = independence.spread_bits(windows)
             h = (windows * row_hash_coefficients(REPEAT_WINDOW, f.device)).sum(dim=1)
             h = (h ^ (h >> 31)) * _MIX
         else:
@@ -132,11 +138,13 @@ def equal_pairs(h: torch.Tensor) -> int:
 FAMILY = Family("repetition", RepetitionFold.start)
 
 
-def repetition_expected(summary: Summary, law) -> float:
-    """Equal window pairs the law itself gives (at most pairs x q^W, q the collision probability
-    of one element: two windows of W iid values, overlapping or not, are equal with probability
-    at most q^W)."""
-    q = float(law.collision_prob)
+def repetition_expected(summary: Summary, law, bound: bool = False) -> float:
+    """Equal window pairs iid draws of the output's own marginal give (at most pairs x q^W, q
+    the collision rate of one element, `independence.marginal_rate`: two windows of W iid values,
+    overlapping or not, are equal with probability at most q^W); `bound`: at q's upper
+    confidence bound where q is estimated (`independence.RATE_BOUND_LEVEL`)."""
+    rate = independence.marginal_rate(summary, law)
+    q = rate.upper() if bound else rate.q
     if q <= 0:
         return 0.0
     return float(summary.repetition.pairs) * math.exp(min(0.0, REPEAT_WINDOW * math.log(q)))
@@ -145,17 +153,18 @@ def repetition_expected(summary: Summary, law) -> float:
 @quiet
 def check_repetition(summary: Summary, law, *, alpha: float = 1e-3) -> Outcome:
     """Equal 32-element windows (anchored by content) inside a call and against the previous
-    call: Poisson upper tail with the law's expected count; a stretch of >= 1024 elements that
-    repeats shows as ~8 equal pairs (decisive where the law expects far below one)."""
+    call: Poisson upper tail with the expected count of the output's own marginal; a stretch of
+    >= 1024 elements that repeats shows as ~8 equal pairs (decisive where iid draws of that
+    marginal expect far below one)."""
     unit = "equal window pairs"
     state = summary.states.get(FAMILY.name)
     if state is None or state.windows == 0 or state.pairs == 0:
         return not_applicable(f"no windows to compare (a tensor under {REPEAT_WINDOW} elements, "
                               f"no anchor, or a sharded part)", unit)
-    lam = repetition_expected(summary, law)
+    lam = repetition_expected(summary, law, bound=True)
     if lam > REPEAT_MAX_EXPECTED:
-        return not_applicable(f"the law has too few values: {lam:.3g} equal window pairs expected "
-                              f"by chance", unit)
+        return not_applicable(f"the output has too few values: {lam:.3g} equal window pairs "
+                              f"expected by chance", unit)
     k = int(state.equal)
     p = 1.0 if k == 0 else clip_p(stats.poisson.sf(k - 1, lam))
     msg = (f"{k} pairs of equal {REPEAT_WINDOW}-element windows among {state.windows} anchored windows "
@@ -175,7 +184,8 @@ def repetition_mde(law, n: int, shape: tuple, alpha: float) -> float:
 
 
 REPETITION = statistical(
-    "repetition", check_repetition, families=(FAMILY,),
+    "repetition", check_repetition,
+    families=(FAMILY, binned.FAMILY, atoms.FAMILY, resolution.FAMILY),
     doc='No stretch of the output appears twice, in the same tensor or the next call.',
     method=(
         "A stretch of the output that appears again: at another offset of the same tensor (a "
@@ -185,10 +195,12 @@ REPETITION = statistical(
         "content; a stretch of 1024 elements holds ~8) and counts equal hashes inside each chunk of "
         "calls and against the previous call, over the first 2^24 elements of a draw (and always "
         "its first two calls); memory is one chunk's hashes and one call's. Null: iid draws; two "
-        "windows (overlapping or not) are equal with probability <= q^32, q the law's collision "
-        "probability, so the equal pairs are at most Poisson(pairs x q^32): exact upper tail; "
-        "decisive where that expectation is below 1e-12. Not applicable where it exceeds 0.01 (a "
-        "law of a few values). False-alarm rate <= alpha. Effect: equal pairs. MDE: one equal pair "
+        "windows (overlapping or not) are equal with probability <= q^32, q the collision rate of "
+        "the output's own marginal (as independence takes it; where estimated from the resolution "
+        "scan, at its upper confidence bound at 1e-12, which adds that much to the size at most), "
+        "so the equal pairs are at most Poisson(pairs x q^32): exact upper tail; "
+        "decisive where that expectation is below 1e-12. Not applicable where it exceeds 0.01 (an "
+        "output of a few values). False-alarm rate <= alpha. Effect: equal pairs. MDE: one equal pair "
         "(a repeated stretch of >= 1024 elements gives ~8)."
     ),
     unit="equal window pairs (a repeated stretch of >= 1024 elements gives ~8)",

@@ -29,7 +29,8 @@ from ..cases import PROFILES, STAGE2_FACTOR
 from ..checks import CHECKS, Check
 from ..checks.hard import failed_draw
 from ..declaration import GroupFacts, case_law
-from ..diagnosis import OWN_STAGE_FAMILIES, annotate, annotate_failure
+from ..diagnosis import (DEFAULT_THRESHOLDS, OWN_STAGE_FAMILIES, HarmThresholds, annotate,
+                         annotate_failure)
 from ..engine import (CandidateFailure, chunk_elements_for, fold_order, normal_throughput,
                       run_engine)
 from ..families.localized import spike_watch
@@ -55,6 +56,9 @@ class RunConfig:
     # draw stopped by it records its n, and stage 2 draws STAGE2_FACTOR times that n.
     case_budget_s: float | None = None
     inflight_dir: str | None = None  # where a draw holds its lease while it runs (record.leases)
+    # How far each effect figure may go before a failure is harmful (`harness.diagnosis`'s
+    # HarmThresholds; --harm-thresholds).
+    harm_thresholds: HarmThresholds = DEFAULT_THRESHOLDS
 
     def call_timeout(self, case) -> float:
         """Seconds one call on `case`'s tensor may take: `case_timeout` per TIMEOUT_ELEMENTS
@@ -321,7 +325,8 @@ class CaseRunner:
             if (check.kind == "api" or not summaries or deciding is None
                     or any(isinstance(s, CandidateFailure) for s in summaries + [deciding])):
                 return annotate_failure(result)
-            return annotate(result, deciding, self.law, first)
+            return annotate(result, deciding, self.law, first, self.config.harm_thresholds,
+                            candidate=self.candidate.spec)
         except Exception as exc:
             result.details["diagnosis"] = f"{type(exc).__name__}: {exc}"[:200]
             return annotate_failure(result)

@@ -27,6 +27,8 @@ from ..checks import CHECKS
 from ..explore import explore_alpha_fail, explored_cases
 from ..model_calls import RecordingError, cases_from
 from ..fleet.partition import PartitionError, PartitionSpec, load_durations, resolve_partition
+from ..diagnosis import DEFAULT_THRESHOLDS, HarmThresholds, ThresholdsError, parse_thresholds
+from ..diagnosis.grading.thresholds import KEYS as THRESHOLD_KEYS
 from ..runner import RunConfig
 from ..sharded.layout import PLACEMENTS, RANK_SEEDS
 from .xfails import AUTO, XfailsChoiceError, choose_xfails
@@ -114,9 +116,13 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
                      "counts, and a line says so)")
     g.addoption("--fail-on", default=DEFAULT_FAIL_ON, metavar="LEVEL",
                 help="which failures fail the run, by the level their diagnosis gives: "
-                     "harmful (harmful only), fine (harmful and fine-structure), any (also api; "
-                     "the default); a failing row below it is reported as xfail, its verdict in "
-                     "the results table stays fail")
+                     "harmful (harmful and undetermined), fine (also fine-structure), any (also "
+                     "api; the default); a failing row below it is reported as xfail, its verdict "
+                     "in the results table stays fail")
+    g.addoption("--harm-thresholds", default="", metavar="KEY=V,...",
+                help="how far each effect figure may go before a failure is harmful, e.g. "
+                     "'moved@0.5=0.02,tail@10=1e-4,mean=0.01' (the others keep their defaults; "
+                     "keys: " + ", ".join(THRESHOLD_KEYS) + "; docs/method/checks.md)")
     # Grid partitions (harness.fleet.partition): this process runs partition K of N of the grid.
     # --shard-id and --num-shards are their former names, kept as aliases.
     g.addoption("--partition-id", "--shard-id", dest="partition_id", default=None, metavar="K",
@@ -202,6 +208,7 @@ class Options:
     # --xfails-file auto: the line saying which file it chose for the installed torch, or none.
     xfails_choice: str | None = None
     fail_on: str = DEFAULT_FAIL_ON  # the levels of `reports.defects.FAIL_ON` that fail the run
+    harm_thresholds: HarmThresholds = DEFAULT_THRESHOLDS  # what a harmful failure exceeds
 
     @property
     def xfails_unmatched(self) -> str | None:
@@ -324,6 +331,10 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
     fail_on = str(getattr(opt, "fail_on", None) or DEFAULT_FAIL_ON)
     if fail_on not in FAIL_ON:
         raise OptionError(f"--fail-on: unknown {fail_on!r}; known: {', '.join(FAIL_ON)}")
+    try:
+        harm_thresholds = parse_thresholds(getattr(opt, "harm_thresholds", None) or None)
+    except ThresholdsError as exc:
+        raise OptionError(f"--harm-thresholds: {exc}") from None
     partition, durations_from, durations = _partition(opt, environ)
     world_sizes, placements, rank_seeds = _sharding_options(opt, profile)
     shapes = _shapes(getattr(opt, "shapes", None))
@@ -346,6 +357,7 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
                    alpha_suspect=_alpha("--alpha-suspect", opt.alpha_suspect),
                    alpha_fail=_alpha("--alpha-fail", opt.alpha_fail), report_dir=report_dir,
                    xfails_file=xfails_file, xfails_choice=xfails_choice, fail_on=fail_on,
+                   harm_thresholds=harm_thresholds,
                    partition=partition,
                    durations_from=durations_from,
                    durations=durations, world_sizes=world_sizes, placements=placements,

@@ -2,8 +2,9 @@
 
 A row's line names the candidate, the case (by id, or as data for a case the grid does not hold),
 the dtype, the device, the seed, the profile and every option that is not the default
-(`harness.runner.RunConfig`'s), the layout of a sharded group, and the check's test; a line with
-no check (a shrunk boundary) reruns every check of its group.
+(`harness.runner.RunConfig`'s; of the harm thresholds, those not at their default, so the rerun
+grades the row at the same level), the layout of a sharded group, and the check's test; a line
+with no check (a shrunk boundary) reruns every check of its group.
 """
 
 from __future__ import annotations
@@ -15,6 +16,20 @@ from reference.dtypes import dtype_name
 
 from ..checks import CHECKS
 from .options import RUN_DEFAULTS
+
+
+def threshold_number(value: float) -> str:
+    """A threshold as the option's text takes it back unchanged: '0.05', '1e-05', 'inf'."""
+    text = f"{value:g}"
+    return text if float(text) == value else repr(value)
+
+
+def changed_thresholds(thresholds) -> str:
+    """``--harm-thresholds`` text for the thresholds of `thresholds` (a `HarmThresholds`) that
+    are not the defaults ("" where none is): 'moved@0.5=0.05,tail@64=1e-06'."""
+    defaults = RUN_DEFAULTS.harm_thresholds.as_dict()
+    return ",".join(f"{key}={threshold_number(value)}"
+                    for key, value in thresholds.as_dict().items() if value != defaults[key])
 
 
 class ReproLines:
@@ -72,6 +87,9 @@ class ReproLines:
                 ("--alpha-fail", alpha_fail, RUN_DEFAULTS.alpha_fail)):
             if value != default:
                 parts += [flag, f"{value:g}"]
+        changed = changed_thresholds(cfg.harm_thresholds)
+        if changed:
+            parts += ["--harm-thresholds", changed]
         if check is not None:
             parts += ["-k", CHECKS[check].test_name]
         return " ".join(shlex.quote(p) for p in parts)

@@ -93,6 +93,7 @@ class HarnessSession:
                                     bounds=opt.bounds, case_timeout=opt.case_timeout,
                                     alpha_suspect=opt.alpha_suspect, alpha_fail=opt.alpha_fail,
                                     case_budget_s=opt.case_budget,
+                                    harm_thresholds=opt.harm_thresholds,
                                     inflight_dir=(os.path.join(opt.report_dir, INFLIGHT_DIR)
                                                   if opt.report_dir else None))
         self.budget_seconds = opt.budget_seconds
@@ -310,6 +311,7 @@ class HarnessSession:
                 "bounds": cfg.bounds, "case_timeout": cfg.case_timeout,
                 "alpha_suspect": cfg.alpha_suspect, "alpha_fail": cfg.alpha_fail,
                 "fail_on": self.options.fail_on,
+                "harm_thresholds": self.options.harm_thresholds.as_dict(),
                 "candidates": [{"name": c.name, "spec": c.spec, "version": c.version}
                                for c in self.candidates],
                 "devices": list(self.devices), "cases": [c.id for c in self.cases],
@@ -374,6 +376,8 @@ class HarnessSession:
                       "bounds": opt.bounds, "case_timeout": opt.case_timeout,
                       "case_budget": opt.case_budget, "budget_seconds": opt.budget_seconds,
                       "alpha_suspect": opt.alpha_suspect, "alpha_fail": opt.alpha_fail,
+                      # the levels of the rows are graded at these
+                      "harm_thresholds": opt.harm_thresholds.as_dict(),
                       "candidates": [[c.spec, c.version] for c in self.candidates]}
         return dict(shard=shard, partition=partition, assignment=assignment, config=config_key,
                     started=self.started)

@@ -101,6 +101,14 @@ POWER_PLAN = {
                         "float32 values in float64: 2^26.0 equally likely values where the law has 2^55.0"),
     "dropped-last-bit": ("normal-2sigma", torch.float32, "collisions",
                          "even patterns only, each with its odd neighbour's mass: ~2x the pairs"),
+    # Within an ulp or two of the law's values (candidates/knownbad_ulp.py).
+    "double-rounding": ("mean=0,std=1,a=1.003906011581421,b=1.003906488418579", torch.bfloat16,
+                        "atoms", "four float32 ulps about the bfloat16 tie 1 + 2^-8: the eighth of "
+                                 "the values whose float32 value is the tie go to the even 1.0"),
+    "coarse-intermediate": ("normal-2sigma", torch.float32, "lattices",
+                            "mean + std z in float16: every value on the float16 lattice"),
+    "bound-cell": ("normal-2sigma", torch.bfloat16, "atoms",
+                   "the bf16 atom at -2 takes its neighbour's whole cell: 3x its half cell's 2.2e-4"),
 }
 #: nightly-n only (slow): (case, dtype, check)
 SLOW_PLAN = {

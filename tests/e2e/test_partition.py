@@ -314,6 +314,30 @@ def test_shards_split_otherwise_or_overlapping_are_refused(run, sharded_run, tmp
     assert "is not a grid partition" in capsys.readouterr().err
 
 
+@same_run
+def test_shards_graded_at_other_harm_thresholds_are_refused(run, sharded_run, tmp_path, capsys):
+    """Every shard records the thresholds its levels were graded at with its other options; a
+    shard run with other thresholds (here: its manifest as such a run writes it) does not merge."""
+    from harness.diagnosis import DEFAULT_THRESHOLDS
+
+    base, _ = sharded_run
+    for k in range(3):
+        config = json.loads((base / f"shard-{k}" / "manifest.json").read_text())["config"]
+        assert config["harm_thresholds"] == DEFAULT_THRESHOLDS.as_dict()
+    other = tmp_path / "shard-1-other-thresholds"
+    shutil.copytree(base / "shard-1", other)
+    m = json.loads((other / "manifest.json").read_text())
+    m["config"]["harm_thresholds"]["moved@0.5"] = 0.05
+    (other / "manifest.json").write_text(json.dumps(m))
+    capsys.readouterr()
+    dirs = [str(base / "shard-0"), str(other), str(base / "shard-2")]
+    assert cli(["merge", *dirs, "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ran other options: harm_thresholds moved@0.5 0.03 vs 0.05" in err[0], err
+    assert str(other) in err[0] and "Traceback" not in err[0]
+    assert not (tmp_path / "m" / "results.parquet").exists()
+
+
 def test_a_shard_with_nothing_to_run_succeeds_with_an_empty_report(tmp_path):
     # 2 groups (one case, one API group) on 3 shards: one shard is empty.
     args = ("--cases", "normal-2sigma", "--dtypes", "float32", "--candidate", "exact")

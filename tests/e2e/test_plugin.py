@@ -6,6 +6,7 @@ self-test saboteurs, and reads the results.csv the run leaves behind.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pandas as pd
@@ -220,6 +221,27 @@ def test_a_failing_budget_limited_case_says_how_to_reproduce_it(suite):
     assert bool(row.budget_limited) and row.n_stage1 == 2 * 256 * 256  # stopped at min_calls
     assert f"--samples {row.n_stage1} " in row.repro
     assert row.n_stage2 == 4 * row.n_stage1
+
+
+def test_a_row_graded_at_other_thresholds_reproduces_at_them(suite):
+    """With std and W1 never harmful the clamp's ±2σ row is undetermined at smoke n, where the
+    defaults read it harmful (its std's lower bound 0.057 > 0.02, tests/unit/diagnosis/
+    test_level_basis.py): the reproduce line carries the thresholds, and its rerun gives the same
+    level and basis. The draws are deterministic (the default run seed)."""
+    result, df = suite("--candidate", "clamp", "--profile", "smoke", "--cases", "normal-2sigma",
+                       "--dtypes", "float32", "--shapes", "none", "-k", "test_gof",
+                       "--harm-thresholds", "std=inf,w1=inf", report="thresholds")
+    assert result.ret == 1, result.stdout.str()[-2000:]
+    row = df[df.check == "gof"].iloc[0]
+    assert row.verdict == "fail" and row.level == "undetermined", row.level_basis
+    assert row.level_basis.startswith("open: ") and "decided at n ≈" in row.level_basis
+    argv = shlex.split(row.repro)
+    assert argv[:2] == ["pytest", "suites"]
+    assert argv[argv.index("--harm-thresholds") + 1] == "std=inf,w1=inf"
+    rerun, df2 = suite(*argv[2:], report="rerun")
+    assert rerun.ret == 1, rerun.stdout.str()[-2000:]
+    again = df2[df2.check == "gof"].iloc[0]
+    assert (again.level, again.level_basis, again.repro) == (row.level, row.level_basis, row.repro)
 
 
 def test_budget_seconds_scales_n_down_and_records_it(suite):

@@ -70,8 +70,10 @@ def test_a_failure_below_the_gate_is_reported_as_xfail_and_its_row_stays_fail(ra
 
 
 @pytest.mark.parametrize("fail_on, level", [("fine", "fine"), ("any", "api"),
-                                            ("harmful", "harmful"), ("harmful", "")],
-                         ids=["fine-at-fine", "api-at-any", "harmful-at-harmful", "unrated"])
+                                            ("harmful", "harmful"), ("harmful", "undetermined"),
+                                            ("harmful", "")],
+                         ids=["fine-at-fine", "api-at-any", "harmful-at-harmful",
+                              "undetermined-at-harmful", "unrated"])
 def test_a_failure_at_or_above_the_gate_fails_the_run(rated, fail_on, level):
     result, row = rated("--fail-on", fail_on, level=level)
     assert result.ret == 1, result.stdout.str()[-2000:]

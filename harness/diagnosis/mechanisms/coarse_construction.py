@@ -20,13 +20,16 @@ the library's kernel, or (below) by the kernel itself repeated. These laws name 
 candidate is still judged against the reference's law alone.
 
 From that law each check's statistic is predicted and set against the Summary, and a check is
-explained only where its prediction agrees: the equal pairs at sum p^2 (`predicted_pairs`,
-MODEL_TOL) and the equal successive elements at the same rate; the judged histogram (main or fine
+explained only where its prediction agrees (`value_law.read`): the equal pairs at sum p^2
+(MODEL_TOL) and the equal successive elements at the same rate; the judged histogram (main or fine
 bins) and the localized mass bins by a chi-square fit at AGREE_LEVEL; the coarser lattices and
 the last bits' classes where they agree with the law's shares. A library's float32 erfinv is an
 approximation a few ulps off the correctly rounded one: the output values it could move across a
-bin's edge (an error of `APPROX` relative) pool their bins in each fit, and the last bits, which
-the approximation decides, are explained only where the reference's happen to fit.
+bin's edge (an error of `APPROX` relative) pool their bins in each fit (which then explains its
+checks only where the rounded law, pooled alike, is still rejected), and the last bits, which
+the approximation decides, are explained only where the reference's happen to fit. The match
+names the constructions that read alike, and the candidates that run them
+(`Match.kernel_of`): the catalog names it only for those.
 
 JAX's float32 construction is exact instead: its ends, its fused ``f (b - a) + a`` and its erfinv
 are XLA's CPU kernel step by step (`harness.diagnosis.library_ops.xla_cpu`), so its law carries the
@@ -70,39 +73,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 from scipy import special
 
 from ...families.binned import GOF
 from ...families.common import cached_on_law
 from ...families.independence import INDEPENDENCE
-from ...families.localized import SCAN, LocalBins
-from ...families.resolution import (
-    COLLISIONS,
-    LATTICES,
-    LOW_BITS,
-    lattice_mask,
-    low_bit_cells,
-)
+from ...families.localized import SCAN
+from ...families.resolution import COLLISIONS, LATTICES, LOW_BITS
 from ...families.tails import TAILS
-from ..evidence import (
-    AGREE_LEVEL,
-    FALSE_MATCH,
-    MODEL_TOL,
-    Evidence,
-    agrees,
-    chi2_fit,
-    count_sd,
-    fine_bin_index,
-)
+from ..evidence import FALSE_MATCH, Evidence, chi2_fit
 from ..library_ops import mlx_cpu, torch_cpu, xla_cpu
 from ..library_ops.affine import first_index
 from ..library_ops.library_kernels import NumpyroSteps, PaddleSteps, TensorflowSteps
 from ..match import Match, Mechanism
-from ..scope import checks_reading
+from ..scope import TORCH_INVERSE_CDF
+from . import value_law
 from .bound_atoms import BINNED
-from .fine_structure import class_fit, moves, predicted_pairs, scanned_pairs
 from .proposals import in_accumulator
+from .value_law import CoarseLaw
 
 #: The most dtype values of v a law is enumerated over (beyond: many values, not this regime).
 MAX_VALUES = 1 << 20
@@ -121,9 +109,6 @@ CELL_SEED = 20261205
 #: The relative error allowed to a library's erfinv in float32 (XLA's, MLX's and torch's are
 #: polynomials a few ulps off the correctly rounded value) and in float64.
 APPROX = {32: 2.0 ** -20, 64: 2.0 ** -46}
-#: The checks the localized mass bins decide, and those the main (or fine) histogram decides.
-HISTOGRAM = checks_reading("binned", "atoms", "moments", "extremes")
-LOCAL = BINNED - HISTOGRAM
 
 
 def rn(fmt, x) -> np.ndarray:
@@ -152,7 +137,8 @@ class Construction:
     repeats); `mlx_kernels`: in float32 the ends, the uniform's image and erfinv are MLX's
     CPU kernels step by step (`harness.diagnosis.library_ops.mlx_cpu`: exact); `steps`: a
     construction whose steps are its own (`NumpyroSteps`, `PaddleSteps`, `TensorflowSteps`),
-    each with its own enumeration."""
+    each with its own enumeration; `kernel`, `users`: whose kernel it is, and the registered
+    candidates that run it (the catalog names the construction only for them)."""
 
     label: str
     short: str
@@ -165,6 +151,9 @@ class Construction:
     torch_kernels: bool = False
     mlx_kernels: bool = False
     steps: Callable | None = None  # a RoundedLaw -> the construction's own steps (or None)
+    #: the library kernel it repeats, in words, and the registered candidates that run it
+    kernel: str = ""
+    users: frozenset = frozenset()
 
 
 def torch_finish(fmt, z, mean, std, a, b):
@@ -186,71 +175,49 @@ def sigma_clip(open_clip: bool):
     return finish
 
 
+#: The registered candidates that run JAX's truncated_normal (keras' jax backend calls it).
+JAX_USERS = frozenset({"jax", "jax-init", "keras-jax"})
+
 #: The constructions tried, in order (bits: by the dtype's width).
 CONSTRUCTIONS = (
     Construction("torch's uniform_ on [erf(alpha/sqrt2), erf(beta/sqrt2)), erfinv, x std sqrt2 "
                  "+ mean, clamp, in the dtype (timm's trunc_normal_)", "timm", "erf",
                  {32: 24, 64: 53}, ends_in_dtype=False, standard=False, finish=torch_finish,
-                 torch_kernels=True),
+                 torch_kernels=True, kernel="torch <= 2.11's and timm's trunc_normal_ kernel",
+                 users=frozenset({"timm"}) | TORCH_INVERSE_CDF),
     Construction("the same on the standard law, then x std + mean in the dtype (timm's "
                  "trunc_normal_tf_)", "timm-tf", "erf", {32: 24, 64: 53}, ends_in_dtype=False,
-                 standard=True, finish=torch_finish, torch_kernels=True),
+                 standard=True, finish=torch_finish, torch_kernels=True,
+                 kernel="timm's trunc_normal_tf_ kernel", users=frozenset({"timm-tf"})),
     Construction("JAX's uniform j 2^-k on [erf(lower/sqrt2), erf(upper/sqrt2)) in the dtype, "
                  "sqrt2 erfinv clipped open, then x std + mean", "JAX", "erf", {32: 23, 64: 52},
-                 ends_in_dtype=True, standard=True, finish=sigma_clip(open_clip=True), xla=True),
+                 ends_in_dtype=True, standard=True, finish=sigma_clip(open_clip=True), xla=True,
+                 kernel="JAX's truncated_normal kernel", users=JAX_USERS),
     Construction("MLX's uniform (a 32-bit word / 2^32 in float32) on [erf(lower/sqrt2), "
                  "erf(upper/sqrt2)], sqrt2 erfinv clipped, then x std + mean", "MLX", "erf",
                  {32: 32, 64: 53}, ends_in_dtype=True, standard=True,
-                 finish=sigma_clip(open_clip=False), mlx_kernels=True),
+                 finish=sigma_clip(open_clip=False), mlx_kernels=True,
+                 kernel="MLX's truncated_normal kernel", users=frozenset({"mlx"})),
     Construction("Paddle's truncated_gaussian_random kernel: its float32 (float64) uniform "
                  "from a 64-bit word on [Phi(a), Phi(b)], its own Erfinv(2p - 1), sqrt2 std + "
                  "mean in double, clamped to the float32 bounds", "Paddle", "cdf",
                  {32: 64, 64: 64}, ends_in_dtype=True, standard=False, finish=None,
-                 steps=PaddleSteps.of),
+                 steps=PaddleSteps.of, kernel="Paddle's truncated_gaussian_random kernel",
+                 users=frozenset({"paddle"})),
     Construction("TensorFlow's parameterized_truncated_normal kernel: uniform rejection on a "
                  "narrow window, Robert's exponential proposals in a tail, -log(u) / alpha + "
                  "normMin and z stddev + mean in the dtype through the C library's log",
                  "TensorFlow", "cdf", {32: 23, 64: 52}, ends_in_dtype=True, standard=False,
-                 finish=None, steps=TensorflowSteps.of),
+                 finish=None, steps=TensorflowSteps.of,
+                 kernel="TensorFlow's parameterized_truncated_normal kernel",
+                 users=frozenset({"tensorflow-param"})),
     Construction("NumPyro's TruncatedNormal: JAX's uniform j 2^-k on [tiny, 1) (k = 23, 52), "
                  "Phi^-1((1 - u) Phi(low) + u Phi(high)) mirrored about the mean when the "
                  "window lies above it, every step in the dtype", "NumPyro", "cdf",
                  {32: 23, 64: 52}, ends_in_dtype=True, standard=False, finish=None,
-                 steps=NumpyroSteps.of),
+                 steps=NumpyroSteps.of, kernel="NumPyro's TruncatedNormal kernel",
+                 users=frozenset({"numpyro"})),
 )
-
-
-@dataclass(frozen=True)
-class CoarseLaw:
-    """A construction's law: its output values' ordered keys (ascending, distinct), their
-    probabilities, and for each the key range an APPROX error of erfinv could move it over."""
-
-    keys: np.ndarray
-    probs: np.ndarray
-    lo_keys: np.ndarray
-    hi_keys: np.ndarray
-    v_values: int
-    #: None where the keys are the law's own values; for a law held on cells of the uniform
-    #: (`cell_law`) the effective number of cells, whose drawn points' values are a stratified
-    #: sample: right at the resolution of bins, the last bits' shares estimated
-    sample_size: float | None = None
-
-    @property
-    def values_exact(self) -> bool:
-        return self.sample_size is None
-
-    @property
-    def q2(self) -> float:
-        return float(np.sum(self.probs ** 2))
-
-    def indexed(self, index_of) -> list:
-        """`index_of` (a map from ordered keys to bins) of the values' keys, and of the lowest
-        and highest keys an erfinv error could move them to: computed once for an exact
-        kernel's law, whose three are one array (millions of keys on a whole lattice)."""
-        first = index_of(self.keys)
-        if self.lo_keys is self.keys and self.hi_keys is self.keys:
-            return [first, first, first]
-        return [first, index_of(self.lo_keys), index_of(self.hi_keys)]
 
 
 def exact_xla(fmt, c: Construction) -> bool:
@@ -543,33 +510,6 @@ def earlier_explained(ev: Evidence) -> set:
     return explained
 
 
-def pooled_fit(hist, law_probs_by_bin, bin_lo, bin_hi) -> float | None:
-    """Chi-square p of `hist` against bin masses, the bins between each value's bin_lo and bin_hi
-    pooled (an erfinv error could move the value across their edges)."""
-    size = hist.size
-    joined = np.zeros(size + 1, dtype=np.int64)
-    spans = bin_hi > bin_lo
-    np.add.at(joined, bin_lo[spans] + 1, 1)
-    np.add.at(joined, bin_hi[spans] + 1, -1)
-    # joined[i] > 0: bin i is pooled with bin i - 1
-    inside = np.cumsum(joined)[:size] > 0
-    group = np.cumsum(~inside) - 1
-    groups = int(group[-1]) + 1
-    return chi2_fit(np.bincount(group, weights=hist, minlength=groups),
-                    np.bincount(group, weights=law_probs_by_bin, minlength=groups))
-
-
-def binned_fit(counts, size: int, index: list, coarse: CoarseLaw, what: str):
-    """(whether the counts fit the law, a note, the fit's p): the law's values put in their
-    bins (`index`: each value's bin and the lowest and highest an erfinv error could move it
-    to), then `pooled_fit`; None where no fit can be computed."""
-    probs = np.bincount(index[0], weights=coarse.probs, minlength=size)[:size]
-    p = pooled_fit(np.asarray(counts, dtype=np.float64), probs, index[1], index[2])
-    if p is None:
-        return None
-    return p >= AGREE_LEVEL, f"{what} fit p {p:.2g}", p
-
-
 class CoarseConstruction(Mechanism):
     name = "coarse-construction"
     explains = BINNED | {COLLISIONS.name, LATTICES.name, LOW_BITS.name, INDEPENDENCE.name}
@@ -608,13 +548,16 @@ class CoarseConstruction(Mechanism):
         c, explains, text, _, coarse = max(read, key=lambda r: (len(r[1]), r[3]))
         # far out the constructions often write one law: the note names every one that reads
         # as well, not only the first
-        alike = [r[0].short for r in read if r[1] == explains]
-        note = f"{c.label} (the constructions that read alike: {', '.join(alike)}): {text}"
+        alike = [r[0] for r in read if r[1] == explains]
+        note = (f"{c.label} (the constructions that read alike: "
+                f"{', '.join(a.short for a in alike)}): {text}")
         # the catalog's earlier rows keep what they explain (`catalog.diagnose`)
         explains -= earlier_explained(ev)
         if not explains:
             return None
-        return self.match(note, parameter=coarse.keys.size, explains=frozenset(explains))
+        return self.match(note, parameter=coarse.keys.size, explains=frozenset(explains),
+                          kernel=" or ".join(dict.fromkeys(a.kernel for a in alike)),
+                          kernel_of=frozenset().union(*(a.users for a in alike)))
 
     @staticmethod
     def departing(ev: Evidence) -> set:
@@ -636,130 +579,15 @@ class CoarseConstruction(Mechanism):
                 found.add(GOF.name)
         return found
 
-    def read(self, ev: Evidence, coarse: CoarseLaw) -> tuple[set, str, float] | None:
+    @staticmethod
+    def read(ev: Evidence, coarse: CoarseLaw) -> tuple[set, str, float] | None:
         """(the checks whose statistic agrees with `coarse`, the note, the smallest p of the
         fits that agree); None where neither the equal pairs nor the histogram does (the
-        construction is not this sampler)."""
+        construction is not this sampler: `value_law.read`)."""
         if coarse.values_exact:
             written = f"{coarse.keys.size} values written (from {coarse.v_values} values of v)"
         else:
             written = (f"held on {coarse.v_values} cells of its uniform, a point drawn in each "
                        f"(too many values to enumerate: the bins, and the last bits' shares "
                        f"estimated)")
-        explains, parts, fits = set(), [written], [1.0]
-
-        def take(found, checks) -> None:
-            # found: (agrees, text) or (agrees, text, the fit's p)
-            if found is None:
-                return
-            ok, text, *p = found
-            parts.append(text)
-            if ok:
-                explains.update(checks)
-                fits.extend(p)
-
-        take(self.pairs(ev, coarse) if coarse.values_exact else None, {COLLISIONS.name})
-        take(self.histogram(ev, coarse), HISTOGRAM)
-        if not explains:
-            return None
-        take(self.local(ev, coarse), LOCAL)
-        for check, fn in ((INDEPENDENCE.name, self.successive), (LATTICES.name, self.lattices),
-                          (LOW_BITS.name, self.low_bits)):
-            take(fn(ev, coarse) if coarse.values_exact or check == LOW_BITS.name else None,
-                 {check})
-        return explains, "; ".join(parts), min(fits)
-
-    @staticmethod
-    def pairs(ev: Evidence, coarse: CoarseLaw):
-        count = scanned_pairs(ev)
-        out = ev.outcome(COLLISIONS)
-        if count is None or not out.applicable:
-            return None
-        mean, sd = predicted_pairs(ev, coarse.q2)
-        law_mean, _ = predicted_pairs(ev, float(ev.law.collision_prob))
-        ok = agrees(count, mean, sd, MODEL_TOL) and moves(count, mean, law_mean)
-        return ok, (f"equal pairs {count}, predicted {mean:.4g} +- {sd:.2g} "
-                    f"(2^{-math.log2(coarse.q2):.2f} equally likely values), the law "
-                    f"{law_mean:.4g}")
-
-    @staticmethod
-    def histogram(ev: Evidence, coarse: CoarseLaw):
-        judged = ev.judged_hist
-        if judged is None:
-            return None
-        bins, hist = judged
-        fmt = ev.law.fmt
-        if bins.fine:
-            index = coarse.indexed(lambda k: fine_bin_index(k.astype(np.uint64), bins))
-        else:
-            shift = np.uint64(fmt.bits - ev.summary.hist_bits)
-            index = coarse.indexed(lambda k: (k >> shift).astype(np.int64))
-        return binned_fit(hist, bins.probs.size, index, coarse, "the histogram's")
-
-    @staticmethod
-    def local(ev: Evidence, coarse: CoarseLaw):
-        bins = LocalBins.of(ev.law)
-        counts = bins.counts(ev.summary)
-        if counts is None or bins.exact:
-            return None
-        index = coarse.indexed(
-            lambda k: np.asarray(bins.mass.bin_of_keys(k.astype(np.uint64)), dtype=np.int64))
-        return binned_fit(counts, bins.probs.size, index, coarse, "the mass bins'")
-
-    @staticmethod
-    def successive(ev: Evidence, coarse: CoarseLaw):
-        if not ev.has("independence"):
-            return None
-        out = ev.outcome(INDEPENDENCE)
-        state = ev.state("independence")
-        pairs, equal = int(state.n_pairs_successive), int(state.n_equal_successive)
-        if not out.applicable or pairs <= 0:
-            return None
-        name = "p[equal elements in successive calls]"
-        others = [p for key, p in out.details.items()
-                  if key.startswith("p[") and key != name]
-        mean = pairs * coarse.q2
-        sd = math.sqrt(pairs * coarse.q2 * (1.0 - coarse.q2))
-        ok = agrees(equal, mean, sd, MODEL_TOL) and all(p >= AGREE_LEVEL for p in others)
-        return ok, f"equal successive elements {equal}, predicted {mean:.4g} +- {sd:.2g}"
-
-    @staticmethod
-    def lattices(ev: Evidence, coarse: CoarseLaw):
-        state = ev.summary.resolution
-        if not state.lattice_names or state.lattice_counts is None or int(state.scanned) == 0:
-            return None
-        n, fmt = int(state.scanned), ev.law.fmt
-        # the law's values in the dtype (exact), tested as the engine counts them
-        values = torch.from_numpy(fmt.values_from_keys(coarse.keys.astype(np.uint64))).to(
-            getattr(torch, ev.summary.dtype))
-        ok, parts = True, []
-        for name, count in zip(state.lattice_names, state.lattice_counts):
-            on = lattice_mask(values, name).numpy()
-            mass = float(coarse.probs[on].sum())
-            ok &= agrees(int(count) / n, mass, count_sd(n, mass), MODEL_TOL)
-            parts.append(f"{name} values {int(count)}, predicted {n * mass:.4g}")
-        return ok, "; ".join(parts)
-
-    @staticmethod
-    def low_bits(ev: Evidence, coarse: CoarseLaw):
-        state = ev.summary.resolution
-        if state.low_bit_counts is None:
-            return None
-        bits = int(state.low_bits)
-        counts = np.asarray(state.low_bit_counts, dtype=np.float64)
-        n = float(counts.sum())
-        if n <= 0:
-            return None
-        patterns = ev.law.fmt.bits_from_keys(coarse.keys.astype(np.uint64)).astype(np.int64)
-        shares = np.bincount(patterns & ((1 << bits) - 1), weights=coarse.probs,
-                             minlength=1 << bits)
-        if np.any((shares <= 0) & (counts > 0)):
-            return False, "the last bits: a class the law leaves empty is written"
-        if np.count_nonzero(shares) == 1:
-            return True, f"the last {bits} bits: every value in the one class the law writes"
-        if len(low_bit_cells(n * shares)) < 2:
-            return None
-        # a sampled law's shares carry their own error: the two samples' chi-square
-        inflation = 1.0 if coarse.values_exact else 1.0 + n / coarse.sample_size
-        p = class_fit(counts, shares, inflation=inflation)
-        return p >= AGREE_LEVEL, f"the last {bits} bits' fit p {p:.2g}", p
+        return value_law.read(ev, coarse, written)

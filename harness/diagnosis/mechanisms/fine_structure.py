@@ -19,32 +19,16 @@ from reference import rounded_law
 from reference.dtypes import float_format
 
 from ...families.common import cached_on_law
-from ...families.resolution import (COLLISIONS, LATTICES, LOW_BITS, low_bit_cells, low_bit_law,
-                                    pair_law)
+from ...key_bins import COARSE_LATTICES
+from ...families.resolution import COLLISIONS, LATTICES, LOW_BITS, low_bit_law
 from ..evidence import (AGREE_LEVEL, EMPTY_EXPECTED, FALSE_MATCH, MODEL_TOL, Z_AGREE, Evidence,
                         agrees, count_sd, log_likelihood_ratio)
 from ..library_ops.affine import ARITHMETIC, BLOCKS, RUN, AffineLaw, PushedLaw, PushedProposals
 from ..library_ops.uniform_bits import MAX_BITS, SPACES, collision_rate
 from ..match import Match, Mechanism
+from . import value_law
 from .bound_atoms import BINNED
-
-
-def predicted_pairs(ev: Evidence, q2: float) -> tuple[float, float]:
-    """(mean, sd) of the equal pairs of the resolution scan at a collision rate q2."""
-    state = ev.summary.resolution
-    mean, dispersion = pair_law(float(state.collision_compared),
-                                float(state.collision_triples), q2, q2 * q2)
-    return mean, math.sqrt(mean * dispersion)
-
-
-def scanned_pairs(ev: Evidence) -> int | None:
-    """The equal pairs the resolution scan found (None where it compared none)."""
-    if not ev.has("resolution"):
-        return None
-    state = ev.summary.resolution
-    if state.collision_block == 0 or float(state.collision_compared) <= 0:
-        return None
-    return int(state.collision_pairs)
+from .value_law import CoarseLaw, class_fit, moves, predicted_pairs, scanned_pairs
 
 
 def quiet_at(ev: Evidence, check) -> bool:
@@ -68,10 +52,51 @@ class FewRandomBits(Mechanism):
            "law's, and so are the last bits and the coarser lattices unless `dtype-arithmetic` "
            "reads them. Where the histogram holds every value (16-bit) and k is small, k from "
            "the counts themselves: every written value holds c 2^-k of the draws, c >= 1 an "
-           "integer, and the c sum to 2^k (`count_lattice`).")
+           "integer, and the c sum to 2^k (`count_lattice`). Where a 32/64-bit output holds few "
+           "values (the pairs at 2^-k, k <= 20), the law's quantile at the 2^k left ends or "
+           "midpoints of the uniform's cells, value by value, set against the pairs, the "
+           "histogram, the mass bins, the lattices and the last bits (`from_values`).")
 
     def test(self, ev: Evidence) -> Match | None:
-        return self.from_collisions(ev) or self.from_counts(ev)
+        return self.from_collisions(ev) or self.from_counts(ev) or self.from_values(ev)
+
+    def from_values(self, ev: Evidence) -> Match | None:
+        """k where a 32/64-bit output holds few values: the equal pairs depart upward at a rate
+        near 2^-k (k <= FEW_BITS), and the law of the inverse CDF at the 2^k points (j + c) 2^-k
+        (c = 0 or 1/2: the lattice's left ends or midpoints), each carried through the law's own
+        quantile in float64 and rounded into the dtype, agrees with the equal pairs and the
+        histogram (`value_law.read`): it then explains every check its values predict (where
+        several do, the one that explains the most)."""
+        count = scanned_pairs(ev)
+        if count is None or ev.law.fmt.bits < 32:
+            return None
+        out = ev.outcome(COLLISIONS)
+        if (not out.applicable or out.p_value >= FALSE_MATCH
+                or count <= out.details["pairs_expected"]):
+            return None
+        observed = float(out.details["bits"])
+        if not observed <= FEW_BITS:
+            return None
+        read = []
+        for bits in range(max(1, math.floor(observed)), min(FEW_BITS, math.ceil(observed) + 1) + 1):
+            for offset in POINT_OFFSETS:
+                law = cached_on_law(ev.law, f"_few_bits_{bits}_{offset}",
+                                    lambda law, k=bits, c=offset: quantile_law(law, k, c) or False)
+                if not law:
+                    continue
+                where = "midpoints" if offset else "left ends"
+                found = value_law.read(ev, law, f"the inverse CDF at the {1 << bits} {where} "
+                                                f"(j + {offset:g}) 2^-{bits}: {law.keys.size} "
+                                                f"values written")
+                # the histogram too: a rate alone is `from_collisions`' reading, with its model
+                if found is not None and {COLLISIONS.name} | value_law.HISTOGRAM <= found[0]:
+                    read.append((bits, *found))
+        if not read:
+            return None
+        # the points that explain the most checks; among as many, the closest fit
+        bits, explains, text, _ = max(read, key=lambda r: (len(r[1]), r[3]))
+        return self.match(f"the values are a function of k = {bits} random bits: {text}",
+                          parameter=bits, explains=frozenset(explains))
 
     def from_counts(self, ev: Evidence) -> Match | None:
         """k where the values' counts sit on the lattice n c 2^-k and the law departs."""
@@ -115,6 +140,25 @@ class FewRandomBits(Mechanism):
                             f"equally likely values)")
                     return self.match(note, parameter=bits)
         return None
+
+
+#: The widest uniform whose inverse CDF `FewRandomBits.from_values` enumerates (2^20 points),
+#: and where each of its points sits in its cell of the uniform: the left end or the midpoint.
+FEW_BITS = 20
+POINT_OFFSETS = (0.0, 0.5)
+
+
+def quantile_law(law, bits: int, offset: float) -> CoarseLaw | None:
+    """The law of the truncated law's quantile at the 2^bits points (j + offset) 2^-bits, in
+    float64 and rounded into `law`'s dtype, each point with mass 2^-bits (None: no finite value)."""
+    points = (np.arange(1 << bits, dtype=np.float64) + offset) * 2.0 ** -bits
+    with np.errstate(all="ignore"):
+        values = law.fmt.round(np.asarray(law.dist.ppf(points), dtype=np.float64))
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return None
+    keys, counts = np.unique(law.fmt.ordered_keys(values).astype(np.uint64), return_counts=True)
+    return CoarseLaw.exact(keys, counts / counts.sum())
 
 
 def candidate_bits(fmt, observed_bits: float) -> list[int]:
@@ -278,22 +322,6 @@ def _proposals(ev: Evidence, dtype: str, bits: int) -> tuple | None:
     return _with_shares(proposals, bits)
 
 
-def class_fit(counts: np.ndarray, shares: np.ndarray, inflation: float) -> float:
-    """Chi-square p-value of the class counts against `shares` (classes expecting < 5 pooled,
-    `low_bit_cells`), the statistic divided by `inflation` for the prediction's own error; 0
-    where a class the prediction forbids holds a value."""
-    if np.any((shares <= 0) & (counts > 0)):
-        return 0.0
-    n = float(counts.sum())
-    cells = low_bit_cells(n * shares)
-    if len(cells) < 2:
-        return 0.0
-    obs = np.array([counts[c].sum() for c in cells])
-    exp = np.array([n * shares[c].sum() for c in cells])
-    chi2 = float(np.sum((obs - exp) ** 2 / exp)) / inflation
-    return float(stats.chi2.sf(chi2, len(cells) - 1))
-
-
 class DtypeArithmetic(Mechanism):
     name = "dtype-arithmetic"
     explains = frozenset({LOW_BITS.name, LATTICES.name, COLLISIONS.name})
@@ -304,7 +332,8 @@ class DtypeArithmetic(Mechanism):
            "format's lattice holding the law's share over the law's share with those t bits "
            "zero; (2) every value "
            "on the lattice of a coarser format F (computed in F, written wider): equal pairs at "
-           "the collision rate of the rounded law in F; (3) a 16-bit value cast from float64 "
+           "the collision rate of the rounded law in F, and the histogram and the mass bins "
+           "from that law value by value (`format_law`); (3) a 16-bit value cast from float64 "
            "through float32 (rounded twice): the histogram fits the law of torch's cast "
            "(`rounded_law(..., rounding='torch')`) and not the single rounding; (4) mean + std z "
            "in the output dtype (or on the redraws only): the last bits' classes follow the "
@@ -340,12 +369,17 @@ class DtypeArithmetic(Mechanism):
         scanned = int(np.asarray(state.low_bit_counts).sum())
         law_q2 = float(ev.law.collision_prob)
         if lattice is not None:
-            coarse = rounded_law(ev.dist, lattice)
-            q2, why = float(coarse.collision_prob), f"the {lattice} law's collision rate"
-            trailing = ev.law.fmt.man_bits - float_format(lattice).man_bits
+            scanned_on = lattice
             head = (f"every one of {scanned} scanned values on the {lattice} lattice (its last "
-                    f"{trailing} bits zero; the law puts "
-                    f"{1.0 - float(ev.law.lattice_mass(lattice)):.3g} of its values off it)")
+                    f"{ev.law.fmt.man_bits - float_format(lattice).man_bits} bits zero; the law "
+                    f"puts {1.0 - float(ev.law.lattice_mass(lattice)):.3g} of its values off it)")
+            lattice = nested_lattice(ev, lattice)
+            if lattice != scanned_on:
+                head += (f", and their equal pairs at the {lattice} law's rate: on the "
+                         f"{lattice} lattice")
+            q2 = float(rounded_law(ev.dist, lattice).collision_prob)
+            why = f"the {lattice} law's collision rate"
+            trailing = ev.law.fmt.man_bits - float_format(lattice).man_bits
         else:
             q2, why, trailing = (2**t) * law_q2, f"2^{t} x the law's", t
             head = zero_bits_text(ev, t)
@@ -365,6 +399,11 @@ class DtypeArithmetic(Mechanism):
             else:
                 head += (f"; equal pairs {count} do not follow ({why} predicts {mean:.4g} +- "
                          f"{sd:.2g})")
+        if lattice is not None:
+            whole, text = format_law_reads(ev, lattice)
+            explains |= whole
+            if text:
+                head += "; " + text
         return self.match(head, parameter=trailing, explains=frozenset(explains))
 
     def pushed_step(self, ev: Evidence, t: int) -> Match | None:
@@ -421,6 +460,71 @@ class DtypeArithmetic(Mechanism):
 
 
 
+def nested_lattice(ev: Evidence, lattice: str) -> str:
+    """The format whose lattice the values lie on, from `lattice` (every scanned value on it) and
+    the equal pairs: `lattice` where they agree with its law's collision rate (MODEL_TOL) or no
+    coarser format's does, else the coarser format nested in it whose law's rate they agree with
+    (the scan counts only the lattices next to the dtype: float32's in a float64 tensor, whose
+    float16 values repeat at float16's rate)."""
+    count = scanned_pairs(ev)
+    if count is None:
+        return lattice
+
+    def repeats_as(name: str) -> bool:
+        mean, sd = predicted_pairs(ev, float(rounded_law(ev.dist, name).collision_prob))
+        return agrees(count, mean, sd, MODEL_TOL)
+
+    if repeats_as(lattice):
+        return lattice
+    return next((name for name in COARSE_LATTICES.get(lattice, ()) if repeats_as(name)), lattice)
+
+
+#: The most values of a coarser format a law rounded into it is enumerated over (float32's
+#: values in a wide float64 window are too many: there the lattice explains its own rows only).
+MAX_FORMAT_VALUES = 1 << 20
+
+
+def format_law(law, lattice: str) -> CoarseLaw | None:
+    """`law`'s distribution rounded into the coarser format `lattice`, value by value, as keys
+    of `law`'s dtype: what a sampler computing in that format and writing the wider dtype
+    writes (None: more than MAX_FORMAT_VALUES values, or none)."""
+    coarse = rounded_law(law.dist, lattice)
+    fmt = coarse.fmt
+    ends = np.array([coarse.support_lo, coarse.support_hi], dtype=np.float64)
+    ends = np.clip(ends, -fmt.max_finite, fmt.max_finite)
+    k0, k1 = (int(k) for k in fmt.ordered_keys(ends))
+    if not k0 <= k1 or k1 - k0 + 1 > MAX_FORMAT_VALUES:
+        return None
+    values = fmt.values_from_keys(np.arange(k0, k1 + 1, dtype=np.uint64))
+    probs = np.asarray(coarse.atom_probs(values), dtype=np.float64)
+    keep = (probs > 0) & np.isfinite(values)
+    if not np.any(keep):
+        return None
+    return CoarseLaw.exact(law.fmt.ordered_keys(values[keep]), probs[keep] / probs[keep].sum())
+
+
+def format_law_reads(ev: Evidence, lattice: str) -> tuple[set, str]:
+    """(the checks of the bins the law rounded into `lattice` explains, a note): every value
+    on a coarser lattice predicts the whole histogram and the mass bins too, from that law
+    value by value (`value_law`); each explained only where its fit agrees."""
+    law = cached_on_law(ev.law, f"_format_law_{lattice}",
+                        lambda law: format_law(law, lattice) or False)
+    if not law:
+        return set(), ""
+    explains, texts = set(), []
+    for found, checks in ((value_law.histogram(ev, law), value_law.HISTOGRAM),
+                          (value_law.mass_bins(ev, law), value_law.LOCAL)):
+        if found is None:
+            continue
+        ok, text, *_ = found
+        texts.append(text)
+        if ok:
+            explains |= checks
+    if not texts:
+        return set(), ""
+    return explains, f"the law rounded into {lattice}, value by value: " + ", ".join(texts)
+
+
 def zero_bits_text(ev: Evidence, t: int) -> str:
     state = ev.summary.resolution
     scanned = int(np.asarray(state.low_bit_counts).sum())
@@ -447,13 +551,6 @@ def zero_bits_lattices(ev: Evidence, t: int) -> tuple[bool, str]:
     follows, text = lattices_against(
         ev, lambda name: min(1.0, float(ev.law.lattice_mass(name)) / kept))
     return bool(follows), text
-
-
-def moves(observed: float, predicted: float, law: float) -> bool:
-    """Whether a prediction is off the law's value by more than MODEL_TOL of it, on the side the
-    observation is: a prediction within the model tolerance of the law cannot account for a
-    failing row, however well the count agrees with it."""
-    return abs(predicted - law) > MODEL_TOL * abs(law) and (predicted - law) * (observed - law) > 0
 
 
 def pairs_follow(ev: Evidence, pushed: PushedLaw) -> tuple[str | None, str]:

@@ -48,7 +48,7 @@ from ..library_ops.affine import first_index
 from ..library_ops.library_kernels import PaddleSteps
 from ..match import Match, Mechanism
 from .bound_atoms import BINNED
-from .coarse_construction import window_law
+from .coarse_construction import JAX_USERS, window_law
 from .proposals import in_accumulator, in_dtype
 
 #: The relative error allowed to a library's float32 erf and erfinv (XLA's and MLX's are
@@ -132,6 +132,8 @@ class InverseCdf:
     uniforms: Callable
     fused: Callable[[object], bool]
     open_clip: bool
+    kernel: str = ""
+    users: frozenset = frozenset()
 
     def law(self, fmt, mean: float, std: float, a: float, b: float) -> Pushed | None:
         f, counts = self.uniforms(fmt)
@@ -189,6 +191,8 @@ class StandardThenScaled:
     rounds_first: bool
     tries: int
     torch_scalars: bool
+    kernel: str = ""
+    users: frozenset = frozenset()
 
     def law(self, fmt, mean: float, std: float, a: float, b: float) -> Pushed | None:
         found = self.window(fmt, mean, std, a, b)
@@ -255,6 +259,8 @@ class TfExponentialRejection:
     (the share of the 2^m values of u' at or below its g)."""
 
     label: str
+    kernel: str = ""
+    users: frozenset = frozenset()
 
     def law(self, fmt, mean: float, std: float, a: float, b: float) -> Pushed | None:
         m, s, lo, hi = (scalar(fmt, v) for v in (mean, std, a, b))
@@ -297,6 +303,8 @@ class PaddleKernel:
     p), each value then cast into the dtype (round to nearest even)."""
 
     label: str
+    kernel: str = ""
+    users: frozenset = frozenset()
 
     def law(self, fmt, mean: float, std: float, a: float, b: float) -> Pushed | None:
         steps = PaddleSteps.on(fmt, mean, std, a, b)
@@ -314,29 +322,39 @@ def _xla_fuses(fmt) -> bool:
     return fmt.name == "float16"
 
 
-#: The constructions, each with the libraries it stands for.
+#: The constructions, each with the libraries it stands for (`kernel`) and the registered
+#: candidates that run it (`users`: the catalog names a construction only for them).
 CONSTRUCTIONS = (
     InverseCdf("JAX's inverse CDF, its uniform j 2^-m in the dtype (jax, keras-jax)",
-               jax_uniforms, _xla_fuses, open_clip=True),
+               jax_uniforms, _xla_fuses, open_clip=True, kernel="JAX's truncated_normal kernel",
+               users=JAX_USERS),
     InverseCdf("MLX's inverse CDF, its uniform a 32-bit k / 2^32 cast into the dtype",
-               mlx_uniforms, lambda fmt: False, open_clip=False),
+               mlx_uniforms, lambda fmt: False, open_clip=False,
+               kernel="MLX's truncated_normal kernel", users=frozenset({"mlx"})),
     StandardThenScaled("the standard law on [-2, 2] rounded, then x std + mean in the dtype "
                        "(TensorFlow's truncated_normal)",
                        lambda *law: two_sigma(*law, strict=True), rounds_first=False, tries=0,
-                       torch_scalars=False),
+                       torch_scalars=False, kernel="TensorFlow's truncated_normal kernel",
+                       users=frozenset({"tensorflow"})),
     StandardThenScaled("keras' torch backend: a standard normal in the dtype, the first of four "
                        "in the open (-2, 2), then mul_(std).add_(mean)",
                        lambda *law: two_sigma(*law, strict=True), rounds_first=True, tries=4,
-                       torch_scalars=True),
+                       torch_scalars=True, kernel="keras' torch-backend truncated_normal",
+                       users=frozenset({"keras-torch"})),
     StandardThenScaled("a standard normal in the dtype kept in the bounds computed in the "
                        "dtype, then x std + mean in the dtype (TensorFlow's "
                        "parameterized_truncated_normal, its normal-rejection branch)", tf_randn_window,
-                       rounds_first=True, tries=0, torch_scalars=False),
+                       rounds_first=True, tries=0, torch_scalars=False,
+                       kernel="TensorFlow's parameterized_truncated_normal kernel",
+                       users=frozenset({"tensorflow-param"})),
     TfExponentialRejection("TensorFlow's parameterized_truncated_normal (its exponential-"
                            "rejection branch): the dtype's uniforms j 2^-m through -log(u) / "
-                           "alpha + normMin and the test u' <= exp(-x^2 / 2), in the dtype"),
+                           "alpha + normMin and the test u' <= exp(-x^2 / 2), in the dtype",
+                           kernel="TensorFlow's parameterized_truncated_normal kernel",
+                           users=frozenset({"tensorflow-param"})),
     PaddleKernel("Paddle's truncated_gaussian_random kernel in float32 (its uniform from a "
-                 "64-bit word, its own Erfinv, the clamp to float32 bounds), cast into the dtype"),
+                 "64-bit word, its own Erfinv, the clamp to float32 bounds), cast into the dtype",
+                 kernel="Paddle's truncated_gaussian_random kernel", users=frozenset({"paddle"})),
 )
 
 
@@ -360,6 +378,7 @@ class LibraryConstruction(Mechanism):
     def test(self, ev: Evidence) -> Match | None:
         if ev.bins is None or ev.summary.hist_bits != ev.law.fmt.bits:
             return None
+        fitting = []
         for index, construction in enumerate(CONSTRUCTIONS):
             pushed = cached_on_law(ev.law, f"_library_construction_{index}",
                                    lambda law, i=index: construction_law(law, i) or False)
@@ -371,18 +390,27 @@ class LibraryConstruction(Mechanism):
             if p is None or p < AGREE_LEVEL or not ev.departs_toward(pushed.probs,
                                                                      len(CONSTRUCTIONS)):
                 continue
-            keys = np.nonzero(pushed.probs)[0]
-            values = ev.law.fmt.values_from_keys(keys.astype(np.uint64))
-            note = (f"the histogram fits {construction.label} (chi-square p {p:.2g}): "
-                    f"{keys.size} values written, where the law writes "
-                    f"{int(np.count_nonzero(ev.bins.probs))}; not the rounded law "
-                    f"(p {ev.canonical_fit:.2g}; likelihood ratio "
-                    f"e^{ev.log_likelihood_ratio(pushed.probs):.3g} for the construction)")
-            explains = self.explains
-            infinite = float(pushed.probs[keys[~np.isfinite(values)]].sum())
-            if infinite > 0:
-                # erfinv(+-1) = +-inf kept by a clip to an infinite bound: the fit holds them
-                explains = explains | {FINITE.name}
-                note += f"; {infinite:.3g} of the values infinite (erfinv of +-1)"
-            return self.match(note, parameter=keys.size, explains=explains)
-        return None
+            fitting.append((construction, pushed, p))
+        if not fitting:
+            return None
+        # the first that fits names the note; every one that fits says whose kernel it may be
+        construction, pushed, p = fitting[0]
+        keys = np.nonzero(pushed.probs)[0]
+        values = ev.law.fmt.values_from_keys(keys.astype(np.uint64))
+        note = (f"the histogram fits {construction.label} (chi-square p {p:.2g}): "
+                f"{keys.size} values written, where the law writes "
+                f"{int(np.count_nonzero(ev.bins.probs))}; not the rounded law "
+                f"(p {ev.canonical_fit:.2g}; likelihood ratio "
+                f"e^{ev.log_likelihood_ratio(pushed.probs):.3g} for the construction)")
+        if len(fitting) > 1:
+            note += "; it fits " + ", ".join(f"{c.kernel} too (p {q:.2g})"
+                                             for c, _, q in fitting[1:])
+        explains = self.explains
+        infinite = float(pushed.probs[keys[~np.isfinite(values)]].sum())
+        if infinite > 0:
+            # erfinv(+-1) = +-inf kept by a clip to an infinite bound: the fit holds them
+            explains = explains | {FINITE.name}
+            note += f"; {infinite:.3g} of the values infinite (erfinv of +-1)"
+        return self.match(note, parameter=keys.size, explains=explains,
+                          kernel=" or ".join(dict.fromkeys(c.kernel for c, _, _ in fitting)),
+                          kernel_of=frozenset().union(*(c.users for c, _, _ in fitting)))

@@ -24,7 +24,7 @@ from ..evidence import (AGREE_LEVEL, FALSE_MATCH, MODEL_TOL, Evidence, agrees, c
                         count_sd, share_text)
 from ..match import Match, Mechanism
 from .bound_atoms import BINNED, bound_value, law_atom
-from .fine_structure import predicted_pairs, scanned_pairs
+from .value_law import predicted_pairs, scanned_pairs
 
 
 def local_counts(ev: Evidence) -> tuple[LocalBins, np.ndarray] | None:

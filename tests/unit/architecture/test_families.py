@@ -27,6 +27,8 @@ READERS = {
     ("harness/checks/sharded.py", "binned"): "the sharded checks are declared in their own "
     "registry module: shards folds the binned family (the output's marginal)",
     ("harness/checks/sharded.py", "atoms"): "shards also folds the atoms family",
+    ("harness/checks/sharded.py", "resolution"): "and the resolution family, whose equal pairs "
+    "give the collision rate of the output's own marginal above 16 bits",
     ("harness/checks/sharded.py", "independence"): "shards' expected rates of equal "
     "elements are the independence family's collision rates, and its MDE theirs",
     ("harness/sharded/part_fold.py", "independence"): "a part's fold keeps the independence "
@@ -78,7 +80,22 @@ READERS = {
     ("harness/diagnosis/mechanisms/coarse_construction.py", "binned"):
         "and names the gof check its histogram's departure stands for",
     ("harness/diagnosis/mechanisms/coarse_construction.py", "independence"):
-        "and predicts the equal successive elements",
+        "and names the independence check its equal successive elements stand for",
+    ("harness/diagnosis/mechanisms/value_law.py", "resolution"):
+        "a law given value by value predicts the equal pairs, the lattice counts and the last bits",
+    ("harness/diagnosis/mechanisms/value_law.py", "localized"):
+        "and the mass bins",
+    ("harness/diagnosis/mechanisms/value_law.py", "independence"):
+        "and the equal successive elements",
+    ("harness/diagnosis/grading/effects.py", "moments"): "the effect figures: the mean and "
+    "std off read the moments family's exact sums",
+    ("harness/diagnosis/grading/effects.py", "support"): "and the values off the support or "
+    "not finite, which the support family counts",
+    ("harness/diagnosis/grading/effects.py", "independence"): "and the dependence strength: "
+    "the lag correlations and the equal successive elements",
+    ("harness/diagnosis/grading/effects.py", "repetition"): "and the repeated windows",
+    ("harness/diagnosis/grading/effects.py", "resolution"): "and the equal values, whose "
+    "expected share is the output's own marginal's",
 }
 
 

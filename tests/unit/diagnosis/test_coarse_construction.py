@@ -1,6 +1,7 @@
 """`coarse-construction`: a library's inverse CDF whose uniform's image the 32/64-bit dtype
 rounds onto few values, its law enumerated value by value, names the rows of a sample of that
-construction and of the libraries themselves where installed.
+construction and of the libraries themselves where installed, for a candidate that runs the
+library's kernel (`explain`'s candidate: the catalog names a kernel only for its own).
 
 Failure chances. The numpy sample is drawn from a fixed seed (deterministic); over seeds, a true
 construction fails each agreement (equal pairs within MODEL_TOL, the fits at AGREE_LEVEL) with
@@ -64,7 +65,8 @@ def test_a_sample_of_the_construction_reads_as_it():
     matches = diagnose(summarize_samples(samples, law), law)
     match = named(matches, "coarse-construction")
     for check in ("collisions", "spikes", "scan", "low_bits", "gof"):
-        assert explain(check, "fail", "", matches)[0] == "coarse-construction", (check, match.note)
+        assert explain(check, "fail", "", matches, "timm")[0] == "coarse-construction", (
+            check, match.note)
 
 
 def test_a_window_that_writes_one_value_reads_its_last_bits():
@@ -78,7 +80,7 @@ def test_a_window_that_writes_one_value_reads_its_last_bits():
     assert np.unique(values).size == 1
     samples = torch.from_numpy(values).reshape(-1, 256, 256)
     matches = diagnose(summarize_samples(samples, law), law)
-    assert explain("low_bits", "fail", "", matches)[0] == "coarse-construction"
+    assert explain("low_bits", "fail", "", matches, "jax")[0] == "coarse-construction"
 
 
 def test_a_sample_of_numpyros_construction_reads_as_it():
@@ -92,7 +94,7 @@ def test_a_sample_of_numpyros_construction_reads_as_it():
     values = steps.x_of(steps.v_of(j)).astype(np.float32)
     samples = torch.from_numpy(values).reshape(-1, 256, 256)
     matches = diagnose(summarize_samples(samples, law), law)
-    assert explain("low_bits", "fail", "", matches)[0] == "coarse-construction", (
+    assert explain("low_bits", "fail", "", matches, "numpyro")[0] == "coarse-construction", (
         [(m.name, m.note[:200]) for m in matches])
 
 
@@ -142,7 +144,7 @@ def test_a_sample_of_paddles_kernel_reads_as_it():
     samples = torch.from_numpy(values).reshape(-1, 256, 256)
     matches = diagnose(summarize_samples(samples, law), law)
     for check in ("collisions", "spikes", "low_bits"):
-        assert explain(check, "fail", "", matches)[0] == "coarse-construction", (
+        assert explain(check, "fail", "", matches, "paddle")[0] == "coarse-construction", (
             check, [(m.name, m.note[:200]) for m in matches])
 
 
@@ -180,7 +182,7 @@ def test_a_sample_of_paddles_float64_kernel_on_a_sub_ulp_window_reads_as_it():
     match = named(matches, "coarse-construction")
     assert "cells of its uniform" in match.note, match.note
     for check in ("tails", "scan", "extremes"):
-        assert explain(check, "fail", "", matches)[0] == "coarse-construction", (
+        assert explain(check, "fail", "", matches, "paddle")[0] == "coarse-construction", (
             check, [(m.name, m.note[:200]) for m in matches])
     assert not match.explains & {"collisions", "lattices"}
 
@@ -206,7 +208,8 @@ def test_a_sample_of_tensorflows_rejection_kernel_reads_as_it(a, b, branch, dtyp
     values = np.concatenate(kept)[: 1 << 19].astype(steps.real)
     samples = torch.from_numpy(values).reshape(-1, 256, 256)
     matches = diagnose(summarize_samples(samples, law), law)
-    assert explain("low_bits", "fail", "", matches)[0] == "coarse-construction", (
+    named_as = explain("low_bits", "fail", "", matches, "tensorflow-param")[0]
+    assert named_as == "coarse-construction", (
         [(m.name, m.note[:300]) for m in matches])
 
 
@@ -220,7 +223,7 @@ def test_a_sample_of_numpyros_float64_kernel_reads_as_it():
     j = np.random.default_rng(20261205).integers(0, 1 << 52, size=1 << 19).astype(np.float64)
     samples = torch.from_numpy(steps.x_of(steps.v_of(j))).reshape(-1, 256, 256)
     matches = diagnose(summarize_samples(samples, law), law)
-    assert explain("low_bits", "fail", "", matches)[0] == "coarse-construction", (
+    assert explain("low_bits", "fail", "", matches, "numpyro")[0] == "coarse-construction", (
         [(m.name, m.note[:300]) for m in matches])
     assert "NumPyro" in named(matches, "coarse-construction").note
 
@@ -274,5 +277,5 @@ def test_a_library_coarse_law_reads_as_its_construction(name, case, dtype, modul
     matches = diagnose(summary, runner.law)
     match = named(matches, "coarse-construction")
     for check in checks:
-        assert explain(check, "fail", "", matches)[0] == "coarse-construction", (check,
+        assert explain(check, "fail", "", matches, name)[0] == "coarse-construction", (check,
                                                                                match.note)

@@ -1,5 +1,7 @@
 """The severity figures against their noise floors: the exact sampler sits under them, the
-known-bads whose defect moves values a model sees read harmful, and single-value defects fine.
+known-bads' coarse defects cross them (detectable), and their levels follow their effects, not
+their floors: the clamp and a shifted mean harmful; a 2 % wider scale, a missing 4 sigma tail and
+the single-value defects fine.
 
 Failure chances: `test_exact_sampler_stays_under_every_floor` compares each figure of S
 Summaries with its floor at delta = 1e-6 / (5 S) (`severity(..., delta)`: five figures with a
@@ -89,19 +91,26 @@ def test_torch_legacy_bfloat16_trap_is_harmful():
     assert row["level"] == "harmful" and row["severity_shift_sigma"] == s["shift_sigma"]
 
 
-@pytest.mark.parametrize("candidate,case_id,check,figure", [
-    # measured at stage 2 (n 2^22): W1 0.018 vs floor 0.0034 (x5.3)
-    ("shift-0.02sigma", "normal-2sigma", "moments", "w1_sigma"),
-    # W1 0.0097 vs floor 0.0034 (x2.9)
-    ("scale-2pct-wide", "normal-2sigma", "moments", "w1_sigma"),
-    # 4.6 % of the values on the bounds: misplaced 0.045 vs its floor 0.0053 (x8.6)
-    ("clamp", "normal-2sigma", "atoms", "misplaced"),
-    # no value beyond 4 sigma where the law has 6.3e-5: beyond4 -6.3e-5 vs floor 2.0e-5 (x3.2)
-    ("no-tail-beyond-3.5sigma", "untruncated", "tails", "beyond4"),
+@pytest.mark.parametrize("candidate,case_id,check,figure,level", [
+    # measured at stage 2 (n 2^22): W1 0.018 vs floor 0.0034 (x5.3); harmful by its mean,
+    # +0.018 sigma with lower bound 0.015 against the threshold 0.01
+    ("shift-0.02sigma", "normal-2sigma", "moments", "w1_sigma", "harmful"),
+    # W1 0.0097 vs floor 0.0034 (x2.9); fine: std +1.0 % (threshold 2 %), W1 0.0097 (0.02),
+    # nothing moved by 0.25 sigma
+    ("scale-2pct-wide", "normal-2sigma", "moments", "w1_sigma", "fine"),
+    # 4.6 % of the values on the bounds: misplaced 0.045 vs its floor 0.0053 (x8.6); harmful by
+    # its std (+9 %, lower bound 0.079 against 0.02) and W1 (0.066, lower bound 0.060)
+    ("clamp", "normal-2sigma", "atoms", "misplaced", "harmful"),
+    # no value beyond 4 sigma where the law has 6.3e-5: beyond4 -6.3e-5 vs floor 2.0e-5 (x3.2);
+    # fine: a deficit of 6.3e-5 beyond 4 sigma (threshold 1e-3), 0.03 % moved by 0.25 sigma
+    ("no-tail-beyond-3.5sigma", "untruncated", "tails", "beyond4", "fine"),
 ])
-def test_coarse_defects_are_harmful(candidate, case_id, check, figure):
+def test_coarse_defects_cross_their_floors_and_read_their_effect(candidate, case_id, check,
+                                                                 figure, level):
+    """A coarse figure beyond its floor says the defect is detectable; the level says whether
+    its effect passes a threshold of harm (`harness.diagnosis.grading.levels`)."""
     r = _row(candidate, case_id, torch.float32, check, samples=1 << 20)
-    assert r.verdict == "fail" and r.level == "harmful", (r.verdict, r.level, r.severity)
+    assert r.verdict == "fail" and r.level == level, (r.verdict, r.level, r.severity)
     assert figure in beyond_floor(r.severity), r.severity
 
 
@@ -126,15 +135,26 @@ def test_rows_without_a_summary_are_api_and_pass_rows_carry_nothing():
 
 
 def test_level_of_follows_the_declaration():
-    beyond = {"w1_sigma": 1.0, "w1_floor": 0.1}
-    within = {"w1_sigma": 0.01, "w1_floor": 0.1}
-    assert level_of("gof", "pass", beyond) == ""
-    assert level_of("gof", "fail", beyond) == "harmful"
-    assert level_of("gof", "xfail", within) == "fine"
+    """The figures' bounds against their thresholds (`harness.diagnosis.grading.levels`)."""
+    quiet = {f"moved_{r}{end}": 0.0 for r in ("0p25", "0p5", "1", "2")
+             for end in ("", "_lo", "_hi")}
+    harmful = dict(quiet, moved_0p5=0.06, moved_0p5_lo=0.04, moved_0p5_hi=0.08)
+    open_ = dict(quiet, moved_0p5=0.01, moved_0p5_lo=0.0, moved_0p5_hi=0.04)
+    assert level_of("gof", "pass", harmful) == ""
+    assert level_of("gof", "fail", harmful) == "harmful"
+    assert level_of("gof", "xfail", quiet) == "fine"
+    assert level_of("gof", "fail", open_) == "undetermined"
     assert level_of("gof", "fail", {}) == "api"  # the draw did not complete
-    assert level_of("collisions", "fail", beyond) == "fine"
-    assert level_of("bounds", "fail", beyond) == "harmful"
-    assert level_of("written", "fail", beyond) == "api"
+    assert level_of("collisions", "fail", harmful) == "harmful"  # the group's figures
+    assert level_of("collisions", "fail", dict(quiet, equal_values=0.01, equal_values_lo=0.005,
+                                               equal_values_hi=0.02)) == "harmful"
+    assert level_of("gof", "fail", dict(quiet, equal_values=0.01, equal_values_lo=0.005,
+                                        equal_values_hi=0.02)) == "fine"  # not gof's figure
+    assert level_of("bounds", "fail", dict(quiet, off_support=1.0)) == "harmful"
+    assert level_of("gof", "fail", dict(quiet, std_off=0.05, std_off_lo=0.0)) == "undetermined"
+    assert level_of("gof", "fail", dict(quiet, std_off=0.05, std_off_lo=0.03)) == "harmful"
+    assert level_of("written", "fail", harmful) == "api"
     assert level_of("arguments", "fail", {}) == "api"
-    assert level_of("gof", "error", beyond) == "api"
-    Result("gof", "fail", level=level_of("gof", "fail", beyond))  # a valid level
+    assert level_of("gof", "error", harmful) == "api"
+    assert level_of("gof", "fail", {"w1_sigma": 0.0}) == "undetermined"  # no moved figure
+    Result("gof", "fail", level=level_of("gof", "fail", open_))  # a valid level

@@ -94,7 +94,7 @@ def test_a_report_without_the_diagnosis_reads_as_unrated_and_unexplained(drop):
     (d,) = defects(df)
     assert (d.level, d.level_name, d.mechanism, d.rows, len(d.groups)) == (
         "", "unrated", "unexplained", 3, 2)
-    assert d.severity == {} and d.note == "" and d.repro
+    assert d.severity == {} and d.note == "" and d.repro and d.basis == ""
     assert tally_text([d]) == "1 defect: 0 harmful, 0 fine-structure, 0 api, 1 unrated"
     text = summary_markdown(df, {})
     assert "**torch (2.13.0)**: 1 defect:" in text and "**unrated** `unexplained`" in text
@@ -183,3 +183,32 @@ def test_index_html_leads_with_every_defect():
     assert "--cases abs-bounds-trap" in top
     rows = page.split("<h3>Failures (")[1]
     assert "<b>low_bits</b> (fine-structure, few-random-bits)" in rows
+
+
+def test_the_worst_groups_basis_says_why_in_both_views():
+    """The figures that decided a defect's level (``level_basis``) are its worst group's, on the
+    defect's line of summary.md and in its level cell of index.html; a level with none (fine,
+    api) adds nothing."""
+    rows = diagnosed_rows()
+    for r in rows:
+        if r["level"] == "harmful":
+            r["level_basis"] = ("moved@0.5 lo 0.21 > 0.03" if r["case"] == "abs-bounds-trap"
+                                else "w1 lo 0.021 > 0.02")
+        elif r["level"]:
+            r["level_basis"] = ""
+    rows.append(row("tail-5", "bfloat16", "gof", "fail", level="undetermined",
+                    mechanism="coarse-uniform", level_basis="open: tail@64 (hi 2.1e-4 > 1e-5); "
+                    "decided at n ≈ 1.4e6", **_sev(0.01, 0.001)))
+    df = _frame(rows)
+    harmful, undetermined, fine, api = defects(df)
+    assert harmful.worst == ("abs-bounds-trap", "bfloat16", "cpu")
+    assert harmful.basis == "moved@0.5 lo 0.21 > 0.03"  # the worst group's, not the other's
+    assert undetermined.basis.startswith("open: tail@64") and fine.basis == api.basis == ""
+    head = summary_markdown(df, {}).split("\n## torch")[0]
+    assert "- **harmful** (moved@0.5 lo 0.21 > 0.03) `coarse-uniform`" in head
+    assert ("- **undetermined** (open: tail@64 (hi 2.1e-4 > 1e-5); decided at n ≈ 1.4e6) "
+            "`coarse-uniform`") in head
+    assert "- **fine-structure** `few-random-bits`" in head
+    page = index_html(df, {})
+    assert "harmful<br><small>moved@0.5 lo 0.21 &gt; 0.03</small></td>" in page
+    assert "fine-structure</td>" in page

@@ -39,6 +39,8 @@ def _compare(base, new, **kw):
 
 @pytest.mark.parametrize("level, gates", [
     ("harmful", {"any": 1, "fine": 1, "harmful": 1}),
+    # undetermined: its figures cannot rule harm out at this n, so every gate counts it
+    ("undetermined", {"any": 1, "fine": 1, "harmful": 1}),
     ("fine", {"any": 1, "fine": 1, "harmful": 0}),
     ("api", {"any": 1, "fine": 0, "harmful": 0}),
     ("", {"any": 1, "fine": 1, "harmful": 1}),  # unrated: nothing says it is below the gate

@@ -313,14 +313,14 @@ def test_broken_map_costs_only_the_map(tmp_path, monkeypatch):
 
 def test_summary_lists_failure_regions(explored, tmp_path):
     text = (explored / "summary.md").read_text(encoding="utf-8")
-    section = text.split("## Failure regions (4)")[1].split("✔ pass")[0]
+    section = text.split("## Failure regions (4)")[1].split("Environment:")[0]
     lines = [ln for ln in section.splitlines() if ln.startswith("- ")]
     assert [ln.split(" · ")[0] for ln in lines] == ["- " + b["line"] for b in boundaries()]
     assert all("`pytest suites --case" in ln for ln in lines)
     assert "seed 7" in section
     many = make_report(tmp_path / "many", explored_rows(), boundaries(n_extra=9))
     text = (many / "summary.md").read_text(encoding="utf-8")
-    section = text.split("## Failure regions (13)")[1].split("✔ pass")[0]
+    section = text.split("## Failure regions (13)")[1].split("Environment:")[0]
     lines = [ln for ln in section.splitlines() if ln.startswith("- ")]
     assert len(lines) == 11 and lines[-1] == "- … 3 more in index.html / boundaries.json"
     none = make_report(tmp_path / "none", explored_rows())

@@ -21,7 +21,7 @@ from reports import figures as F
 from reports.__main__ import main as cli
 from reports.compare import compare
 from reports.render import write_run
-from reports.overview import grid, worst
+from reports.overview import cell_text, grid, is_level_cell, worst
 
 from report_rows import row
 
@@ -204,13 +204,13 @@ def test_summary_grid_failures_environment(report):
     assert list(g.columns) == ["float32", "bfloat16"]
     assert g.index[0] == "normal-2sigma" and g.index[-1] == "api"
     assert list(grid(df, "torch").index)[:2] == ["abs-bounds-trap", "normal-2sigma"]  # no order: sorted
-    assert g.loc["abs-bounds-trap", "bfloat16"] == "fail"
+    assert g.loc["abs-bounds-trap", "bfloat16"] == "unrated"  # fail rows no diagnosis rated
     assert g.loc["normal-2sigma", "bfloat16"] == "xfail"
     assert g.loc["normal-2sigma", "float32"] == "pass"  # a skipped check does not hide the passes
     assert g.loc["tail-5", "float32"] == "error"
     assert g.loc["tail-5", "bfloat16"] is None
     text = (report / "summary.md").read_text(encoding="utf-8")
-    assert "| abs-bounds-trap | ✔ | ✘ |" in text
+    assert "| abs-bounds-trap | ✔ | unrated |" in text
     assert "| normal-2sigma | ✔ | xfail |" in text
     lines = [ln for ln in text.splitlines() if ln.startswith("- ✘") or ln.startswith("- error")]
     assert len(lines) == 3
@@ -511,12 +511,12 @@ def _dir(tmp_path, name, rows) -> str:
 def test_show_prints_summary(report, capsys):
     assert cli(["show", str(report)]) == 0
     out = capsys.readouterr().out
-    assert "| abs-bounds-trap | ✔ | ✘ |" in out
+    assert "| abs-bounds-trap | ✔ | unrated |" in out
     # Rebuilt from results.csv alone when summary.md and parquet are gone.
     os.remove(report / "summary.md")
     os.remove(report / "results.parquet")
     assert cli(["show", str(report)]) == 0
-    assert "| abs-bounds-trap | ✔ | ✘ |" in capsys.readouterr().out
+    assert "| abs-bounds-trap | ✔ | unrated |" in capsys.readouterr().out
 
 
 def _base_new(tmp_path, new_changes, new_candidate="torch", new_device="cpu"):
@@ -645,12 +645,41 @@ def test_merge_shards(tmp_path, capsys):
     assert len(read_environment(out)["merged_from"]) == 2
     capsys.readouterr()
     assert cli(["show", out]) == 0
-    assert "| abs-bounds-trap | ✔ | ✘ |" in capsys.readouterr().out
+    assert "| abs-bounds-trap | ✔ | unrated |" in capsys.readouterr().out
     # The same key with another verdict: an error naming the key and the column.
     c = _dir(tmp_path, "c", [dict(dup, verdict="fail", p_value=1e-9)])
     assert cli(["merge", a, c, "--out", str(tmp_path / "m2")]) == 2
     err = capsys.readouterr().err
     assert "duplicate row" in err and "verdict" in err and len(err.strip().splitlines()) == 1
+
+
+def test_merge_refuses_reports_graded_at_other_harm_thresholds(tmp_path, capsys):
+    """Levels graded at other thresholds do not mix in one report: the merge names the threshold
+    that differs and fails; a report written before the thresholds existed is not compared."""
+    from harness.diagnosis import DEFAULT_THRESHOLDS, parse_thresholds
+
+    rows = crafted_rows()
+    ours, theirs = DEFAULT_THRESHOLDS.as_dict(), parse_thresholds("moved@0.5=0.05").as_dict()
+
+    def report(name, part, thresholds):
+        d = tmp_path / name
+        write_run([r for r in rows if (r["dtype"] == "float32") == part], str(d),
+                  run={} if thresholds is None else {"harm_thresholds": thresholds})
+        return str(d)
+
+    a, b = report("a", True, ours), report("b", False, theirs)
+    capsys.readouterr()
+    assert cli(["merge", a, b, "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "graded their levels at other harm thresholds" in err[0], err
+    assert "harm_thresholds moved@0.5 0.03 vs 0.05" in err[0] and a in err[0] and b in err[0]
+    assert not (tmp_path / "m" / "results.parquet").exists()
+    # the same thresholds, or one report that records none, merge as before
+    same, old = report("same", False, ours), report("old", False, None)
+    for other in (same, old):
+        assert cli(["merge", a, other, "--out", str(tmp_path / f"m-{os.path.basename(other)}")]) == 0
+        merged = read_environment(str(tmp_path / f"m-{os.path.basename(other)}"))
+        assert merged.get("harm_thresholds") == (ours if other == same else None)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -690,9 +719,10 @@ def test_real_tiny_run(tmp_path, capsys):
     # point mass: 7 hits at a = -100 sigma expected in the 70 000 stage-1 samples (e^-7 = 1e-3 of
     # none), any one decisive. Deterministic: the hits are torch.rand float64 draws < 1e-4 from
     # the fixed run seed's generator, the same bits on every x86 CPU and thread count.
-    assert grid(df, "point-mass-1e-4-at-a").loc["abs-bounds-trap", "bfloat16"] == "fail"
+    failing = grid(df, "point-mass-1e-4-at-a").loc["abs-bounds-trap", "bfloat16"]
+    assert is_level_cell(failing)  # the cell shows the worst level of its fail rows
     text = (d / "summary.md").read_text(encoding="utf-8")
-    assert "| abs-bounds-trap | ✘ |" in text and "Environment:" in text
+    assert f"| abs-bounds-trap | {cell_text(failing)} |" in text and "Environment:" in text
     assert ("--candidate point-mass-1e-4-at-a --cases abs-bounds-trap --shapes none --paths eager "
             "--dtypes bfloat16") in text
     env = read_environment(str(d))
