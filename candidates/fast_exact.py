@@ -10,8 +10,9 @@ Two strategies write that law (``strategy=``): *chunked*, the CPU's default, des
 and *fixed work*, the default on any other device and under torch.compile (the section "fixed
 work" below: counter-based randomness, a fixed number of proposals per block of the tensor, the
 same few dozen ops whatever n and the random outcome, no host read, compiled whole by
-``torch.compile(fullgraph=True)``; `fast_exact_fixed_work_` forces it, and it is what the torch
-patch ships, proposal/make_patch.py).
+``torch.compile(fullgraph=True)``; on an eager CPU it goes in cache-sized passes over the blocks,
+with the same values; `fast_exact_fixed_work_` forces it, and it is what the torch patch ships,
+proposal/make_patch.py).
 
 How, chunked (per chunk of the tensor, all torch ops on the tensor's device, float64 throughout):
 
@@ -55,9 +56,8 @@ split) computes every chunk: invariance costs work there, never values.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from collections import namedtuple
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import torch
 
@@ -68,16 +68,16 @@ from candidates.rounding import rn_cast
 __all__ = ["fast_exact_trunc_normal_", "fast_exact_rounds_first_", "fast_exact_float32_normal_",
            "fast_exact_unrefined_", "fast_exact_normal_in_dtype_", "choose_proposal", "Proposal",
            "propose", "normal64", "sample_chunk", "sample_chunk_float32", "float64_pieces_draw",
-           "float32_resolves", "chunk_values", "inverse_cdf_fallback", "tail_mass", "optimal_rate",
+           "float32_resolves", "chunk_values", "inverse_cdf_fallback", "tail_mass",
            "chunk_seed", "MAX_ROUNDS", "CHUNK", "NORMAL_REACH", "FLOAT32_TAIL", "FLOAT32_CORE",
            "FLOAT32_RESOLUTION_BITS", "FLOAT32_DRAW_DTYPES", "fast_exact_fixed_work_",
            "fixed_work_trunc_normal_",
            "CHUNKED", "FIXED_WORK", "STRATEGIES", "BLOCK", "OVERFLOW_BITS", "REFINE_LOW_BITS",
-           "splitmix64", "block_layout", "propose_fixed", "compact", "refine_low_bits",
+           "CPU_PASS_BLOCKS",
+           "splitmix64", "block_layout", "propose_fixed", "refine_low_bits",
            "round_to_16bit"]
 
-#: |z| no normal source used here reaches (Box-Muller on 53-bit uniforms ends at 8.57): a window
-#: holding [mean - NORMAL_REACH std, mean + NORMAL_REACH std] needs no bounds test on normal proposals.
+#: |z| no normal proposal reaches (8.57 on 53-bit uniforms): a window holding mean +- 9 std needs no test.
 NORMAL_REACH = 9.0
 #: 16-bit outputs: beyond |z| = FLOAT32_TAIL a float32 draw is replaced by an exact float64 draw of
 #: the window's part beyond it (float32 Box-Muller ends at 5.77 and its rings are sparse out there).
@@ -99,15 +99,10 @@ BISECTION_STEPS = 64
 #: The fallback treats a one-sided tail as ending where its remaining mass is below e^-TAIL_DECAY
 #: of the tail's (e^-50 ~ 2e-22, below the 2^-54 resolution of a float64 uniform).
 TAIL_DECAY = 50.0
-#: Below this exponent (alpha t + t^2 / 2) the mass of [0, t] is integrated by Gauss-Legendre;
-#: above it the difference of Mills ratios loses at most a factor 1 / (1 - e^-0.5) ~ 2.5 to cancellation.
+#: Below this exponent (alpha t + t^2 / 2) the mass of [0, t] is integrated by 8-point Gauss-Legendre
+#: (exact to rounding); above it a difference of Mills ratios cancels at most 1 / (1 - e^-0.5) ~ 2.5x.
 GL_MAX_DECAY = 0.5
-
-_SQRT_HALF = math.sqrt(0.5)
-_SQRT_HALF_PI = math.sqrt(0.5 * math.pi)
-_SQRT_2PI = math.sqrt(2.0 * math.pi)
-# 8-point Gauss-Legendre nodes and weights on [-1, 1] (the integrand exp(-alpha s - s^2/2) varies by
-# at most e^0.5 where it is used: exact to rounding).
+_SQRT_HALF, _SQRT_HALF_PI, _SQRT_2PI = math.sqrt(0.5), math.sqrt(0.5 * math.pi), math.sqrt(2.0 * math.pi)
 _GL_NODES = (-0.9602898564975362, -0.7966664774136267, -0.525532409916329, -0.18343464249564978,
              0.18343464249564978, 0.525532409916329, 0.7966664774136267, 0.9602898564975362)
 _GL_WEIGHTS = (0.10122853629037706, 0.22238103445337443, 0.3137066458778869, 0.36268378337836166,
@@ -118,100 +113,61 @@ _GL_WEIGHTS = (0.10122853629037706, 0.22238103445337443, 0.3137066458778869, 0.3
 
 
 def _mills(x: float) -> float:
-    """Mills ratio R(x) = Phi_c(x) / phi(x) for x >= 0 (0 at +inf), to ~1e-13, in Python floats (it
-    runs while torch.compile traces, where reading a tensor's value would break the graph)."""
+    """Mills ratio Phi_c(x) / phi(x), x >= 0, to ~1e-13 in Python floats (no tensor: compile-safe)."""
     if x < 37.0:  # erfc(x / sqrt 2) underflows near 38.5
         return _SQRT_HALF_PI * math.erfc(x * _SQRT_HALF) * math.exp(0.5 * x * x)
     s = 1.0 / (x * x)  # the asymptotic series: its next term, 945 s^5 / x, is < 2e-13 / x here
     return (1.0 - s * (1.0 - 3.0 * s * (1.0 - 5.0 * s * (1.0 - 7.0 * s)))) / x
 
 
-def _gl_tail_mass(alpha: float, t: float) -> float:
-    half = 0.5 * t
-    total = 0.0
+def tail_mass(alpha: float, w: float) -> float:
+    """int_0^w exp(-alpha s - s^2/2) ds, alpha >= 0: the N(0, 1) mass of [alpha, alpha + w] / phi(alpha)."""
+    decay = w * (alpha + 0.5 * w)
+    if decay >= GL_MAX_DECAY:  # w = inf included
+        return _mills(alpha) - (0.0 if math.isinf(w) else math.exp(-decay) * _mills(alpha + w))
+    total, half = 0.0, 0.5 * w
     for node, weight in zip(_GL_NODES, _GL_WEIGHTS):
         s = half * (1.0 + node)
         total += weight * math.exp(-s * (alpha + 0.5 * s))
     return half * total
 
 
-def tail_mass(alpha: float, w: float) -> float:
-    """G(alpha, w) = int_0^w exp(-alpha s - s^2/2) ds for alpha >= 0: the N(0,1) mass of
-    [alpha, alpha + w] divided by phi(alpha)."""
-    if math.isinf(w):
-        return _mills(alpha)
-    decay = w * (alpha + 0.5 * w)
-    if decay < GL_MAX_DECAY:
-        return _gl_tail_mass(alpha, w)
-    return _mills(alpha) - math.exp(-decay) * _mills(alpha + w)
-
-
-def optimal_rate(alpha: float) -> float:
-    """Robert's (1995) exponential rate for the tail [alpha, inf): (alpha + sqrt(alpha^2 + 4)) / 2."""
-    if alpha > 1e8:  # alpha^2 would overflow for huge alpha; sqrt(alpha^2 + 4) = alpha + 2/alpha + ...
-        return alpha + 1.0 / alpha
-    return 0.5 * (alpha + math.sqrt(alpha * alpha + 4.0))
-
-
 # ------------------------------------------------------------------------------------------ proposals
 
 
-@dataclass(frozen=True)
-class Proposal:
-    """The chosen proposal for one call, in the frame where it is simplest.
-
-    ``kind`` is "normal" or "uniform" (window around the mean, frame of the mean) or "half-normal",
-    "uniform-tail", "exponential" (window on one side: offsets ``t >= 0`` from the near bound
-    ``near`` in the direction ``sign``, standardized window [alpha0, alpha0 + width], alpha0 >= 0).
-    ``rate`` is the expected acceptance rate (for the record and the tests)."""
-
-    kind: str
-    rate: float
-    alpha0: float = 0.0
-    width: float = math.inf
-    sign: float = 1.0
-    near: float = 0.0
-    lam: float = 0.0
-
-
-def _best_rate(options: list[Proposal]) -> Proposal:
-    """The first option of the highest rate (a loop: torch.compile traces no max(key=...))."""
-    best = options[0]
-    for option in options[1:]:
-        if option.rate > best.rate:
-            best = option
-    return best
+#: One call's proposal: `kind` "normal" or "uniform" (a window around the mean) or "half-normal",
+#: "uniform-tail", "exponential" (offsets t >= 0 from the bound `near` in direction `sign`, standardized
+#: window [alpha0, alpha0 + width]); `rate` its acceptance rate, `lam` the exponential's.
+Proposal = namedtuple("Proposal", "kind rate alpha0 width sign near lam",
+                      defaults=(0.0, math.inf, 1.0, 0.0, 0.0))
 
 
 def choose_proposal(mean: float, std: float, a: float, b: float) -> Proposal:
-    """The proposal with the best acceptance rate for TN(mean, std, a, b) (a < b)."""
-    alpha, beta = (a - mean) / std, (b - mean) / std
-    width = (b - a) / std
+    """The proposal of the best acceptance rate for TN(mean, std, a, b), a < b (Robert 1995)."""
+    alpha, beta, width = (a - mean) / std, (b - mean) / std, (b - a) / std
+    # one side of the mean: mirrored below it, offsets grow away from the mean
+    sign, near, alpha0 = (1.0, a, alpha) if alpha >= 0.0 else (-1.0, b, -beta)
     if width == 0.0:  # narrower than float64 resolves in std units: the density is flat across it
         return Proposal("uniform", 1.0, width=0.0) if alpha < 0.0 < beta else \
-            Proposal("uniform-tail", 1.0, max(alpha, -beta), 0.0, 1.0 if alpha >= 0.0 else -1.0,
-                     a if alpha >= 0.0 else b)
-    if alpha < 0.0 < beta:
+            Proposal("uniform-tail", 1.0, alpha0, 0.0, sign, near)
+    if alpha < 0.0 < beta:  # (an infinite width gives the uniform rate 0)
         mass = 0.5 * (math.erf(beta * _SQRT_HALF) - math.erf(alpha * _SQRT_HALF))
-        options = [Proposal("normal", mass)]
-        if math.isfinite(width):
-            options.append(Proposal("uniform", mass * _SQRT_2PI / width, width=width))
-        return _best_rate(options)
-    # One side of the mean: mirror a window below it, so that offsets grow away from the mean.
-    sign, near, alpha0 = (1.0, a, alpha) if alpha >= 0.0 else (-1.0, b, -beta)
-    g = tail_mass(alpha0, width)  # window mass / phi(alpha0)
-    hn_rate = 2.0 * math.exp(-0.5 * alpha0 * alpha0) * g / _SQRT_2PI
-    options = [Proposal("half-normal", hn_rate, alpha0, width, sign, near)]
-    if math.isfinite(width):
-        options.append(Proposal("uniform-tail", g / width, alpha0, width, sign, near))
-    lam = optimal_rate(alpha0)
-    if math.isfinite(lam):
-        d = min(lam - alpha0, width)  # offset of the point where target / proposal peaks
-        c = -math.expm1(-lam * width)
+        options = [Proposal("normal", mass), Proposal("uniform", mass * _SQRT_2PI / width, width=width)]
+    else:
+        g = tail_mass(alpha0, width)  # window mass / phi(alpha0)
+        # the exponential's optimal rate (alpha0 + sqrt(alpha0^2 + 4)) / 2; d: where target / proposal peaks
+        lam = alpha0 + 1.0 / alpha0 if alpha0 > 1e8 else 0.5 * (alpha0 + math.sqrt(alpha0 * alpha0 + 4.0))
+        d, c = min(lam - alpha0, width), -math.expm1(-lam * width)
         log_rate = math.log(g) + math.log(lam) - lam * d + 0.5 * d * (2.0 * alpha0 + d) - math.log(c) \
             if g > 0 and c > 0 else -math.inf
-        options.append(Proposal("exponential", math.exp(min(log_rate, 0.0)), alpha0, width, sign, near, lam))
-    return _best_rate(options)
+        options = [Proposal("half-normal", 2.0 * math.exp(-0.5 * alpha0 * alpha0) * g / _SQRT_2PI,
+                            alpha0, width, sign, near),
+                   Proposal("uniform-tail", g / width, alpha0, width, sign, near),
+                   Proposal("exponential", math.exp(min(log_rate, 0.0)), alpha0, width, sign, near, lam)]
+    best = options[0]
+    for option in options[1:]:  # the first of the highest rate (torch.compile traces no max(key=))
+        best = option if option.rate > best.rate else best
+    return best
 
 
 def _uniform(m: int, like: torch.Tensor, generator) -> torch.Tensor:
@@ -562,22 +518,24 @@ def chunk_seed(key: int, chunk: int) -> int:
 #   repeats whole calls and never stalls one);
 # * the flat tensor is cut into blocks of BLOCK elements; each block draws a fixed number of
 #   proposals (`block_layout`), tests them all at once and keeps its first accepted ones in order
-#   (a cumsum and a scatter, `compact`);
+#   (a cumsum ranks them, a scatter places them);
 # * the float64 values are rounded once into the dtype: float32 by the copy (IEEE RN), 16-bit by
 #   integer ops on the bit pattern (`round_to_16bit`); float64 ones get fresh last bits
-#   (`refine_low_bits`).
+#   (`refine_low_bits`);
+# * on an eager CPU the blocks go CPU_PASS_BLOCKS at a time, so that a pass's float64 scratch
+#   stays in cache (3-5x faster at 2^22 elements): the same values, in a number of passes that
+#   grows with n there only.
 
 #: The strategies of `fast_exact_trunc_normal_`: chunks with rounds over the rejected ones (the
 #: CPU's default: syncs cost little there and each chunk's passes stay in cache) ...
 CHUNKED = "chunked"
-#: ... and fixed work (the default on every other device and under torch.compile).
+#: ... and fixed work in one pass (the default on every other device and under torch.compile).
 FIXED_WORK = "fixed-work"
 STRATEGIES = (CHUNKED, FIXED_WORK)
-#: Elements per block (a smaller tensor is one block); a call runs any block short of accepted
-#: proposals with probability <= 2^-OVERFLOW_BITS, and that block's missing values are then the
-#: mode clamp(mean, a, b); a float64 value gets up to REFINE_LOW_BITS fresh last bits (its hash
-#: word's bits below the 53 of its uniform).
-BLOCK, OVERFLOW_BITS, REFINE_LOW_BITS = 2**14, 64, 11
+#: Elements per block (a smaller tensor is one block): a call runs any block short of accepted proposals
+#: w.p. <= 2^-OVERFLOW_BITS, its missing values then clamp(mean, a, b); float64 values get <= REFINE_LOW_BITS
+#: fresh last bits; an eager CPU computes CPU_PASS_BLOCKS blocks (1 MiB per float64 array) per pass.
+BLOCK, OVERFLOW_BITS, REFINE_LOW_BITS, CPU_PASS_BLOCKS = 2**14, 64, 11, 8
 #: SplitMix64's golden gamma and finalizer steps (shift, multiplier), as signed int64.
 _GAMMA = 0x9E3779B97F4A7C15 - (1 << 64)
 _SPLITMIX = ((30, 0xBF58476D1CE4E5B9 - (1 << 64)), (27, 0x94D049BB133111EB - (1 << 64)), (31, 0))
@@ -586,11 +544,8 @@ _HALF = {torch.float16: (11, 2.0**-14, 2.0**-24), torch.bfloat16: (8, 2.0**-126,
 
 
 def splitmix64(key: torch.Tensor, first: int, count: int) -> torch.Tensor:
-    """SplitMix64's outputs first + 1 ... first + count from the state key * gamma, as int64 bit
-    patterns (`candidates.kernels.counter_uniform`'s stream): output i finalizes (key + i) * gamma.
-    int64 products wrap like uint64's; right shifts are masked to logical ones. The key joins the
-    counter first: inductor folds a product of the counter alone into index arithmetic, where it
-    overflows."""
+    """SplitMix64's outputs first + 1 ... first + count, (key + i) gamma finalized, as int64 (products
+    wrap like uint64's, shifts masked to logical; key first: inductor's i gamma would overflow)."""
     z = torch.arange(first + 1, first + count + 1, device=key.device).add_(key).mul_(_GAMMA)
     for shift, multiplier in _SPLITMIX:
         z.bitwise_xor_(z.bitwise_right_shift(shift).bitwise_and_((1 << (64 - shift)) - 1))
@@ -599,44 +554,37 @@ def splitmix64(key: torch.Tensor, first: int, count: int) -> torch.Tensor:
     return z
 
 
-def block_layout(numel: int, p: Proposal, tested: bool) -> tuple[int, int, int, int]:
-    """(block, blocks, slots, words) of a call on `numel` elements (the whole tensor's, so every
-    rank lays it out alike): element i is output i % block of block i // block; a block draws
-    `slots` proposals of `words` hash words (a normal's: one, a Box-Muller pair per two slots;
-    the others': their uniform and their test's). Untested proposals fill their block one for
-    one; tested ones get slots with mean accepted mu = slots * rate so that mu - sqrt(2 c mu) =
-    block, c = log(blocks 2^OVERFLOW_BITS): Chernoff's exp(-(mu - block)^2 / (2 mu)) <= e^-c."""
+def block_layout(numel: int, p: Proposal, tested: bool) -> tuple[int, int, int]:
+    """(block, slots, words): element i is output i % block of block i // block, which draws `slots`
+    proposals of `words` hash words. Tested ones get mean accepted mu = slots rate, mu - sqrt(2 c mu)
+    = block, c = log(blocks 2^OVERFLOW_BITS): by Chernoff, P(some block runs short) <= blocks e^-c."""
     block = min(BLOCK, numel + (numel & 1))  # even: Box-Muller pairs never straddle blocks
-    blocks = -(-numel // block)
     slots = block
     if tested:
-        c = OVERFLOW_BITS * math.log(2.0) + math.log(blocks)
+        c = OVERFLOW_BITS * math.log(2.0) + math.log(-(-numel // block))
         mu = (0.5 * (math.sqrt(2.0 * c) + math.sqrt(2.0 * c + 4.0 * block))) ** 2
         slots = math.ceil(mu / (p.rate * (1.0 - 2.0**-20)))  # the float64 tests' rate, to ~1e-15
-    return block, blocks, slots + (slots & 1), 1 if p.kind in ("normal", "half-normal") else 2
+    return block, slots + (slots & 1), 1 if p.kind in ("normal", "half-normal") else 2
 
 
 def propose_fixed(p: Proposal, k: torch.Tensor, mean: float, std: float, a: float, b: float,
                   tested: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Every slot's float64 proposal ([blocks, slots]) and whether it is accepted (None: all are):
-    `propose`'s. `k` ([blocks, 2, ...]) holds each hash word's top 53 bits as an integer in
-    [-2^52, 2^52), so 1/2 - k 2^-53 = 1 - u is exact and > 0: Box-Muller takes radii from the
-    first half of a block's words and angles from the second; the others a uniform u and
-    E = -log(1 - u') ~ Exp(1), accepting when 2 E >= -2 log(acceptance ratio)."""
+    """Each slot's float64 proposal ([blocks, slots]) and whether it is accepted (None: all are).
+    `k` ([blocks, 2, ...]): the hash words' top 53 bits in [-2^52, 2^52), so 1/2 - k 2^-53 = 1 - u
+    > 0 exactly. Box-Muller writes r cos, r sin over radii and angles; the others take u and 2E."""
     first, second = k.unbind(1)
     if p.kind in ("normal", "half-normal"):
-        radius = torch.rsub(first, 0.5, alpha=2.0**-53).log_()
+        radius = first.mul_(-2.0**-53).add_(0.5).log_()
         if 2.0**-500 < std < 2.0**500:  # std^2 neither underflows nor overflows
             radius.mul_(-2.0 * std * std).sqrt_()
         else:
             radius.mul_(-2.0).sqrt_().mul_(std)
-        angle = second.mul_(2.0 * math.pi * 2.0**-53)  # uniform on [-pi, pi)
-        x = torch.cat((torch.cos(angle).mul_(radius), angle.sin_().mul_(radius)), dim=1)
-        if p.kind == "half-normal":
-            x = torch.rsub(x.abs_(), mean) if p.sign < 0 else x.abs_()
-        if mean != 0.0 and p.sign > 0:
-            x.add_(mean)
-        return x, (_bounds_test(a, b)(x) if tested else None)
+        cos = torch.cos(second.mul_(2.0 * math.pi * 2.0**-53))  # angles uniform on [-pi, pi)
+        second.sin_().mul_(radius)
+        radius.mul_(cos)
+        x = k.flatten(1).abs_() if p.kind == "half-normal" else k.flatten(1)
+        x = torch.rsub(x, mean) if p.sign < 0 else x.add_(mean) if mean != 0.0 else x
+        return x, ((x >= a) & (x <= b) if tested else None)
     u = first.mul_(2.0**-53).add_(0.5)  # exact, in [0, 1)
     two_e = torch.rsub(second, 0.5, alpha=2.0**-53).log_().mul_(-2.0)
     if p.kind == "uniform":
@@ -654,22 +602,11 @@ def propose_fixed(p: Proposal, k: torch.Tensor, mean: float, std: float, a: floa
     return x.clamp_(a, b), accept  # u < 1 keeps x in [a, b] but for its last rounding
 
 
-def compact(x: torch.Tensor, accept: torch.Tensor, block: int, fill: float) -> torch.Tensor:
-    """[blocks, block]: each block's first accepted proposals in slot order (a cumsum ranks them,
-    a scatter places them, the rejected land in a dropped column), `fill` where there are fewer."""
-    rank = accept.cumsum(1).mul_(accept)
-    out = torch.full((x.shape[0], x.shape[1] + 1), fill, dtype=x.dtype, device=x.device)
-    return out.scatter_(1, rank, x)[:, 1:block + 1]
-
-
 def refine_low_bits(x: torch.Tensor, words: torch.Tensor, p: Proposal, mean: float, std: float,
                     a: float, b: float) -> torch.Tensor:
-    """Float64 values with exact last bits (why: `refine_float64`): x's last K bits replaced by
-    its hash word's, a uniform value of the aligned block of 2^K values x lies in; x where that
-    leaves [a, b]. K is the call's: at most REFINE_LOW_BITS, and the block at most std
-    2^-REFINE_WIDTH_BITS / max(1, |z|) wide at the largest |x| and |z| the proposals reach, so the
-    density varies by < 2^-REFINE_WIDTH_BITS across it (where that leaves K = 0, the rounding of
-    mean + std z dominates and x is the rounded law's already)."""
+    """x's last K bits replaced by its hash word's (x where that leaves [a, b]): a uniform one of the
+    aligned 2^K float64s holding x, K <= REFINE_LOW_BITS, their span <= std 2^-REFINE_WIDTH_BITS /
+    max(1, |z|) where proposals reach: the density is flat across it (K <= 0: so is x's own ulp)."""
     reach = NORMAL_REACH if p.kind in ("normal", "half-normal") else p.alpha0 + 40.0  # e^-800 beyond
     lo, hi = max(a, mean - reach * std), min(b, mean + reach * std)
     z = max(1.0, abs(lo - mean) / std, abs(hi - mean) / std)
@@ -679,14 +616,13 @@ def refine_low_bits(x: torch.Tensor, words: torch.Tensor, p: Proposal, mean: flo
         return x
     pattern = x.view(torch.int64)
     y = pattern.bitwise_xor(pattern.bitwise_xor(words).bitwise_and_((1 << bits) - 1)).view(torch.float64)
-    return y if math.isinf(a) and math.isinf(b) else torch.where(_bounds_test(a, b)(y), y, x)
+    return y if math.isinf(a) and math.isinf(b) else torch.where((y >= a) & (y <= b), y, x)
 
 
 def round_to_16bit(x: torch.Tensor, dtype: torch.dtype, subnormals: bool) -> torch.Tensor:
-    """RN(x) into float16/bfloat16 (ties to even), one rounding (torch's float64 -> 16-bit cast
-    rounds twice, through float32), as float64 values the dtype holds exactly: the bit pattern
-    rounded at the dtype's last significand bit by integer ops; with `subnormals`, the values
-    below the smallest normal by adding and removing 1.5 2^52 of the dtype's spacing there."""
+    """RN(x) into float16/bfloat16 in one rounding (torch's cast rounds twice, through float32),
+    as float64: the bit pattern rounded to even at the dtype's last significand bit; with
+    `subnormals`, values below the smallest normal by adding and removing 1.5 2^52 spacings."""
     significand, smallest, spacing = _HALF[dtype]
     drop = 53 - significand
     pattern = x.view(torch.int64)
@@ -697,63 +633,11 @@ def round_to_16bit(x: torch.Tensor, dtype: torch.dtype, subnormals: bool) -> tor
     return torch.where(x.abs() < smallest, x.add(1.5 * 2.0**52 * spacing).sub_(1.5 * 2.0**52 * spacing), y)
 
 
-def _global_span(tensor, dtensor: bool) -> tuple[int, int, bool]:
-    """(first, end, whole): this rank's part spans the global flat indices [first, end), and is
-    that whole range in order (a plain tensor, a row split, a replica) or not."""
-    if not dtensor:
-        return 0, tensor.numel(), True
-    offsets, shape = local_box(tensor)
-    strides = [math.prod(tensor.shape[d + 1:]) for d in range(tensor.dim())]
-    first = sum(o * s for o, s in zip(offsets, strides))
-    end = first + sum((n - 1) * s for n, s in zip(shape, strides)) + 1
-    return first, end, end - first == math.prod(shape)
-
-
-def _span_index(tensor, start: int, device) -> torch.Tensor:
-    """The global flat index, less `start`, of each element of this rank's part (row-major)."""
-    index = torch.full((), -start, dtype=torch.int64, device=device)
-    for dim, (offset, size) in enumerate(zip(*local_box(tensor))):
-        stride = math.prod(tensor.shape[dim + 1:])
-        index = index.unsqueeze(-1) + torch.arange(offset * stride, (offset + size) * stride,
-                                                   stride, device=device)
-    return index.reshape(-1)
-
-
-def _fill_fixed_work(tensor, local: torch.Tensor, mean: float, std: float, a: float, b: float,
-                     key: torch.Tensor, dtensor: bool) -> None:
-    """This rank's part of RN(X), written into `local` by fixed work (the section's comment)."""
-    p = choose_proposal(mean, std, a, b)
-    tested = p.kind != "normal" or a > mean - NORMAL_REACH * std or b < mean + NORMAL_REACH * std
-    block, blocks, slots, words_per_slot = block_layout(tensor.numel(), p, tested)
-    first, end, whole = _global_span(tensor, dtensor)
-    start, count = first // block * block, -(-end // block) - first // block
-    per_block = slots * words_per_slot
-    words = splitmix64(key, start // block * per_block, count * per_block).view(count, 2, -1)
-    k = (words.bitwise_right_shift(11) if local.dtype == torch.float64 else
-         words.bitwise_right_shift_(11)).to(torch.float64)  # float64 keeps the words' low bits
-    x, accept = propose_fixed(p, k, mean, std, a, b, tested)
-    if local.dtype == torch.float64:
-        low = words.view(count, slots) if words_per_slot == 1 else words.select(1, 0)
-        x = refine_low_bits(x, low, p, mean, std, a, b)
-    values = x if accept is None else compact(x, accept, block, min(max(mean, a), b))
-    if local.dtype in _HALF:
-        smallest = _HALF[local.dtype][1]
-        values = round_to_16bit(values, local.dtype, a < smallest and b > -smallest)
-    # the copy into `local` is float32's one rounding (IEEE RN), exact for the other dtypes
-    if whole and first == start and end == start + count * block and local.is_contiguous():
-        local.view(count, block).copy_(values)
-    elif whole:
-        local.copy_(values.reshape(-1)[first - start:end - start].view(local.shape))
-    else:
-        local.copy_(values.reshape(-1)[_span_index(tensor, start, values.device)].view(local.shape))
-
-
 def fixed_work_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None, *,
-                             key: torch.Tensor | None = None):
-    """`fast_exact_trunc_normal_` by fixed work on every device: torch.nn.init's protocol, RN(X)
-    exactly, the same ops whatever n and the random outcome, no host read. `key` (a 0-d int64
-    tensor) replaces the call's one draw from `generator`: the call is then a function of its
-    arguments."""
+                             key: torch.Tensor | None = None, one_pass: bool | None = None):
+    """Fill `tensor` with RN(X), X ~ TN(mean, std, a, b), by fixed work (torch.nn.init's protocol).
+    `key` (0-d int64) replaces the one draw from `generator`; `one_pass`: every block at once, by
+    default on any device but an eager CPU, whose cache-sized passes give the same values faster."""
     mean, std, a, b = validate_args(mean, std, a, b)
     if tensor.is_meta:
         return tensor
@@ -769,13 +653,45 @@ def fixed_work_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator
         alpha, beta = (a - mean) / std, (b - mean) / std
         if local.numel() == 0:
             return tensor
+        # a point; or a bound infinitely many std out (float64 overflow), whose offsets are ~ 0
         if a == b or alpha == math.inf or beta == -math.inf:
-            # a point; or a bound infinitely many std from the mean (float64 overflow), whose law
-            # is the point at that bound (its offsets ~ std / |alpha| = 0)
             point = torch.tensor(b if beta == -math.inf else a, dtype=torch.float64)
             local.copy_(round_to_16bit(point, local.dtype, True) if local.dtype in _HALF else point)
-        else:
-            _fill_fixed_work(tensor, local, mean, std, a, b, key, dtensor)
+            return tensor
+        p = choose_proposal(mean, std, a, b)
+        tested = p.kind != "normal" or a > mean - NORMAL_REACH * std or b < mean + NORMAL_REACH * std
+        block, slots, words_per_slot = block_layout(tensor.numel(), p, tested)
+        # this rank's part (a DTensor's, or the whole tensor) spans the flat range [first, end)
+        strides = [math.prod(tensor.shape[d + 1:]) for d in range(tensor.dim())]
+        offsets, shape = local_box(tensor) if dtensor else ((0,) * tensor.dim(), tuple(tensor.shape))
+        first = sum(o * s for o, s in zip(offsets, strides))
+        end = first + sum((n - 1) * s for n, s in zip(shape, strides)) + 1
+        lo, hi = first // block, -(-end // block)  # the blocks it meets
+        direct = first == lo * block and end == hi * block == first + local.numel() and \
+            local.is_contiguous()
+        out = local.view(hi - lo, block) if direct else \
+            torch.empty(hi - lo, block, dtype=local.dtype, device=local.device)
+        if one_pass is None:
+            one_pass = local.device.type != "cpu" or torch.compiler.is_compiling()
+        step = hi - lo if one_pass else CPU_PASS_BLOCKS
+        for at in range(lo, hi, step):
+            count, per_block = min(step, hi - at), slots * words_per_slot
+            words = splitmix64(key, at * per_block, count * per_block).view(count, 2, -1)
+            k = words.bitwise_right_shift(11).to(torch.float64)  # the words stay: float64's low bits
+            x, accept = propose_fixed(p, k, mean, std, a, b, tested)
+            if local.dtype == torch.float64:
+                low = words.view(count, slots) if words_per_slot == 1 else words.select(1, 0)
+                x = refine_low_bits(x, low, p, mean, std, a, b)
+            if accept is not None:  # each block's first accepted, ranked by a cumsum and placed by
+                # a scatter (the rejected into a dropped column); clamp(mean, a, b) if too few
+                kept = torch.full((count, slots + 1), min(max(mean, a), b), dtype=x.dtype, device=x.device)
+                x = kept.scatter_(1, accept.cumsum(1).mul_(accept), x)[:, 1:block + 1]
+            if local.dtype in _HALF:
+                tiny = _HALF[local.dtype][1]
+                x = round_to_16bit(x, local.dtype, a < tiny and b > -tiny)
+            out[at - lo:at - lo + count].copy_(x)  # float32's one rounding (IEEE RN), else exact
+        if not direct:  # the part's elements, where the whole tensor's row-major strides put them
+            local.copy_(out.view(-1).as_strided(shape, strides, first - lo * block))
     return tensor
 
 
@@ -802,7 +718,7 @@ def _fill(tensor, mean, std, a, b, generator, *, strategy: str | None = None,
             raise ValueError(f"trunc_normal: strategy must be one of {', '.join(STRATEGIES)}, "
                              f"got {strategy!r}")
         if strategy == FIXED_WORK:
-            return fixed_work_trunc_normal_(tensor, mean, std, a, b, generator)
+            return fixed_work_trunc_normal_(tensor, mean, std, a, b, generator, one_pass=True)
         # One key per call from the caller's generator (on a DTensor, mesh coordinate 0's).
         key = int(torch.randint(0, 2**62, (), generator=generator, dtype=torch.int64,
                                 device=generator.device if generator is not None else device))
@@ -862,14 +778,16 @@ def fast_exact_trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator
     define no truncated normal (a > b, std <= 0, NaN); a == b fills RN(a).
 
     ``strategy``: "chunked" (rounds over the rejected, chunk by chunk: the CPU's default) or
-    "fixed-work" (the same few dozen ops whatever n and the random outcome, no host read: the
-    default on any other device and under torch.compile); None picks by the tensor's device."""
+    "fixed-work" (one pass, the same few dozen ops whatever n and the random outcome, no host
+    read: the default on any other device and under torch.compile); None picks by the tensor's
+    device."""
     return _fill(tensor, mean, std, a, b, generator, strategy=strategy)
 
 
 def fast_exact_fixed_work_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """fast-exact by the fixed-work strategy on every device, the CPU included: the device
-    strategy, judged by the harness on a machine without an accelerator."""
+    """fast-exact by the fixed-work strategy on every device, the CPU included: the torch patch's
+    function (proposal/make_patch.py) as it runs here, judged by the harness on a machine without
+    an accelerator (cache-sized passes on an eager CPU: the values of the device's one pass)."""
     return fixed_work_trunc_normal_(tensor, mean, std, a, b, generator)
 
 

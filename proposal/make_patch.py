@@ -4,9 +4,10 @@ The patch has two parts, both ours:
 
 * a new module, ``torch/nn/_trunc_normal.py``: the fixed-work strategy of
   `candidates.fast_exact` (with the pieces of `candidates.kernels` and `candidates.dtensor` it
-  uses), its definitions copied by name into one self-contained module (torch and math only):
-  the same few dozen ops per call on every device, no host read, compiled whole by
-  torch.compile(fullgraph=True);
+  uses), its definitions copied by name into one self-contained module (torch and the standard
+  library only), constants first, laid out as PEP 8 wants: the same few dozen ops per device
+  call, no host read, compiled whole by torch.compile(fullgraph=True), in cache-sized passes on
+  an eager CPU (the same values); at most 400 lines with the init.py diff;
 * a diff of ``torch/nn/init.py``, computed against the init.py it is given: the body of
   ``_no_grad_trunc_normal_`` becomes a call into the new module, the description in
   ``trunc_normal_``'s docstring says what it now writes, and one import line joins the module's
@@ -44,21 +45,22 @@ SAMPLER = "_no_grad_trunc_normal_"
 PUBLIC = "trunc_normal_"
 #: The name the patched init.py gives the new module's entry point.
 ENTRY = "_exact_trunc_normal_"
-IMPORT_LINE = f"from torch.nn._trunc_normal import trunc_normal_ as {ENTRY}\n"
+#: The module's function the sampler calls.
+FUNCTION = "fixed_work_trunc_normal_"
+IMPORT_LINE = f"from torch.nn._trunc_normal import {FUNCTION} as {ENTRY}\n"
 
 #: (source file, top-level names copied from it, in order): the fixed-work strategy of
 #: `candidates.fast_exact` (the CPU's chunked strategy is the harness candidate's alone) and the
-#: pieces of `candidates.kernels` and `candidates.dtensor` it uses.
+#: pieces of `candidates.kernels` and `candidates.dtensor` it uses; the constants first, together.
 PIECES = (
-    ("candidates/kernels.py", ("validate_args", "REFINE_WIDTH_BITS")),
+    ("candidates/kernels.py", ("REFINE_WIDTH_BITS",)),
+    ("candidates/fast_exact.py", ("NORMAL_REACH", "GL_MAX_DECAY", "_SQRT_HALF", "_GL_NODES",
+                                  "_GL_WEIGHTS", "BLOCK", "_GAMMA", "_SPLITMIX", "_HALF")),
+    ("candidates/kernels.py", ("validate_args",)),
     ("candidates/dtensor.py", ("is_dtensor", "local_box", "broadcast_tensor_from_origin")),
-    ("candidates/fast_exact.py", (
-        "NORMAL_REACH", "GL_MAX_DECAY", "_SQRT_HALF", "_SQRT_HALF_PI", "_SQRT_2PI", "_GL_NODES",
-        "_GL_WEIGHTS", "_mills", "_gl_tail_mass", "tail_mass", "optimal_rate", "Proposal",
-        "_best_rate", "choose_proposal", "_bounds_test", "BLOCK", "_GAMMA", "_SPLITMIX", "_HALF",
-        "splitmix64", "block_layout", "propose_fixed", "compact", "refine_low_bits",
-        "round_to_16bit", "_global_span", "_span_index", "_fill_fixed_work",
-        "fixed_work_trunc_normal_")),
+    ("candidates/fast_exact.py", ("_mills", "tail_mass", "Proposal", "choose_proposal", "splitmix64",
+                                  "block_layout", "propose_fixed", "refine_low_bits",
+                                  "round_to_16bit", FUNCTION)),
 )
 #: Definitions replaced in the module: a DTensor's box by the API of the torch the patch is for
 #: (the harness's version also reads older releases).
@@ -70,50 +72,33 @@ REPLACED = {"local_box": '''def local_box(tensor) -> tuple[tuple, tuple]:
                                                            tensor.placements)
     return tuple(int(o) for o in offsets), tuple(int(s) for s in shape)'''}
 
-MODULE_HEADER = '''"""Truncated normal sampling for ``torch.nn.init.trunc_normal_``: exact in every dtype, in fixed work.
+MODULE_HEADER = f'''"""Truncated normal sampling for ``torch.nn.init.trunc_normal_``: exact in every dtype, in fixed work.
 
-Writes Y = RN(X), X ~ TN(mean, std, a, b), rounded once to nearest even into the tensor's dtype.
-A call dispatches the same few dozen ops whatever the size and the random outcome, reads no
-device value on the host and compiles whole (torch.compile(fullgraph=True)). Its randomness is
-SplitMix64 of each element's position and one key drawn from the generator: a DTensor's parts
-hold the plain tensor's values, and a generator that repeats its draws repeats calls, never
-loops. Each block of 2^14 elements tests a fixed number of proposals (the best of normal,
-half-normal, uniform and exponential: >= 49.5 % accepted) and keeps its first accepted ones; it
-runs short with probability <= 2^-64 per call (the missing values are then clamp(mean, a, b)).
-
-Generated from the conformance harness's ``candidates/fast_exact.py`` (proposal/make_patch.py).
+Y = RN(X), X ~ TN(mean, std, a, b) rounded once into the tensor's dtype. Each element's randomness is
+SplitMix64 of its position and one key from the generator (a DTensor's parts hold the plain tensor's
+values; a repeating generator repeats calls, never loops), and each block of 2^14 elements tests a
+fixed number of proposals (short w.p. <= 2^-64 per call): the same few dozen ops whatever the size
+and the outcome, no host read, compiled whole. From the harness's ``candidates/fast_exact.py``.
 """
 
-from __future__ import annotations
-
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import namedtuple
 
 import torch
 
-__all__ = ["trunc_normal_"]
-'''
-
-MODULE_FOOTER = '''
-
-trunc_normal_ = fixed_work_trunc_normal_
+__all__ = ["{FUNCTION}"]
 '''
 
 #: The new body of the sampler, under the signature the given init.py declares.
-SAMPLER_BODY = f'''    # Y = RN(X), X ~ TN(mean, std, a, b) drawn exactly and rounded once into the tensor's
-    # dtype, in bounded work, for any window (torch/nn/_trunc_normal.py). Meta tensors are a
-    # no-op there; parameters that define no truncated normal raise ValueError.
+SAMPLER_BODY = f'''    # exact, in bounded work, for any window; ValueError for bad parameters
     return {ENTRY}(tensor, mean, std, a, b, generator=generator)
 '''
 
 #: The description in the public docstring: between its summary line and its argument list.
-DESCRIPTION = '''    The values are drawn from the normal distribution
-    :math:`\\mathcal{N}(\\text{mean}, \\text{std}^2)` restricted to :math:`[a, b]`
-    (absolute bounds), exactly, and rounded once to the nearest value of the
-    tensor's dtype: a bound representable in the dtype gets only the half of
-    its rounding cell inside :math:`[a, b]`. Any window works, including one
-    far from the mean or narrower than one ulp, in bounded work.
+DESCRIPTION = '''    The values are drawn exactly from :math:`\\mathcal{N}(\\text{mean}, \\text{std}^2)`
+    restricted to :math:`[a, b]` (absolute bounds), for any window, and rounded
+    once to the nearest value of the tensor's dtype: a bound representable in
+    the dtype gets only the half of its rounding cell inside :math:`[a, b]`.
 '''
 
 
@@ -151,16 +136,25 @@ def _definitions(path: Path) -> dict[str, str]:
     return out
 
 
+def _is_definition(segment: str) -> bool:
+    """Whether a segment defines a function or class (its first line past the `#:` comments)."""
+    first = next(line for line in segment.splitlines() if not line.startswith("#:"))
+    return first.startswith(("def ", "class ", "@"))
+
+
 def module_text() -> str:
-    """The text of torch/nn/_trunc_normal.py, from the harness's sources."""
-    parts = [MODULE_HEADER]
+    """The text of torch/nn/_trunc_normal.py, from the harness's sources: each definition once,
+    in PIECES' order; consecutive constants together, two blank lines around the rest (PEP 8)."""
+    segments: list[str] = []
     for rel, names in PIECES:
         defs = _definitions(ROOT / rel)
-        parts.append(f"\n# {'-' * 60} from the harness's {rel}\n")
-        segments = dict.fromkeys(REPLACED.get(name, defs[name]) for name in names)  # one per tuple
-        parts.extend("\n\n" + segment for segment in segments)
-    parts.append(MODULE_FOOTER)
-    return "".join(parts).rstrip() + "\n"
+        segments.extend(REPLACED.get(name, defs[name]) for name in names)
+    text, previous = MODULE_HEADER.rstrip("\n"), None
+    for segment in dict.fromkeys(segments):  # a tuple assignment names several: keep it once
+        definition = _is_definition(segment)
+        text += ("\n" if previous is False and not definition else "\n\n\n") + segment
+        previous = definition
+    return text + "\n"
 
 
 # ------------------------------------------------------------------------------ the init.py edit

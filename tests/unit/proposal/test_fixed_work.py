@@ -6,7 +6,9 @@ boolean mask, ``tolist``, a Python branch on a tensor) stalls the stream, so the
 the cost of a call there. A dispatch mode records every aten op one call dispatches, and a
 torch-function mode the tensor methods that read values without dispatching (``tolist``,
 ``numpy``, ``__bool__``, ...). They run on CPU tensors with the device strategy forced
-(``strategy="fixed-work"``): the ops are the ones a CUDA tensor would get, device by device.
+(``strategy="fixed-work"``: every block in one pass): the ops are the ones a CUDA tensor would
+get, device by device. An eager CPU call goes in passes of CPU_PASS_BLOCKS blocks instead (the
+torch patch's function on a CPU); its values are the single pass's, bit for bit.
 
 The grid's four init-time windows (the absolute-bounds trap, +-2 sigma, [1, 3] and the tail
 [3, 10]) at 2^16 and 2^24 elements in float32 and bfloat16: the same op sequence at both sizes
@@ -16,12 +18,16 @@ elements: at most `MAX_OPS`, no host read. No statistics: every assertion here i
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from candidates.fast_exact import FIXED_WORK, fast_exact_trunc_normal_
+from candidates.fast_exact import (BLOCK, CPU_PASS_BLOCKS, FIXED_WORK, fast_exact_trunc_normal_,
+                                   fixed_work_trunc_normal_)
 from harness.cases import GRID
 
 #: The most aten ops one call may dispatch on the device strategy.
@@ -124,6 +130,23 @@ def test_every_case_of_the_grid_within_the_budget(dtype):
     assert max(counts.values()) <= MAX_OPS, counts
 
 
+@pytest.mark.parametrize("dtype", ALL_DTYPES.values(), ids=ALL_DTYPES.keys())
+def test_the_cpu_passes_write_the_single_pass_bits(dtype):
+    """An eager CPU call in passes of CPU_PASS_BLOCKS blocks writes what one pass writes: on a
+    tensor of 2.5 passes (its last block partial), a transposed one, every window of the issue."""
+    numel = (5 * CPU_PASS_BLOCKS // 2) * BLOCK + 7
+    key = torch.tensor(0x5EED_F00D, dtype=torch.int64)
+    for window in (*WINDOWS.values(), (0.5, 1e-6, -math.inf, math.inf), (0.0, 1.0, 0.3, 0.30001)):
+        for shape in ((numel,), (numel // 512 + 1, 512)):
+            one = fixed_work_trunc_normal_(torch.empty(shape, dtype=dtype), *window, key=key, one_pass=True)
+            passes = fixed_work_trunc_normal_(torch.empty(shape[::-1], dtype=dtype).t(), *window, key=key,
+                                              one_pass=False)
+            assert torch.equal(one.view(torch.uint8), passes.contiguous().view(torch.uint8)), (window, shape)
+        ops, reads = record_call(lambda t, *w: fixed_work_trunc_normal_(t, *w[:4], key=key), numel, dtype,
+                                 window, seed=1)
+        assert reads == [] and len(ops) <= 3 * MAX_OPS, (len(ops), reads)
+
+
 def test_the_recorders_see_host_reads():
     """The recorders can fail: a rejection loop (torch's own kind) reads a mask back every round."""
     def rejection(tensor, mean, std, a, b, generator):
@@ -140,9 +163,10 @@ def test_the_recorders_see_host_reads():
 
 
 def _fill_on_mesh(rank: int, world: int, store: str, results) -> None:
-    """One rank: a 37x50 DTensor under row and column shards and a replica, filled by the device
-    strategy with blocks of 64 elements (parts straddle blocks) and each rank's own seed; rank 0
-    records whether the whole tensor equals the plain tensor of its seed, bit for bit."""
+    """One rank: a 37x50 DTensor under row and column shards and a replica, filled with blocks of
+    64 elements (parts straddle blocks) and each rank's own seed, by the device strategy's one pass
+    and by the eager CPU's passes of CPU_PASS_BLOCKS blocks; rank 0 records whether the whole
+    tensor equals the plain tensor of its seed (one pass), bit for bit."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
@@ -154,14 +178,16 @@ def _fill_on_mesh(rank: int, world: int, store: str, results) -> None:
     mesh = init_device_mesh("cpu", (world,))
     for placement in (Shard(0), Shard(1), Replicate()):
         for window in (WINDOWS["normal-2sigma"], WINDOWS["tail-3-10"]):
-            for dtype in (torch.bfloat16, torch.float64):
+            for dtype, one_pass in itertools.product((torch.bfloat16, torch.float64, torch.float32),
+                                                     (True, False)):
                 d = distribute_tensor(torch.zeros(37, 50, dtype=dtype), mesh, [placement])
-                device_strategy(d, *window, torch.Generator().manual_seed(11 + rank))
+                fixed_work_trunc_normal_(d, *window, torch.Generator().manual_seed(11 + rank),
+                                         one_pass=one_pass)
                 whole = d.full_tensor()
                 plain = device_strategy(torch.zeros(37, 50, dtype=dtype), *window,
                                         torch.Generator().manual_seed(11))
                 if rank == 0:
-                    results[f"{placement}-{window}-{dtype}"] = bool(torch.equal(whole, plain))
+                    results[f"{placement}-{window}-{dtype}-{one_pass}"] = bool(torch.equal(whole, plain))
     dist.destroy_process_group()
 
 
@@ -174,4 +200,4 @@ def test_sharding_invariant_on_a_cpu_mesh(tmp_path):
     with mp.Manager() as manager:
         results = manager.dict()
         mp.spawn(_fill_on_mesh, args=(3, str(tmp_path / "store"), results), nprocs=3)
-        assert len(results) == 12 and all(results.values()), dict(results)
+        assert len(results) == 36 and all(results.values()), dict(results)
