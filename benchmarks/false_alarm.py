@@ -3,9 +3,9 @@ run holds (counted on its report), how many of them an exact sampler fails on av
 chance that it fails at least one.
 
 A statistical check fails a sampler that writes the law exactly only if its stage-1 p-value is
-below ``alpha_suspect`` and the p-value of a fresh stream, drawn for stage 2, is below
-``alpha_fail``: at most alpha_suspect x alpha_fail per check (1e-6 at the defaults,
-docs/method/calibration.md). Over the N statistical verdicts of a run the expected number of false
+below ``alpha_decide``, or below ``alpha_suspect`` and the p-value of a fresh stream, drawn for
+stage 2, below ``alpha_fail``: at most alpha_decide + alpha_suspect x alpha_fail per check (1e-6
+at the defaults, `harness.error_control`, docs/method/calibration.md). Over the N statistical verdicts of a run the expected number of false
 fails is at most N times that, and so, by the union bound, is the chance of at least one (the
 checks of one group share their draws, so their verdicts are not independent; the bound does not
 need them to be).
@@ -25,16 +25,12 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from harness.error_control import per_check_rate  # noqa: E402
 from harness.runner import RunConfig  # noqa: E402
 
 #: Verdicts a statistical check gives on a group it judged (a skip judged nothing; an error row
 #: is the harness's or the candidate's crash, not a verdict on the values).
 JUDGED = ("pass", "fail", "xfail")
-
-
-def per_check_rate(alpha_suspect: float, alpha_fail: float) -> float:
-    """The most often one statistical check fails an exact sampler: both stages below their level."""
-    return alpha_suspect * alpha_fail
 
 
 def run_false_alarm(verdicts: int, alpha_suspect: float | None = None,

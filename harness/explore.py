@@ -18,11 +18,11 @@ So windows fall on either side of the mean or around it, from 1e-6 sigma wide to
 40 sigma out, and the lattice of every dtype meets every scale of sigma.
 
 Error control: an exploration is a family of N x dtypes groups with a stated family-wise
-false-alarm rate `EXPLORE_FWER`. Each statistical check fails only if both of its stages do
-(stage 1 at alpha_suspect, stage 2 on a fresh draw at alpha_fail), so its false-alarm rate is at
-most alpha_suspect x alpha_fail; the explored groups get ``alpha_fail = EXPLORE_FWER /
-(groups x statistical checks x alpha_suspect)`` (`explore_alpha_fail`), and the union bound holds
-the whole exploration at EXPLORE_FWER. The hard checks (finite, bounds, written, ...) cannot
+false-alarm rate `EXPLORE_FWER`. A statistical check fails an exact sampler with probability at
+most `harness.error_control.per_check_rate` (its stage-1 p below alpha_decide, or both stages
+below their levels); the explored groups get the alpha_fail at which that rate is
+``EXPLORE_FWER / (groups x statistical checks)`` (`explore_alpha_fail`; alpha_decide follows it),
+and the union bound holds the whole exploration at EXPLORE_FWER. The hard checks (finite, bounds, written, ...) cannot
 fail a correct sampler at all.
 """
 
@@ -34,6 +34,7 @@ import warnings
 import numpy as np
 
 from .cases import DEFAULT_SHAPE, Case, case_spec
+from .error_control import alpha_fail_for
 
 #: The family-wise false-alarm rate of one exploration (all N x dtypes groups, every check).
 EXPLORE_FWER = 1e-7
@@ -89,7 +90,7 @@ def explore_alpha_fail(groups: int, checks: int, alpha_suspect: float, default: 
                        fwer: float = EXPLORE_FWER) -> float:
     """The stage-2 level that holds `groups` x `checks` two-stage tests at `fwer` (union bound),
     never looser than `default`."""
-    return min(default, fwer / max(1, groups * checks) / alpha_suspect)
+    return min(default, alpha_fail_for(fwer / max(1, groups * checks), alpha_suspect))
 
 
 def explored_cases(n: int, seed: int, alpha_fail: float | None = None) -> list[Case]:

@@ -57,6 +57,10 @@ class Result:
     n_stage2: int = 0
     seed: int | None = None
     seed_stage2: int | None = None
+    # Why the group drew stage 2 where this row reads it: "verdict" (a suspect stage-1 p-value
+    # that did not decide), "level" (stage 1 decided every verdict, but a level needed the
+    # larger n); "" where the row reads no stage 2 (`harness.error_control`).
+    stage2_reason: str = ""
     effect: float = math.nan
     effect_unit: str = ""
     mde: float = math.nan

@@ -122,7 +122,7 @@ def judge_hang(facts, s1) -> Result:
     if isinstance(s1, CandidateFailure):
         return Result("hang", "pass", "returned (with an error; see the other checks)")
     return Result("hang", "pass", f"{s1.n_calls} calls, each within its deadline "
-                  f"({facts.config.call_timeout(facts.case):g} s, up to {SLOW_CALL_FACTOR:g}x that "
+                  f"({facts.config.call_timeout(facts.case, facts.device):.3g} s, up to {SLOW_CALL_FACTOR:g}x that "
                   f"by the candidate's own pace)", n=s1.n, n_stage1=s1.n)
 
 

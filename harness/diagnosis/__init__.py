@@ -26,7 +26,7 @@ May import: `harness.checks`, `harness.families`, `harness.engine` and the floor
 `reference`.
 """
 
-from .annotate import annotate, annotate_failure, figures_and_matches
+from .annotate import annotate, annotate_failure, figures_and_matches, level_at
 from .evidence import OWN_STAGE_FAMILIES
 from .mechanism_catalog import MECHANISMS, NAMES as MECHANISM_NAMES, diagnose, explain
 from .grading.effects import effects
@@ -35,7 +35,7 @@ from .grading.severity import DELTA, NAMES, beyond_floor, severity
 from .grading.thresholds import (DEFAULT_THRESHOLDS, HarmThresholds, ThresholdsError,
                                  parse_thresholds)
 
-__all__ = ["annotate", "annotate_failure", "figures_and_matches", "level_of", "grade", "DELTA",
+__all__ = ["annotate", "annotate_failure", "figures_and_matches", "level_at", "level_of", "grade", "DELTA",
            "NAMES", "beyond_floor", "severity", "effects", "DEFAULT_THRESHOLDS", "HarmThresholds",
            "ThresholdsError", "parse_thresholds", "MECHANISMS", "MECHANISM_NAMES", "diagnose",
            "explain", "OWN_STAGE_FAMILIES"]

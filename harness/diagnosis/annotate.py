@@ -19,39 +19,61 @@ from .grading.thresholds import DEFAULT_THRESHOLDS
 
 #: Summaries whose figures and matches are kept (the groups a runner cache holds, and both stages).
 KEPT = 8
-_KEPT: "OrderedDict[int, tuple]" = OrderedDict()
+_FIGURES: OrderedDict = OrderedDict()
+_MATCHES: OrderedDict = OrderedDict()
+
+
+def kept(cache: OrderedDict, key: tuple, compute):
+    """`compute()`, computed once per `key` (objects compared by identity) among the last KEPT."""
+    ids = tuple(id(k) for k in key)
+    held = cache.get(ids)
+    if held is not None and all(a is b for a, b in zip(held[0], key)):
+        cache.move_to_end(ids)
+        return held[1]
+    value = compute()
+    cache[ids] = (key, value)
+    while len(cache) > KEPT:
+        cache.popitem(last=False)
+    return value
+
+
+def figures(summary, law) -> dict:
+    """The Summary's severity and effect figures, computed once per Summary."""
+    return kept(_FIGURES, (summary, law),
+                lambda: {**severity(summary, law), **effects(summary, law)})
 
 
 def figures_and_matches(summary, law, first=None) -> tuple[dict, tuple]:
-    """The Summary's severity and effect figures and the catalog's matches, computed once per
-    Summary (`first`: the group's stage-1 Summary where `summary` is stage 2's, `diagnose`)."""
-    key = id(summary)
-    kept = _KEPT.get(key)
-    if kept is not None and kept[0] is summary and kept[1] is law and kept[2] is first:
-        _KEPT.move_to_end(key)
-        return kept[3], kept[4]
-    figures = {**severity(summary, law), **effects(summary, law)}
-    matches = tuple(diagnose(summary, law, first))
-    _KEPT[key] = (summary, law, first, figures, matches)
-    while len(_KEPT) > KEPT:
-        _KEPT.popitem(last=False)
-    return figures, matches
+    """The Summary's figures and the catalog's matches, computed once per Summary (`first`: the
+    group's stage-1 Summary where `summary` is stage 2's, `diagnose`)."""
+    matches = kept(_MATCHES, (summary, law, first),
+                   lambda: tuple(diagnose(summary, law, first)))
+    return figures(summary, law), matches
+
+
+def level_at(check: str, summary, law, thresholds=DEFAULT_THRESHOLDS) -> str:
+    """The level a failing row of `check` would get from `summary` alone: what a runner asks of
+    stage 1's Summary to know whether the level needs stage 2's larger n."""
+    return grade(check, "fail", figures(summary, law), summary.n, thresholds).level
 
 
 def annotate(result: Result, summary, law, first=None, thresholds=DEFAULT_THRESHOLDS,
-             candidate=None) -> Result:
+             candidate=None, n=None) -> Result:
     """`result` with its level, severity and mechanism from its deciding stage's Summary (pass
     and skip rows are left as they are); `first`: the group's stage-1 Summary where that is stage
     2's (the catalog reads OWN_STAGE_FAMILIES stage 2 did not fold from it); `thresholds`: the
     `harness.diagnosis.grading.thresholds.HarmThresholds` in force; `candidate`: the row's
-    candidate (a library's kernel is named only for the candidates that run it)."""
+    candidate (a library's kernel is named only for the candidates that run it); `n`: the
+    Summary's values, where the row's own n is another stage's (a check stage 1 decided, graded
+    on stage 2)."""
     if result.verdict not in FAILING:
         return result
-    figures, matches = figures_and_matches(summary, law, first)
-    graded = grade(result.check, result.verdict, figures, result.n, thresholds)
-    result.severity = dict(figures, decide_n=graded.decide_n)
+    group_figures, matches = figures_and_matches(summary, law, first)
+    n = result.n if n is None else n
+    graded = grade(result.check, result.verdict, group_figures, n, thresholds)
+    result.severity = dict(group_figures, decide_n=graded.decide_n)
     result.level = graded.level
-    result.level_basis = basis_text(result.check, graded, figures, thresholds, result.n)
+    result.level_basis = basis_text(result.check, graded, group_figures, thresholds, n)
     result.mechanism, result.mechanism_note = explain(result.check, result.verdict,
                                                       result.message, matches, candidate)
     return result

@@ -30,16 +30,17 @@ from ..checks import CHECKS, Check
 from ..checks.hard import failed_draw
 from ..declaration import GroupFacts, case_law
 from ..diagnosis import (DEFAULT_THRESHOLDS, OWN_STAGE_FAMILIES, HarmThresholds, annotate,
-                         annotate_failure)
+                         annotate_failure, level_at)
 from ..engine import (CandidateFailure, chunk_elements_for, fold_order, normal_throughput,
                       run_engine)
+from .. import error_control
 from ..families.localized import spike_watch
 from ..result import Result
 from ..seeds import DEFAULT_RUN_SEED, derive_seed
 
-#: --case-timeout is the limit of one call on a tensor of up to this many elements; a bigger one
-#: gets proportionally more (a sampler's time grows with the tensor; a hang does not end).
-TIMEOUT_ELEMENTS = 1 << 22
+#: A call may take this many times what ``normal_`` takes to fill a float32 tensor of its shape on
+#: its device, where that is longer than --case-timeout: a big tensor, a slow device.
+NORMAL_CALLS = 50
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,9 @@ class RunConfig:
     samples: int | None = None  # overrides the profile's n
     run_seed: int = DEFAULT_RUN_SEED
     bounds: str = "rounded"  # or "strict"
-    case_timeout: float = 20.0  # seconds one call of up to TIMEOUT_ELEMENTS elements may take
+    case_timeout: float = 4.0  # seconds one call may take, at least (`call_timeout`)
     alpha_suspect: float = 1e-3
-    alpha_fail: float = 1e-3
+    alpha_fail: float = 9e-4  # with alpha_suspect, a per-check rate of 1e-6 (harness.error_control)
     chunk_elements: int | None = None  # elements folded at a time; None: by device (the engine's)
     # Seconds of the candidate's own time one case's stage-1 draw may take (None: no limit); a
     # draw stopped by it records its n, and stage 2 draws STAGE2_FACTOR times that n.
@@ -60,10 +61,16 @@ class RunConfig:
     # HarmThresholds; --harm-thresholds).
     harm_thresholds: HarmThresholds = DEFAULT_THRESHOLDS
 
-    def call_timeout(self, case) -> float:
-        """Seconds one call on `case`'s tensor may take: `case_timeout` per TIMEOUT_ELEMENTS
-        elements (a 2^24-element tensor of the shape axis gets four times as long)."""
-        return self.case_timeout * max(1.0, math.prod(case.shape) / TIMEOUT_ELEMENTS)
+    def call_timeout(self, case, device="cpu") -> float:
+        """Seconds one call on `case`'s tensor may take (its first call, by the candidate's own
+        pace, up to SLOW_CALL_FACTOR times that: `harness.engine.Pace`): `case_timeout`, or
+        NORMAL_CALLS times what ``normal_`` takes to fill a float32 tensor of the case's shape on
+        `device`, on this machine, where that is longer. At pr on 2 cores the floor holds for
+        every case (2^24 elements: ~3.5 s), so a call that never returns costs 12 s."""
+        numel = max(1, math.prod(case.shape))
+        rate = normal_throughput(tuple(case.shape), torch.float32, device)
+        yardstick = NORMAL_CALLS * numel / rate if rate > 0 else 0.0
+        return max(self.case_timeout, yardstick)
 
     def n(self, stage: int, device: str = "cpu", case=None) -> int:
         """The n asked for (an explicit budget may stop stage 1 earlier; see
@@ -100,6 +107,7 @@ class CaseRunner:
         self._uncharged: dict = {}  # stage -> (candidate_s, engine_s) not yet put on a Result
         self._read: set = set()  # the stages the running check read
         self._first_outcomes: dict = {}  # check name -> its stage-1 Outcome (two-stage checks)
+        self._stage2_reason: str | None = None  # stage2_reason, once computed
         self.warnings: list[str] = []
         self.progress = None  # progress(drawn, target) after each fold of a draw (harness.api)
 
@@ -196,7 +204,7 @@ class CaseRunner:
     def draw_request(self, stage: int) -> DrawRequest:
         """What the stage's draw asks for, by the same rules for a plain and a sharded group."""
         return DrawRequest(stage=stage, n=self.n_requested(stage), seed=self.seed(stage),
-                           call_timeout=self.config.call_timeout(self.case),
+                           call_timeout=self.config.call_timeout(self.case, self.device),
                            chunk_elements=(self.config.chunk_elements
                                            or chunk_elements_for(self.device)),
                            min_calls=PROFILES[self.config.profile].min_calls,
@@ -326,7 +334,8 @@ class CaseRunner:
                     or any(isinstance(s, CandidateFailure) for s in summaries + [deciding])):
                 return annotate_failure(result)
             return annotate(result, deciding, self.law, first, self.config.harm_thresholds,
-                            candidate=self.candidate.spec)
+                            candidate=self.candidate.spec,
+                            n=deciding.n if result.n_stage2 and result.n != result.n_stage2 else None)
         except Exception as exc:
             result.details["diagnosis"] = f"{type(exc).__name__}: {exc}"[:200]
             return annotate_failure(result)
@@ -378,10 +387,47 @@ class CaseRunner:
         own = getattr(self.case, "alpha_fail", None)
         return own if own is not None else self.config.alpha_fail
 
+    @property
+    def alpha_decide(self) -> float:
+        """The stage-1 p-value below which a check fails without stage 2
+        (`harness.error_control.alpha_decide` of the group's levels)."""
+        return error_control.alpha_decide(self.config.alpha_suspect, self.alpha_fail)
+
+    def stage2_reason(self) -> str:
+        """Why the group draws stage 2, the same for all its checks (computed once, before any
+        of them needs it): ``verdict`` where a check's stage-1 p-value is suspect but does not
+        decide (alpha_decide <= p1 < alpha_suspect) or its stage-1 outcome raised; ``level``
+        where every suspect check failed at stage 1 alone but one of them would be undetermined
+        at stage 1's n (the level needs the larger n); '' where stage 2 changes no answer."""
+        if self._stage2_reason is None:
+            self._stage2_reason = self._why_stage2()
+        return self._stage2_reason
+
+    def _why_stage2(self) -> str:
+        decided = []
+        for check in self.suspects():
+            try:
+                o1 = self.first_outcome(check.name, check.outcome)
+            except Exception:
+                return "verdict"
+            if o1.p_value >= self.alpha_decide:
+                return "verdict"
+            decided.append(check.name)
+        s1 = self.cached_summary(1)
+        if not decided or s1 is None:
+            return ""
+        thresholds = self.config.harm_thresholds
+        if any(level_at(name, s1, self.law, thresholds) == "undetermined" for name in decided):
+            return "level"
+        return ""
+
     def two_stage(self, check: str, fn) -> Result:
-        """A statistical check `fn(summary, law, *, alpha) -> Outcome` through the two stages:
-        stage 1 passes at p >= alpha_suspect; below it, stage 2 draws its n (`n_requested`)
-        from another seed and decides at alpha_fail. Not applicable: skip; decisive: fail."""
+        """A statistical check `fn(summary, law, *, alpha) -> Outcome` through the two stages
+        (`harness.error_control`): stage 1 passes at p >= alpha_suspect and fails at p <
+        alpha_decide; between them stage 2 draws its n (`n_requested`) from another seed and
+        decides at alpha_fail. Not applicable: skip; decisive: fail. A check stage 1 decided
+        still reads stage 2 where the group draws it (`stage2_reason`): its level and mechanism
+        come from the larger n, its verdict and p-value from stage 1."""
         s1 = self.summary(1)
         if isinstance(s1, CandidateFailure):
             return self.failed(check, s1, 1)
@@ -399,6 +445,18 @@ class CaseRunner:
         if o1.p_value >= cfg.alpha_suspect:
             return Result(check, "pass", o1.message, **base)
 
+        reason = self.stage2_reason()
+        if o1.p_value < self.alpha_decide:
+            prefix = (f"stage 1 p={o1.p_value:.3g} at n={s1.n} decides "
+                      f"(< {self.alpha_decide:.3g}): ")
+            result = Result(check, "fail", prefix + o1.message, **base)
+            if reason:
+                s2 = self.summary(2)
+                if not isinstance(s2, CandidateFailure):
+                    result.n_stage2, result.seed_stage2 = s2.n, self.seed(2)
+                    result.stage2_reason = reason
+            return result
+
         s2 = self.summary(2)
         if isinstance(s2, CandidateFailure):
             return self.failed(check, s2, 2)
@@ -409,7 +467,7 @@ class CaseRunner:
         base["details"].update(o2.details)
         verdict = "fail" if (o2.decisive or o2.p_value < alpha_fail) else "pass"
         prefix = (f"stage 1 p={o1.p_value:.3g} at n={s1.n}; stage 2 p={o2.p_value:.3g} at n={s2.n}: ")
-        return Result(check, verdict, prefix + o2.message, **base)
+        return Result(check, verdict, prefix + o2.message, stage2_reason="verdict", **base)
 
 
 def failure_from_lease(held: LeaseHeld, what: str) -> CandidateFailure:

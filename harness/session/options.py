@@ -94,9 +94,10 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
     g.addoption("--bounds", default=RUN_DEFAULTS.bounds, metavar="POLICY",
                 help="rounded: accept values in [RN(a), RN(b)] (default); strict: demand [a, b]")
     g.addoption("--case-timeout", default=str(DEFAULT_CASE_TIMEOUT), metavar="SECONDS",
-                help=f"seconds one candidate call on a tensor of up to 2^22 elements may take "
-                     f"before it counts as a hang; a bigger tensor gets proportionally more "
-                     f"(default {DEFAULT_CASE_TIMEOUT:g})")
+                help=f"seconds one candidate call may take before it counts as a hang, at "
+                     f"least: a tensor that normal_ takes longer than 1/50 of that to fill gets "
+                     f"50x normal_'s time; a draw's first call up to 3x (default "
+                     f"{DEFAULT_CASE_TIMEOUT:g})")
     g.addoption("--case-budget", default=None, metavar="SECONDS",
                 help="seconds of the candidate's own time one case's stage-1 draw may take; the n "
                      "drawn then depends on the machine's speed, is recorded, and the case marked "

@@ -18,7 +18,8 @@ import torch
 
 from reference import TruncatedNormal, rounded_law
 
-from ..engine import CallTimeout, candidate_call, is_budget_stop, poison_, raised_text
+from ..engine import (SLOW_CALL_FACTOR, CallTimeout, candidate_call, is_budget_stop, poison_,
+                      raised_text)
 from ..runner import DrawRequest
 from ..summary import Summary
 from .part_fold import (PairStats, PartFold, ShardingStats, box_slices, compare_pair, count_differing,
@@ -175,17 +176,21 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
     t_cand = 0.0
     t_start = time.perf_counter()
 
+    # a rank's calls have no pace to go by (each rank makes few): every call gets the grace a
+    # plain draw's first call gets
+    limit = SLOW_CALL_FACTOR * request.call_timeout
+
     def call(tensor, generator, what: str):
         nonlocal t_cand
         beat(what)  # the worker learns which call a rank that goes silent is in
         t0 = time.perf_counter()
         try:
-            with candidate_call(request.call_timeout):
+            with candidate_call(limit):
                 cand(tensor, mean, std, a, b, generator if accepts else None)
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
         except CallTimeout:
-            raise RankFailure("hang", f"{what} did not return within {request.call_timeout:g} s") from None
+            raise RankFailure("hang", f"{what} did not return within {limit:.3g} s") from None
         except Exception as exc:
             raise RankFailure("raised", f"{what} raised {raised_text(exc)}") from exc
         finally:

@@ -147,7 +147,7 @@ class Row:
     check: str
     verdict: str
     message: str
-    two_stage: bool  # a fail both stages' p-values explain (neither 0): a possible false alarm
+    two_stage: bool  # a fail its p-values explain (stage 1 alone or both stages, none 0): a possible false alarm
     p1: float  # stage-1 p (NaN for hard checks, skips and errors)
     components: tuple  # ((component, stage-1 p), ...) with a continuous null
 
@@ -175,7 +175,8 @@ def run_draw(candidate, draw: Draw, dtype: torch.dtype) -> list[Row]:
             row_len = int(case.shape[-1]) if case.shape else 0
             comps = tuple(continuous_components(check, details, runner.law, r.n_stage1,
                                                 row_len).items())
-        two_stage = statistical and r.p_value_stage1 > 0 and r.p_value_stage2 > 0
+        # stage 1 decided alone (no stage-2 p) or both stages failed, neither p 0
+        two_stage = statistical and r.p_value_stage1 > 0 and not r.p_value_stage2 <= 0
         rows.append(Row(case.id, draw.axis, draw.seed, check, r.verdict, r.message,
                         bool(two_stage), p1, comps))
     return rows

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from harness.cases import CaseSpecError, case_spec, parse_case_spec
+from harness.error_control import alpha_decide, per_check_rate
 from harness.explore import (EXPLORE_FWER, INFINITE_SHARE, bounds, explore_alpha_fail,
                              explored_cases)
 from harness.session.devices import BYTES_PER_ELEMENT, memory_skip_reason
@@ -122,8 +123,11 @@ def test_bounds_are_mean_plus_standardized_bounds():
 def test_the_union_bound_holds_the_exploration_at_its_rate():
     groups, checks, alpha_suspect = 64 * 4, 12, 1e-3
     level = explore_alpha_fail(groups, checks, alpha_suspect, default=1e-6)
-    # each two-stage check fails a correct sampler with probability <= alpha_suspect x level
-    assert groups * checks * alpha_suspect * level == pytest.approx(EXPLORE_FWER)
+    # each two-stage check fails a correct sampler with probability <= per_check_rate: its
+    # stage-1 p below alpha_decide, or both stages below their levels
+    assert groups * checks * per_check_rate(alpha_suspect, level) == pytest.approx(EXPLORE_FWER)
+    assert alpha_decide(alpha_suspect, level) + alpha_suspect * level == pytest.approx(
+        EXPLORE_FWER / (groups * checks))
     assert explore_alpha_fail(1, 1, 1e-3, default=1e-6) == 1e-6  # never looser than asked
 
 

@@ -19,7 +19,7 @@ def test_defaults(parse):
     assert opt.candidates == ("torch",) and opt.profile == "pr" and opt.samples is None
     assert opt.seed == DEFAULT_RUN_SEED and opt.cases == GRID and opt.devices is None
     assert opt.dtypes == ("float64", "float32", "float16", "bfloat16")
-    assert opt.case_timeout == 20 and opt.alpha_fail == opt.alpha_suspect == 1e-3
+    assert opt.case_timeout == 4 and opt.alpha_suspect == 1e-3 and opt.alpha_fail == 9e-4
     assert opt.case_budget is None and opt.budget_seconds is None  # no clock decides an n
 
 
