@@ -8,8 +8,10 @@ shards:
   the report;
 * nightly.yml runs a matrix of grid partitions (--partition-id/--num-partitions from the matrix,
   fail-fast off, one artifact per partition) and a merge job that runs always and publishes summary and HTML;
-  and a job running the newest torch against its xfails file (`tox -e newest-torch`), which tox.ini
-  defines with `--xfails-file auto` and .ci/run does not run (CI keeps the lock's CPU wheel);
+  and a job judging the newest torch on the index (`tox -e newest-torch`, which tox.ini installs
+  unpinned) against the last release measured (`tox -e measured-torch`, pinned to the newest
+  release a shipped xfails file says it was measured on) with `reports compare` both ways; .ci/run
+  runs neither (CI keeps the lock's CPU wheel);
 * conformance.yml is a reusable workflow (workflow_call) taking the candidate, the caller's install
   command, the profile, an xfails file and a pinned harness ref, checking the harness out at that
   ref, running the suites on the caller's candidate, and publishing the summary and the report;
@@ -107,16 +109,58 @@ def check_nightly(path: str) -> None:
     need(newest is not None, path, "no job runs the newest torch (tox -e newest-torch)")
     if newest is not None:
         ntext = steps_text(newest)
+        need("tox -e measured-torch" in ntext, path,
+             "the newest-torch job does not run the last measured torch (tox -e measured-torch)")
+        compares = re.findall(r"python -m reports compare (\S+) (\S+)", ntext)
+        need(("\"$measured\"", "\"$newest\"") in compares and ("\"$newest\"", "\"$measured\"") in compares
+             and "report-measured-torch" in ntext and "report-newest-torch" in ntext, path,
+             "the newest-torch job does not judge the newest report against the measured one with "
+             "`reports compare` both ways")
         need("GITHUB_STEP_SUMMARY" in ntext and "upload-artifact" in ntext, path,
              "the newest-torch job does not publish its summary and report")
     with open(os.path.join(ROOT, "tox.ini"), encoding="utf-8") as fh:
         tox = fh.read()
-    env = re.search(r"^\[testenv:newest-torch\]\n(.*?)(?=^\[|\Z)", tox, re.M | re.S)
-    need(env is not None and "--xfails-file auto" in env.group(1), "tox.ini",
-         "[testenv:newest-torch] does not judge with --xfails-file auto")
+    check_torch_envs(tox)
     with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as fh:
-        need("newest-torch" not in fh.read(), ".ci/run",
-             "runs the newest torch: CI keeps the lock's CPU wheel (the nightly runs it)")
+        run = fh.read()
+    for name in ("newest-torch", "measured-torch"):
+        need(name not in run, ".ci/run",
+             f"runs {name}: CI keeps the lock's CPU wheel (the nightly runs it)")
+
+
+def tox_env(tox: str, name: str) -> str | None:
+    """The text of tox.ini's [testenv:NAME] section, None where it has none."""
+    m = re.search(rf"^\[testenv:{re.escape(name)}\]\n(.*?)(?=^\[|\Z)", tox, re.M | re.S)
+    return m.group(1) if m else None
+
+
+def last_measured_release() -> str | None:
+    """The newest torch release a shipped xfails file's header says it was measured on."""
+    releases = []
+    for name in sorted(os.listdir(os.path.join(ROOT, "xfails"))):
+        with open(os.path.join(ROOT, "xfails", name), encoding="utf-8") as fh:
+            m = re.search(r"^#\s*measured on torch:\s*(.*)$", fh.read(), re.M | re.I)
+        releases += [r.strip() for r in m.group(1).split(",")] if m else []
+    return max(releases, key=lambda r: tuple(int(x) for x in r.split(".")), default=None)
+
+
+def check_torch_envs(tox: str) -> None:
+    """newest-torch installs torch unpinned; measured-torch pins the last measured release."""
+    newest, measured = tox_env(tox, "newest-torch"), tox_env(tox, "measured-torch")
+    need(newest is not None and "--upgrade torch" in newest and "torch==" not in
+         newest.replace("startswith('torch==')", ""), "tox.ini",
+         "[testenv:newest-torch] does not install the newest torch (pip install --upgrade torch)")
+    release = last_measured_release()
+    pins = re.findall(r"torch==([\d.]+)", measured or "")
+    need(measured is not None and release is not None and pins == [release], "tox.ini",
+         f"[testenv:measured-torch] pins torch {pins or 'nothing'}; the last release a shipped "
+         f"xfails file was measured on is {release}")
+    for name, env in (("newest-torch", newest), ("measured-torch", measured)):
+        need(env is not None and "pytest suites" in env and "--report-dir {toxworkdir}/report-"
+             + name in env, "tox.ini", f"[testenv:{name}] does not write the pr grid's report to "
+             f"{{toxworkdir}}/report-{name}")
+        need(env is None or "--xfails-file" not in env.split("commands =")[-1], "tox.ini",
+             f"[testenv:{name}] runs with an xfails file: the comparison needs the raw verdicts")
 
 
 def check_reusable(path: str) -> None:

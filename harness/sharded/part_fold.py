@@ -32,7 +32,7 @@ import torch
 from ..checks import CHECKS
 from ..engine import (INT_VIEW, Box, Fold, dtype_bits, fixed_sum, new_summary,
                       row_hash_coefficients, standard_scale)
-from ..families.independence import LagSums
+from ..families.independence import LagSums, spread_bits
 from ..summary import Summary
 from .layout import Layout, boxes, comparison_pairs, global_row_ids, is_sharded
 
@@ -177,10 +177,11 @@ def common_box(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Te
 
 def row_hashes(batch: torch.Tensor) -> torch.Tensor:
     """(calls, rows) hashes of the rows (along the last dim) of a (calls, *local) batch; equal rows
-    have equal hashes, different ones collide with probability ~2^-64."""
+    have equal hashes, different ones collide with probability ~2^-64, on a coarse lattice too
+    (the elements' bits spread first, as the independence family's row hashes)."""
     m = batch.shape[-1]
     calls = batch.shape[0]
-    bits = _ints(batch).reshape(calls, -1, m).to(torch.int64, copy=True)
+    bits = spread_bits(_ints(batch).reshape(calls, -1, m).to(torch.int64, copy=True))
     return bits.mul_(row_hash_coefficients(m, batch.device)).sum(dim=2)
 
 

@@ -32,11 +32,12 @@ ROOT = Path(__file__).resolve().parents[3]
 
 #: SHA-256 of ``inspect.getsource(torch.nn.init._no_grad_trunc_normal_)``, UTF-8, as the wheels
 #: ship it: the inverse-CDF function of 2.11.0 (the last release with it), and the rejection
-#: rewrite, identical in every release read from 2.12.0 on (2.12.1 and 2.14.0 were not read).
+#: rewrite, identical in every release read from 2.12.0 on (2.14.0 was not read).
 LEGACY_SOURCE_DIGEST = "05ee7c1fe56df9283765946cec7c9eb47ce03e23753bf6851bad051e960d9f24"
 REWRITE_SOURCE_DIGEST = "209d9ea0f93513a42246806a9d13a43e00a75397bd0b73994358928f83948bf9"
 SOURCE_DIGESTS = {"2.11.0": LEGACY_SOURCE_DIGEST, "2.12.0": REWRITE_SOURCE_DIGEST,
-                  "2.13.0": REWRITE_SOURCE_DIGEST, "2.14.1": REWRITE_SOURCE_DIGEST}
+                  "2.12.1": REWRITE_SOURCE_DIGEST, "2.13.0": REWRITE_SOURCE_DIGEST,
+                  "2.14.1": REWRITE_SOURCE_DIGEST, "2.15.0": REWRITE_SOURCE_DIGEST}
 
 DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
 BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16,

@@ -198,6 +198,22 @@ def test_rows_across_shards_at_other_indices_are_found():
     assert pair.dup_rows == 1 and pair.rows == 4 and pair.row_pairs == 16 and pair.equal == 0
 
 
+def test_rows_on_a_coarse_lattice_do_not_collide_across_shards():
+    # float64 values on the float16 lattice end in 42 zero bits: hashed without spreading their
+    # bits first, rows of them hash into ~2^22 values, and 4096 x 4096 distinct row pairs share
+    # a hash ~4 times (5 with these rows). Every row here differs (each first element is a
+    # distinct float16 value); spread, a false match has chance ~1.7e7 x 2^-64 < 1e-12.
+    g = torch.Generator().manual_seed(1)
+    lattice = torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    lattice = lattice[torch.isfinite(lattice) & (lattice.abs() <= 2)]
+    first = lattice[torch.randperm(len(lattice), generator=g)][:8192]
+    second = lattice[torch.randint(len(lattice), (8192,), generator=g)]
+    rows = torch.stack([first, second], 1).to(torch.float64)
+    pair = compare_pair(0, 1, rows[:4096].reshape(1, 4096, 2), rows[4096:].reshape(1, 4096, 2),
+                        0.0, 1.0)
+    assert pair.rows == 4096 and pair.dup_rows == 0
+
+
 def test_replicas_that_differ_are_counted_per_call():
     case = Case("c", 0.0, 1.0, -2.0, 2.0, (8, 6))
     law = _law(case, torch.float32)

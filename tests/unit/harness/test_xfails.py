@@ -62,8 +62,35 @@ def test_a_measured_release_gets_its_file_whatever_its_build():
                 assert line.startswith("--xfails-file auto: xfails/") and version in line
 
 
+#: The releases docs/findings/torch.md measured on the pr grid, each with its own run (a release's
+#: kernels may write other values than another's with the same Python code): auto picks a file
+#: for each, whatever its build.
+MEASURED_RELEASES = ("2.12.1", "2.13.0", "2.14.1", "2.15.0")
+
+
+@pytest.mark.parametrize("release", MEASURED_RELEASES)
+def test_auto_picks_a_file_for_every_measured_release(release):
+    for version in (release, f"{release}+cpu", f"{release}+cu130", f"{release}+cu132"):
+        chosen, line = choose_xfails(version)
+        assert chosen is not None, line
+        shown = Path(chosen).relative_to(ROOT).as_posix()
+        assert line == (f"--xfails-file auto: {shown} (measured on torch "
+                        f"{', '.join(measured_releases(chosen))}) for the installed torch {version}")
+
+
+def test_measured_torch_pins_the_last_measured_release():
+    """tox -e measured-torch is the base the nightly judges the newest torch against: the newest
+    release a shipped file was measured on, and no other."""
+    releases = [r for path in _shipped() for r in measured_releases(path)]
+    last = max(releases, key=lambda r: tuple(int(x) for x in r.split(".")))
+    tox = (ROOT / "tox.ini").read_text(encoding="utf-8")
+    env = re.search(r"^\[testenv:measured-torch\]\n(.*?)(?=^\[|\Z)", tox, re.M | re.S)
+    assert env is not None, "tox.ini has no [testenv:measured-torch]"
+    assert re.findall(r"torch==([\d.]+)", env.group(1)) == [last]
+
+
 def test_a_release_no_file_was_measured_on_gets_none_and_one_line():
-    for version in ("2.12.0", "2.15.0+cu130", "2.11.0"):
+    for version in ("2.12.0", "2.14.0", "2.16.0+cu130", "2.11.0"):
         chosen, line = choose_xfails(version)
         assert chosen is None
         assert "\n" not in line
