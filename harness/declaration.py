@@ -14,7 +14,8 @@ the plumbing needs:
   ``outcome`` (statistical: the two stages), a ``judge`` of the stage-1 draw, or a ``call`` of
   the candidate on tensors of the check's own (an API check, under the group's crash guard).
   A body is told its group as plain values (`GroupFacts`), never given the runner, so a check
-  cannot call back into the runner that runs it;
+  cannot call back into the runner that runs it. Only a ``call`` is handed the candidate: a
+  judge or an outcome judges what was drawn, and never calls the candidate;
 * ``doc`` (one line: the test's docstring), ``method`` (the long text: null, false-alarm rate,
   effect, MDE), ``unit`` (of its effect and MDE) and ``mde`` (the minimum detectable effect as a
   function of the law, n, the tensor's shape and alpha, no sampling: `MinimumDetectableEffect`);
@@ -64,10 +65,11 @@ class MinimumDetectableEffect(Protocol):
 
 @dataclass(frozen=True)
 class GroupFacts:
-    """What a check's body is told of its group: the candidate, the case (None for a check of
-    the candidate alone), the dtype, the device and the run's `harness.runner.RunConfig`."""
+    """What a check's body is told of its group: the case (None for a check of the candidate
+    alone), the dtype, the device and the run's `harness.runner.RunConfig`. Not the candidate:
+    an API check's ``call`` is handed it beside these (`Check.call`), a judge of the draw never
+    sees it."""
 
-    candidate: Any
     case: Any
     dtype: Any
     device: str
@@ -99,7 +101,7 @@ class Check:
     unit: str | dict = ""
     outcome: Callable | None = None  # statistical: (Summary, law, *, alpha) -> Outcome
     mde: MinimumDetectableEffect | None = None
-    call: Callable | None = None  # API: (GroupFacts, seed, timeout) -> Result
+    call: Callable | None = None  # API: (candidate, GroupFacts, seed, timeout) -> Result
     timeout_cap: float = math.inf  # API: the seconds one call may take at most
     judges_failures: bool = False  # judge: also given a draw that failed (a CandidateFailure)
     families: tuple = ()  # the statistic families (harness.families) whose state it reads
@@ -155,7 +157,7 @@ def on_draw(name: str, judge: Callable, *, kind: str = "hard", scope: frozenset 
 
 def calling(name: str, call: Callable, *, scope: frozenset = PLAIN, timeout_cap: float,
             doc: str, method: str = "") -> Check:
-    """An API check: ``call(facts, seed, timeout) -> Result`` calls the candidate on tensors of
-    its own, under the crash guard of the group; a call is allowed up to ``--case-timeout``,
-    capped at `timeout_cap` seconds."""
+    """An API check: ``call(candidate, facts, seed, timeout) -> Result`` calls the candidate on
+    tensors of its own, under the crash guard of the group; a call is allowed up to
+    ``--case-timeout``, capped at `timeout_cap` seconds."""
     return Check(name, "api", scope, doc, method=method, call=call, timeout_cap=timeout_cap)

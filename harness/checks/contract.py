@@ -334,18 +334,18 @@ def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Resu
 
 #: The API checks: tensors of their own, on the grid's unsharded groups (one call may take up to
 #: --case-timeout, capped: they make many small calls), and `arguments` once per candidate.
-CONTRACT = calling("contract", lambda c, seed, timeout: check_contract(
-    c.candidate, c.case, c.dtype, c.device, seed, timeout), timeout_cap=30.0,
+CONTRACT = calling("contract", lambda candidate, c, seed, timeout: check_contract(
+    candidate, c.case, c.dtype, c.device, seed, timeout), timeout_cap=30.0,
     doc="In place, same tensor back, views written exactly, edge shapes, nn.Parameter, meta.")
-GENERATOR = calling("generator", lambda c, seed, timeout: check_generator(
-    c.candidate, c.case, c.dtype, c.device, seed, timeout, float(c.law.collision_prob)),
+GENERATOR = calling("generator", lambda candidate, c, seed, timeout: check_generator(
+    candidate, c.case, c.dtype, c.device, seed, timeout, float(c.law.collision_prob)),
     timeout_cap=30.0,
     doc="Same seed, same bits; other seed, other bits; an explicit generator leaves the global "
         "RNG alone.")
-THREADS = calling("threads", lambda c, seed, timeout: check_threads(
-    c.candidate, c.case, c.dtype, c.device, seed, timeout), timeout_cap=30.0,
+THREADS = calling("threads", lambda candidate, c, seed, timeout: check_threads(
+    candidate, c.case, c.dtype, c.device, seed, timeout), timeout_cap=30.0,
     doc="The same generator state with 1 and with all torch threads (recorded; held if "
         "declared).")
-ARGUMENTS = calling("arguments", lambda c, seed, timeout: check_arguments(
-    c.candidate, c.dtype, c.device, seed, timeout), scope=CANDIDATE, timeout_cap=10.0,
+ARGUMENTS = calling("arguments", lambda candidate, c, seed, timeout: check_arguments(
+    candidate, c.dtype, c.device, seed, timeout), scope=CANDIDATE, timeout_cap=10.0,
     doc="Invalid arguments raise; a == b raises or fills with a (recorded).")

@@ -102,7 +102,7 @@ class CaseRunner:
         self.dtype = dtype
         self.device = str(device)
         self.config = config
-        self.facts = GroupFacts(candidate, case, dtype, self.device, config)
+        self.facts = GroupFacts(case, dtype, self.device, config)
         self._summaries: dict = {}
         self._uncharged: dict = {}  # stage -> (candidate_s, engine_s) not yet put on a Result
         self._read: set = set()  # the stages the running check read
@@ -368,7 +368,8 @@ class CaseRunner:
         group's crash guard (`guarded`)."""
         timeout = min(self.config.case_timeout, check.timeout_cap)
         seed = self.seed(check.name)
-        return self.guarded(check.name, lambda: check.call(self.facts, seed, timeout))
+        return self.guarded(check.name,
+                            lambda: check.call(self.candidate, self.facts, seed, timeout))
 
     def guarded(self, check: str, call) -> Result:
         """An API check's `call() -> Result`, holding the group's lease (a call that kills the
@@ -557,7 +558,7 @@ class CandidateRunner:
         self.dtype = dtype
         self.device = str(device)
         self.config = config
-        self.facts = GroupFacts(candidate, None, dtype, self.device, config)
+        self.facts = GroupFacts(None, dtype, self.device, config)
 
     def seed(self, what) -> int:
         return derive_seed(self.config.run_seed, self.candidate.spec, "api",
@@ -574,7 +575,8 @@ class CandidateRunner:
         """The check's call of the candidate with `seed` (`CaseRunner.called`), under the crash
         guard."""
         timeout = min(self.config.case_timeout, check.timeout_cap)
-        return self.guarded(check.name, lambda: check.call(self.facts, seed, timeout))
+        return self.guarded(check.name,
+                            lambda: check.call(self.candidate, self.facts, seed, timeout))
 
     def run(self, check: str | Check) -> Result:
         check = CHECKS[check] if isinstance(check, str) else check
