@@ -202,8 +202,10 @@ def test_a_second_run_into_a_held_report_dir_is_refused_and_the_first_keeps_its_
     first), the readers say the first is still writing, and the first ends with all its rows."""
     report, gate = tmp_path / "report", tmp_path / "gate"
     env = _env(repo_root, HARNESS_TEST_GATE=str(gate))
+    # the gated calls wait for the second run to be refused: a limit longer than that wait
     first = _pytest(repo_root, report, "--candidate", f"{faults}:gated", *SMOKE, "--cases",
-                    "normal-2sigma", "--dtypes", "float32", "-n", "0", env=env)
+                    "normal-2sigma", "--dtypes", "float32", "-n", "0", "--case-timeout", "60",
+                    env=env)
     try:
         deadline = time.monotonic() + 120
         while not (report / "run.lock").exists() and first.poll() is None:

@@ -99,8 +99,10 @@ def test_clamp_is_harmful():
     assert s["std_off_lo"] > 2 * 0.02 and s["w1_lo"] > 2 * 0.02, s
     assert s["moved_0p25_hi"] < 0.10, s
     # the thresholds in force decide: with the std's and W1's lifted, nothing else passes its own
+    # (the level, open at stage 1's n there, is decided on stage 2's: the same std, 9 % wide)
     lifted = _row("clamp", "normal-2sigma", torch.float32, "atoms", 1 << 20, "std=0.2,w1=0.2")
-    assert lifted.level == "fine" and lifted.severity["std_off"] == s["std_off"], lifted.level
+    assert lifted.level == "fine" and lifted.severity["std_off"] == pytest.approx(s["std_off"],
+                                                                                 abs=1e-3)
 
 
 def test_point_mass_far_out_is_harmful():
