@@ -25,6 +25,7 @@ import torch
 from record.leases import LeaseHeld, lease
 from reference.dtypes import dtype_name
 
+from .. import error_control
 from ..cases import PROFILES, STAGE2_FACTOR
 from ..checks import CHECKS, Check
 from ..checks.hard import failed_draw
@@ -33,7 +34,6 @@ from ..diagnosis import (DEFAULT_THRESHOLDS, OWN_STAGE_FAMILIES, HarmThresholds,
                          annotate_failure, level_at)
 from ..engine import (CandidateFailure, chunk_elements_for, fold_order, normal_throughput,
                       run_engine)
-from .. import error_control
 from ..families.localized import spike_watch
 from ..result import Result
 from ..seeds import DEFAULT_RUN_SEED, derive_seed
