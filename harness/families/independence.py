@@ -116,6 +116,13 @@ def spread_bits(bits: torch.Tensor) -> torch.Tensor:
     return bits.bitwise_xor_(bits.bitwise_right_shift(32).bitwise_and_(LOW_HALF))
 
 
+def hash_rows(bits: torch.Tensor, coefficients: torch.Tensor) -> torch.Tensor:
+    """The hashes of the rows (along the last dim) of int64 bit patterns `bits` (spread in
+    place, `spread_bits`): linear in the columns, so a part's columns' hashes add up to the
+    row's; equal rows hash equal, different ones collide with probability ~2^-64."""
+    return spread_bits(bits).mul_(coefficients).sum(dim=2)
+
+
 def _as_lag(sums) -> LagSums:
     return sums if isinstance(sums, LagSums) else LagSums(**sums)
 
@@ -253,7 +260,7 @@ class IndependenceFold:
             r = f.buffer("row_bits", shape, torch.int64)
             r.copy_(ib[:whole_calls].reshape(shape))
             coef = row_hash_coefficients(m, r.device)
-            h = spread_bits(r).mul_(coef).sum(dim=2)
+            h = hash_rows(r, coef)
             h = (h ^ (h >> 29)) * 0x5851F42D4C957F2D
             hs, _ = torch.sort(h, dim=1)
             s.n_duplicate_rows += int(torch.count_nonzero(hs[:, 1:] == hs[:, :-1]))
@@ -310,7 +317,7 @@ class PartIndependenceFold(IndependenceFold):
         c0 = f.box.offsets[-1]
         coef = row_hash_coefficients(m, f.device)[c0:c0 + local_m]
         bits = ib[:take].reshape(take, -1, local_m).to(torch.int64, copy=True)
-        h = spread_bits(bits).mul_(coef).sum(dim=2).cpu().numpy()
+        h = hash_rows(bits, coef).cpu().numpy()
         self.row_hash[slots[keep]] = h[keep]
 
     def finish(self, whole: Summary) -> IndependenceState:

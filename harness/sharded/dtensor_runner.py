@@ -20,8 +20,9 @@ Processes cannot hang the run:
   rendezvous; process-group timeouts (`pg_timeout`);
 * every call ends with a tiny all-reduce of (failed, over budget), so a candidate that raises or
   overruns the call timeout (SIGALRM in the rank) stops every rank at the same call, cleanly; the
-  call timeout is a plain run's first call's, SLOW_CALL_FACTOR times `--case-timeout` or the
-  parameter's ``normal_`` yardstick (`harness.runner.case_runner.RunConfig.call_timeout`);
+  call timeout is a plain run's first call's (`harness.sharded.mesh.rank_call_limit`:
+  SLOW_CALL_FACTOR times `--case-timeout` or the parameter's ``normal_`` yardstick,
+  `harness.runner.case_runner.RunConfig.call_timeout`);
 * the worker waits with deadlines: a rank that dies (its sentinel), sends nothing for the
   call timeout + `STALL_MARGIN_S` inside a candidate call (a call that cannot be interrupted) or
   for `HARNESS_STALL_S` (at least) outside the calls (a stuck step or collective), or
@@ -45,12 +46,12 @@ import torch
 from record.ids import format_case_label
 from reference.dtypes import dtype_name
 
-from ..engine import SLOW_CALL_FACTOR, CandidateFailure
+from ..engine import CandidateFailure
 from ..runner import CaseRunner, DrawRequest, RunConfig, RunnerCache
 from ..summary import Summary
 from .part_fold import ShardingStats, summary_facts
 from .layout import Layout, layout_applicable
-from .mesh import DrawTask
+from .mesh import DrawTask, rank_call_limit
 from .ranks import PoolError, get_pool
 
 
@@ -158,7 +159,7 @@ def draw_sharded(candidate, case, dtype, device: str, layout: Layout, law, reque
     # outside (`harness.sharded.ranks.stalled`); the harness's collectives wait a stall limit
     # longer than that, so a rank stuck anywhere is named by the worker's deadline, not by a
     # peer's collective timing out first.
-    stall_s = SLOW_CALL_FACTOR * request.call_timeout + stall_margin_s
+    stall_s = rank_call_limit(request) + stall_margin_s
     harness_s = max(2.0 * stall_s, harness_stall_s)
     path = _store_path(store_dir, key)
     task = DrawTask(candidate=candidate, case=case, dtype=dtype, device=str(device), layout=layout,

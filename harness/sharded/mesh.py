@@ -37,6 +37,12 @@ def rank_device(device: str, rank: int, world_size: int) -> torch.device:
     return torch.device("cuda", (lead + rank) % max(1, count))
 
 
+def rank_call_limit(request: DrawRequest) -> float:
+    """Seconds one call of a rank may take: a rank's calls have no pace to go by (each rank
+    makes few), so every call gets the grace a plain draw's first call gets."""
+    return SLOW_CALL_FACTOR * request.call_timeout
+
+
 @dataclass(frozen=True)
 class DrawTask:
     candidate: object  # a candidates.Candidate (pickled by spec)
@@ -176,9 +182,7 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
     t_cand = 0.0
     t_start = time.perf_counter()
 
-    # a rank's calls have no pace to go by (each rank makes few): every call gets the grace a
-    # plain draw's first call gets
-    limit = SLOW_CALL_FACTOR * request.call_timeout
+    limit = rank_call_limit(request)
 
     def call(tensor, generator, what: str):
         nonlocal t_cand

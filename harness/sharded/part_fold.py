@@ -32,7 +32,7 @@ import torch
 from ..checks import CHECKS
 from ..engine import (INT_VIEW, Box, Fold, dtype_bits, fixed_sum, new_summary,
                       row_hash_coefficients, standard_scale)
-from ..families.independence import LagSums, spread_bits
+from ..families.independence import LagSums, hash_rows
 from ..summary import Summary
 from .layout import Layout, boxes, comparison_pairs, global_row_ids, is_sharded
 
@@ -181,8 +181,8 @@ def row_hashes(batch: torch.Tensor) -> torch.Tensor:
     (the elements' bits spread first, as the independence family's row hashes)."""
     m = batch.shape[-1]
     calls = batch.shape[0]
-    bits = spread_bits(_ints(batch).reshape(calls, -1, m).to(torch.int64, copy=True))
-    return bits.mul_(row_hash_coefficients(m, batch.device)).sum(dim=2)
+    bits = _ints(batch).reshape(calls, -1, m).to(torch.int64, copy=True)
+    return hash_rows(bits, row_hash_coefficients(m, batch.device))
 
 
 def compare_pair(i: int, j: int, mine: torch.Tensor, theirs: torch.Tensor, center: float,
