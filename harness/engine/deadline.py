@@ -4,10 +4,11 @@ return in time), how long it is (`Pace`), and what a candidate raises that is no
 A call's deadline is the fixed limit (``--case-timeout``, scaled by the tensor's size), stretched
 up to SLOW_CALL_FACTOR times where the candidate has shown no pace yet (its first call, which
 also pays one-time costs: a library's compile, an allocator's first touch) or its own calls say
-it is slow (PACE_FACTOR times its slowest call so far). A sampler whose every call takes a good
-share of the fixed limit (torch 2.13's float16 rejection loop deep in a tail: 15 s a call against
-20) then keeps its verdict on a machine a few times slower; a call that never returns meets a
-finite deadline either way, the fixed one where the candidate's calls were quick.
+it is slow (PACE_FACTOR times its slowest call so far, up to SLOW_CALL_FACTOR times the fixed
+limit, and always SLOW_CALL_FACTOR times its slowest call). A sampler whose every call takes a
+good share of the fixed limit, or more (a pure-Python sampler on 2^24 elements: 8 s a call
+against 4), then keeps its verdict under a load spike; a call that never returns meets a finite
+deadline either way, the fixed one where the candidate's calls were quick.
 
 `candidate_call` is the one way every check calls a candidate. Inside it a SystemExit,
 GeneratorExit or KeyboardInterrupt raised by the candidate's own code becomes `CandidateRaised`,
@@ -37,8 +38,10 @@ class Pace:
 
     The first call may take `grace` times `base` seconds (None: no limit); every later one
     `base`, or PACE_FACTOR times the slowest call so far where that is longer, up to `grace`
-    times `base`. ``grace=1`` is the fixed limit alone: for calls that should return at once
-    (invalid arguments)."""
+    times `base`, and always `grace` times the slowest call so far: a sampler whose calls take
+    more than the fixed limit (it returned within the first call's grace) keeps a margin of
+    `grace` over its own pace for a load spike. ``grace=1`` is the fixed limit alone: for calls
+    that should return at once (invalid arguments)."""
 
     def __init__(self, base: float | None, grace: float = SLOW_CALL_FACTOR):
         self.base = base
@@ -55,7 +58,8 @@ class Pace:
             return self.base
         if self.slowest is None:
             return self.grace * self.base
-        return max(self.base, min(self.grace * self.base, PACE_FACTOR * self.slowest))
+        return max(self.base, min(self.grace * self.base, PACE_FACTOR * self.slowest),
+                   self.grace * self.slowest)
 
 
 class CallTimeout(BaseException):

@@ -58,13 +58,15 @@ def test_the_first_call_gets_the_grace_and_later_ones_their_pace_within_it():
     pace.record(0.1)
     assert pace.limit() == PACE_FACTOR * 0.5  # the slowest call so far sets it
     pace.record(1.0)
-    assert pace.limit() == SLOW_CALL_FACTOR * 2.0  # never beyond the grace
+    assert pace.limit() == SLOW_CALL_FACTOR * 2.0  # 8x its pace, but not beyond the grace
+    pace.record(2.5)  # a call longer than the fixed limit returned (within the first's grace)
+    assert pace.limit() == SLOW_CALL_FACTOR * 2.5  # a margin of the grace over its own pace
     assert Pace(2.0, grace=1.0).limit() == 2.0 and Pace(None).limit() is None
 
 
 def test_calls_that_use_most_of_the_fixed_limit_are_slow_not_hung():
-    # 0.8 s a call against a 0.5 s limit: the first call has 1.5 s, the next 3 x 0.5 s (8 x 0.8
-    # capped); the draw completes. A fixed 0.5 s limit would read it as hung.
+    # 0.8 s a call against a 0.5 s limit: the first call has 1.5 s, the next 3 x 0.8 s (the
+    # grace over its own pace); the draw completes. A fixed 0.5 s limit would read it as hung.
     slow = sleeping(0.8)
     s = run_engine(slow, CASE, torch.float32, "cpu", LAW, 3 << 16, 1, call_timeout=0.5)
     assert s.n == 3 << 16 and len(slow.calls) == 3
