@@ -26,8 +26,9 @@ from .deadline import (PACE_FACTOR, SLOW_CALL_FACTOR, CallTimeout, CandidateRais
 from .draw import (PREPARE_TIMEOUT_S, CandidateFailure, chunk_elements_for, is_budget_stop,
                    prepare_candidate, run_engine)
 from .family import Accumulator, Family, FamilyState
-from .fold import (Box, Chunk, Fold, fixed_sum, fixed_sum_squares, fold_order,
-                   new_summary, row_hash_coefficients, standard_scale, summarize_samples)
+from .fold import (Box, Chunk, Fold, fixed_sum, fixed_sum_each, fixed_sum_squares, fold_order,
+                   new_summary, raw_main_bins, row_hash_coefficients, standard_scale,
+                   summarize_samples)
 from .throughput import normal_throughput
 
 __all__ = ["INT_VIEW", "dtype_bits", "hist_bits_for", "poison_", "poison_value", "CallTimeout",
@@ -35,6 +36,6 @@ __all__ = ["INT_VIEW", "dtype_bits", "hist_bits_for", "poison_", "poison_value",
            "SLOW_CALL_FACTOR", "Pace", "held_handlers",
            "PREPARE_TIMEOUT_S", "CandidateFailure", "chunk_elements_for", "is_budget_stop",
            "prepare_candidate", "run_engine", "Accumulator", "Family", "FamilyState", "Box", "Chunk",
-           "Fold", "fixed_sum",
-           "fixed_sum_squares", "fold_order", "new_summary", "row_hash_coefficients",
-           "standard_scale", "summarize_samples", "normal_throughput"]
+           "Fold", "fixed_sum", "fixed_sum_each",
+           "fixed_sum_squares", "fold_order", "new_summary", "raw_main_bins",
+           "row_hash_coefficients", "standard_scale", "summarize_samples", "normal_throughput"]

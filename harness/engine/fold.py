@@ -200,14 +200,8 @@ class Chunk:
         """Each element's main histogram bin in raw bit-pattern order: the top hist_bits bits of
         the pattern (a shift and a mask; `harness.key_bins.raw_to_ordered` puts them in key order)."""
         f = self.fold
-        hist_bits = f.s.hist_bits
         bins = f.buffer("bins", (self.numel,), torch.int32 if f.bits <= 32 else torch.int64)
-        if f.bits <= 16:
-            bins.copy_(self.ints).bitwise_and_((1 << f.bits) - 1)
-        else:
-            torch.bitwise_right_shift(self.ints, f.bits - hist_bits,
-                                      out=bins).bitwise_and_((1 << hist_bits) - 1)
-        return bins
+        return raw_main_bins(self.ints, f.bits, f.s.hist_bits, out=bins)
 
     @cached_property
     def fine_keys(self) -> torch.Tensor:
@@ -302,6 +296,16 @@ class Chunk:
         return fixed_sum(self.z2)
 
 
+def raw_main_bins(ints: torch.Tensor, bits: int, hist_bits: int, out: torch.Tensor) -> torch.Tensor:
+    """The main histogram bin of each bit pattern in `ints` (of a `bits`-bit format), in raw
+    bit-pattern order, written to `out`: the top `hist_bits` bits of the pattern (all of them for
+    16-bit and narrower formats)."""
+    if bits <= 16:
+        return out.copy_(ints).bitwise_and_((1 << bits) - 1)
+    shifted = torch.bitwise_right_shift(ints, bits - hist_bits, out=out)
+    return shifted.bitwise_and_((1 << hist_bits) - 1)
+
+
 _COEF_CACHE: dict = {}
 
 
@@ -331,6 +335,48 @@ def fixed_sum(t: torch.Tensor) -> float:
     if whole < flat.numel():
         total += float(flat[whole:].sum(dtype=torch.float64))
     return total
+
+
+def fixed_sums(rows: torch.Tensor) -> list[float]:
+    """`fixed_sum` of each row of a contiguous 2-D tensor, bit for bit, in one reduction for all
+    of them: a block's float32 sum reads its own 4096 elements only, and each row's block sums
+    and its tail are summed in float64 as a row of their own, in the order `fixed_sum` sums them."""
+    n_rows, length = rows.shape
+    whole = length // _BLOCK * _BLOCK
+    totals = [0.0] * n_rows
+    if whole:
+        blocks = rows[:, :whole].reshape(n_rows, -1, _BLOCK).sum(dim=2)
+        totals = blocks.sum(dim=1, dtype=torch.float64).tolist()
+    if whole < length:
+        tails = rows[:, whole:].sum(dim=1, dtype=torch.float64).tolist()
+        totals = [total + tail for total, tail in zip(totals, tails)]
+    return totals
+
+
+def fixed_sum_each(tensors, scratch: torch.Tensor | None = None) -> list[float]:
+    """`fixed_sum` of each of `tensors` (of one shape), bit for bit, with one reduction for those
+    whose flat view is a contiguous run (a few dozen small sums per chunk cost more in calls
+    than in adding), stacked into `scratch` where given (1-D, room for all of them). A tensor
+    whose flat view is strided (a column of a batch) is summed on its own: `fixed_sum` adds a
+    strided block up in another order than a contiguous one."""
+    together = [i for i, t in enumerate(tensors) if not flat_view_is_strided(t)]
+    sums: dict = {}
+    if len(together) > 1:
+        shape = (len(together), *tensors[together[0]].shape)
+        out = None if scratch is None else scratch[:math.prod(shape)].view(shape)
+        rows = torch.stack([tensors[i] for i in together], out=out).view(len(together), -1)
+        sums.update(zip(together, fixed_sums(rows)))
+    return [sums[i] if i in sums else fixed_sum(t) for i, t in enumerate(tensors)]
+
+
+def flat_view_is_strided(t: torch.Tensor) -> bool:
+    """Whether ``t.reshape(-1)`` is a view with a step other than 1: t is not contiguous, but
+    its dims (those longer than 1) merge into one."""
+    if t.is_contiguous():
+        return False
+    dims = [(size, stride) for size, stride in zip(t.shape, t.stride()) if size != 1]
+    return all(outer == inner * inner_size
+               for (_, outer), (inner_size, inner) in zip(dims, dims[1:]))
 
 
 def fixed_sum_squares(t: torch.Tensor) -> float:

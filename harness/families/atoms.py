@@ -77,8 +77,15 @@ class AtomsFold:
             state.n_at_rn_a += self._count_equal(flat, ints, s.rn_a)
         if lo <= s.rn_b <= hi:
             state.n_at_rn_b += self._count_equal(flat, ints, s.rn_b)
-        if lo <= 0.0 <= hi and s.rn_a < 0.0 < s.rn_b:
+        if lo <= 0.0 <= hi and s.rn_a < 0.0 < s.rn_b and not self._holds_no_zero(chunk):
             state.n_at_zero += self._count_equal(flat, ints, 0.0)
+
+    def _holds_no_zero(self, chunk) -> bool:
+        """Whether the chunk surely holds no +0 or -0, told by one reduction where the fold
+        standardizes around 0 (z = x / scale): a zero gives z^2 = 0, so a positive least z^2
+        rules zeros out. z^2 is the moments family's, computed once per chunk anyway. False
+        where it cannot tell (a zero z^2 from a zero, an underflow or a non-finite value)."""
+        return self.owner.center_work == 0 and float(chunk.z2.min()) > 0
 
     def _count_equal(self, flat: torch.Tensor, ints: torch.Tensor, value: float) -> int:
         """How many elements equal `value` (a finite value of the dtype; +0 and -0 both count).

@@ -53,7 +53,7 @@ import torch
 from scipy import special, stats
 
 from ..declaration import statistical
-from ..engine import Family, fixed_sum, row_hash_coefficients
+from ..engine import Family, fixed_sum, fixed_sum_each, row_hash_coefficients
 from ..result import Outcome
 from ..summary import Summary
 from . import atoms, binned, resolution
@@ -107,20 +107,26 @@ def lag_sums(u: torch.Tensor, v: torch.Tensor) -> LagSums:
 LOW_HALF = (1 << 32) - 1
 
 
-def spread_bits(bits: torch.Tensor) -> torch.Tensor:
+def spread_bits(bits: torch.Tensor, scratch: torch.Tensor | None = None) -> torch.Tensor:
     """`bits` (int64 bit patterns), in place, with their high half folded into their low half
     (x ^ (x >>> 32): invertible, so equal elements stay equal and different ones different).
     A row's or window's hash multiplies each element by an odd coefficient, which keeps the
     element's trailing zero bits: values on a coarse lattice (a float64 holding float16 values
-    ends in 42 zero bits) would hash into a space of a few bits and collide as if repeated."""
-    return bits.bitwise_xor_(bits.bitwise_right_shift(32).bitwise_and_(LOW_HALF))
+    ends in 42 zero bits) would hash into a space of a few bits and collide as if repeated.
+    `scratch` (the shape of `bits`): where the high halves are written, instead of a new tensor
+    (a fresh 8 MB one costs its page faults, more than the shift)."""
+    high = torch.bitwise_right_shift(bits, 32, out=scratch) if scratch is not None \
+        else bits.bitwise_right_shift(32)
+    return bits.bitwise_xor_(high.bitwise_and_(LOW_HALF))
 
 
-def hash_rows(bits: torch.Tensor, coefficients: torch.Tensor) -> torch.Tensor:
+def hash_rows(bits: torch.Tensor, coefficients: torch.Tensor,
+              scratch: torch.Tensor | None = None) -> torch.Tensor:
     """The hashes of the rows (along the last dim) of int64 bit patterns `bits` (spread in
-    place, `spread_bits`): linear in the columns, so a part's columns' hashes add up to the
-    row's; equal rows hash equal, different ones collide with probability ~2^-64."""
-    return spread_bits(bits).mul_(coefficients).sum(dim=2)
+    place, `spread_bits`, with `scratch` for the high halves where given): linear in the
+    columns, so a part's columns' hashes add up to the row's; equal rows hash equal, different
+    ones collide with probability ~2^-64."""
+    return spread_bits(bits, scratch).mul_(coefficients).sum(dim=2)
 
 
 def _as_lag(sums) -> LagSums:
@@ -192,13 +198,23 @@ class IndependenceFold:
         self.state = IndependenceState()
         self.prev_z: torch.Tensor | None = None  # last call of the previous chunk
         self.prev_ints: torch.Tensor | None = None
+        self.prev_sums: tuple = ()  # fixed_sum of prev_z and of its square
 
     def fold(self, chunk) -> None:
         shape = (chunk.calls, *chunk.shape)
-        zb, ib = chunk.z.view(shape), chunk.ints.view(shape)
-        self._fold_lags(zb, chunk.z2.view(shape), chunk.total, chunk.total_sq)
-        self._fold_successive(zb, ib, chunk.total, chunk.total_sq)
+        zb, ib, z2b = chunk.z.view(shape), chunk.ints.view(shape), chunk.z2.view(shape)
+        self._fold_lags(zb, z2b, chunk.total, chunk.total_sq)
+        self._fold_successive(zb, z2b, ib, chunk.total, chunk.total_sq)
         self._fold_rows(chunk.batch, ib)
+
+    def _end_sums(self, zb: torch.Tensor, z2b: torch.Tensor, dim: int) -> list[float]:
+        """`fixed_sum` of the last and the first slice along `dim` of z and of z^2, in that
+        order."""
+        length = zb.shape[dim]
+        ends = (zb.select(dim, length - 1), zb.select(dim, 0), z2b.select(dim, length - 1),
+                z2b.select(dim, 0))
+        scratch = self.owner.buffer("ends", (4 * ends[0].numel(),), zb.dtype)
+        return fixed_sum_each(ends, scratch)
 
     def _fold_lags(self, zb: torch.Tensor, z2b: torch.Tensor, total: float, total_sq: float) -> None:
         """Lag-1 pairs along each dim of the filled tensor; only the cross products need a pass."""
@@ -209,36 +225,42 @@ class IndependenceFold:
             u = zb.narrow(dim, 0, length - 1)
             v = zb.narrow(dim, 1, length - 1)
             product = torch.mul(u, v, out=self.owner.buffer("scratch", tuple(u.shape), zb.dtype))
-            first, last = zb.select(dim, 0), zb.select(dim, length - 1)
-            sq_first, sq_last = z2b.select(dim, 0), z2b.select(dim, length - 1)
-            sums = LagSums(u.numel(), total - fixed_sum(last), total - fixed_sum(first),
-                           total_sq - fixed_sum(sq_last), total_sq - fixed_sum(sq_first),
-                           fixed_sum(product))
+            sum_last, sum_first, sq_last, sq_first = self._end_sums(zb, z2b, dim)
+            sums = LagSums(u.numel(), total - sum_last, total - sum_first, total_sq - sq_last,
+                           total_sq - sq_first, fixed_sum(product))
             self.state.lag1.setdefault(dim - 1, LagSums()).add(sums)
 
-    def _fold_successive(self, zb: torch.Tensor, ib: torch.Tensor, total: float,
-                         total_sq: float) -> None:
+    def _fold_successive(self, zb: torch.Tensor, z2b: torch.Tensor, ib: torch.Tensor,
+                         total: float, total_sq: float) -> None:
         """Element of call t vs the same element of call t+1, across chunk boundaries too."""
         s, f = self.state, self.owner
         calls = zb.shape[0]
         first, last = zb[0], zb[-1]
-        sum_last = fixed_sum(last)
+        # Each call's sums are taken once: the last call's serve the next chunk's first pair.
+        sum_last, sum_first, sq_last, sq_first = self._end_sums(zb, z2b, 0)
         if calls > 1:
             product = torch.mul(zb[:-1], zb[1:],
                                 out=f.buffer("scratch", tuple(zb[1:].shape), zb.dtype))
             differ = torch.bitwise_xor(ib[:-1], ib[1:],
                                        out=f.buffer("ints", tuple(ib[1:].shape), ib.dtype))
-            s.successive.add(LagSums(zb[1:].numel(), total - sum_last,
-                                     total - fixed_sum(first), total_sq - fixed_sum(last * last),
-                                     total_sq - fixed_sum(first * first), fixed_sum(product)))
+            s.successive.add(LagSums(zb[1:].numel(), total - sum_last, total - sum_first,
+                                     total_sq - sq_last, total_sq - sq_first, fixed_sum(product)))
             s.n_equal_successive += differ.numel() - int(torch.count_nonzero(differ))
             s.n_pairs_successive += ib[1:].numel()
         if self.prev_z is not None:
-            s.successive.add(lag_sums(self.prev_z, first))
+            prev_sum, prev_sq = self.prev_sums
+            cross = torch.mul(self.prev_z, first, out=f.buffer("scratch", tuple(first.shape),
+                                                                 first.dtype))
+            s.successive.add(LagSums(first.numel(), prev_sum, sum_first, prev_sq, sq_first,
+                                     fixed_sum(cross)))
             s.n_equal_successive += int(torch.count_nonzero(self.prev_ints == ib[0]))
             s.n_pairs_successive += ib[0].numel()
-        self.prev_z = last.clone()
-        self.prev_ints = ib[-1].clone()
+            self.prev_z.copy_(last)
+            self.prev_ints.copy_(ib[-1])
+        else:
+            self.prev_z = last.clone(memory_format=torch.contiguous_format)
+            self.prev_ints = ib[-1].clone(memory_format=torch.contiguous_format)
+        self.prev_sums = (sum_last, sq_last)
 
     def _fold_rows(self, batch: torch.Tensor, ib: torch.Tensor) -> None:
         """Rows equal to another row of their call, among the first ROW_EXTREMES_CAP rows: each
@@ -260,13 +282,14 @@ class IndependenceFold:
             r = f.buffer("row_bits", shape, torch.int64)
             r.copy_(ib[:whole_calls].reshape(shape))
             coef = row_hash_coefficients(m, r.device)
-            h = hash_rows(r, coef)
+            h = hash_rows(r, coef, f.buffer("row_high", shape, torch.int64))
             h = (h ^ (h >> 29)) * 0x5851F42D4C957F2D
             hs, _ = torch.sort(h, dim=1)
             s.n_duplicate_rows += int(torch.count_nonzero(hs[:, 1:] == hs[:, :-1]))
             s.n_rows_compared += whole_calls * rows_per_call
         if s.rows_kept >= ROW_EXTREMES_CAP:  # done with rows: give their scratch back
             f.release("row_bits", torch.int64)
+            f.release("row_high", torch.int64)
 
     def finish(self, whole: Summary) -> IndependenceState:
         return self.state

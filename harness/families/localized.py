@@ -40,7 +40,7 @@ import torch
 from scipy import stats
 
 from ..declaration import statistical
-from ..engine import Family, new_summary
+from ..engine import Family, new_summary, raw_main_bins
 from ..engine.mass_bin_counters import SHIFT_BITS, MassCounters
 from ..result import Outcome
 from ..summary import Summary
@@ -65,9 +65,14 @@ SCAN_UNIT = "share of samples (+ bump, - hole)"
 
 
 #: Mass-bin counters of chunks are counted by one bincount once this many are pending (or a chunk
-#: more would not fit; see `LocalizedFold.flush`): the bincount's zero-filled output (a few MB)
-#: then costs little next to the counting.
-PENDING_ELEMENTS = 1 << 22
+#: more would not fit; see `LocalizedFold.flush`): the bincount's zero-filled output (a few MB),
+#: its min and max and its addition into the totals then cost little next to the counting.
+#: Measured on float32 N(0, 1): 2^23 (32 MB of counters) folds ~5% faster than 2^22, and 2^24
+#: no faster than 2^23.
+PENDING_ELEMENTS = 1 << 23
+#: Main layout: a chunk's counters are worked out this many elements at a time, so that the
+#: scratch tensors of one step are still in cache at the next (a whole chunk's are not).
+COUNTER_SLICE = 1 << 18
 #: A draw whose flushes hold at most this many counters in all keeps them as (counter, count)
 #: pairs: the dense counters (~1.6 M for float32 N(0, 1) on +-2) would cost a small draw more to
 #: zero, add up and put in order than its fold.
@@ -165,11 +170,16 @@ class LocalizedFold:
         if self.covers_main:
             # Counters over the main bins, written into the pending buffer and counted a few
             # chunks at a time (`flush`).
-            bins = chunk.bins
-            packed = torch.index_select(self.table, 0, bins,
-                                        out=f.buffer("mass_t", tuple(bins.shape), self.table.dtype))
-            low = torch.bitwise_and(chunk.ints, self.low_mask, out=self._pending_slot(chunk.numel))
-            self._count(packed, low, chunk.ints)
+            slot = self._pending_slot(chunk.numel)
+            for start in range(0, chunk.numel, COUNTER_SLICE):
+                ints = chunk.ints[start:start + COUNTER_SLICE]
+                shape = tuple(ints.shape)
+                bins = raw_main_bins(ints, f.bits, f.s.hist_bits,
+                                     out=f.buffer("mass_b", shape, self.table.dtype))
+                packed = torch.index_select(self.table, 0, bins,
+                                            out=f.buffer("mass_t", shape, self.table.dtype))
+                low = torch.bitwise_and(ints, self.low_mask, out=slot[start:start + ints.numel()])
+                self._count(packed, low, ints)
             return
         # Mass bins over the fine bins: coarse bin = fine bin + 1 (0 below, n + 1 above), low
         # bits = the key's offset inside it (all ones below: the below bin is not split).
@@ -224,7 +234,8 @@ class LocalizedFold:
             self.sparse.append(torch.unique(pending, return_counts=True))
             self.sparse_used += pending.numel()
         else:
-            self._dense().add_(torch.bincount(pending, minlength=self.counters.n))
+            counts = torch.bincount(pending)  # up to the largest counter seen: fewer zeros to add
+            self._dense()[:counts.numel()].add_(counts)
         self.pending_used = 0
 
     def _zeros(self) -> torch.Tensor:

@@ -76,7 +76,6 @@ class RepetitionFold:
         self.state = RepetitionState()
         self.prev_hashes: torch.Tensor | None = None  # the last call's window hashes
         self.left, self.calls = REPEAT_SCAN, 0
-        self.offsets = torch.arange(REPEAT_WINDOW, device=fold.device)
 
     def fold(self, chunk) -> None:
         f = self.owner
@@ -102,10 +101,15 @@ class RepetitionFold:
         call, pos = anchor.nonzero(as_tuple=True)
         if call.numel():
             start = call * numel + pos
-            at = (start[:, None] + self.offsets).reshape(-1)
-            windows = x.reshape(-1).index_select(0, at).view(-1, REPEAT_WINDOW).to(torch.int64)
-            windows = independence.spread_bits(windows)
-            h = (windows * row_hash_coefficients(REPEAT_WINDOW, f.device)).sum(dim=1)
+            # Each anchor's window, a row of the view of every REPEAT_WINDOW consecutive elements,
+            # into scratch tensors kept for the scan (fresh ones of a few MB cost page faults).
+            shape = (start.numel(), REPEAT_WINDOW)
+            windows = torch.index_select(x.reshape(-1).unfold(0, REPEAT_WINDOW, 1), 0, start,
+                                         out=f.buffer("rep_windows", shape, x.dtype))
+            if windows.dtype != torch.int64:
+                windows = f.buffer("rep_bits", shape, torch.int64).copy_(windows)
+            windows = independence.spread_bits(windows, f.buffer("rep_high", shape, torch.int64))
+            h = windows.mul_(row_hash_coefficients(REPEAT_WINDOW, f.device)).sum(dim=1)
             h = (h ^ (h >> 31)) * _MIX
         else:
             h = torch.zeros(0, dtype=torch.int64, device=f.device)
@@ -119,8 +123,10 @@ class RepetitionFold:
             s.equal += int(torch.isin(first, self.prev_hashes).sum())
         self.prev_hashes = last if calls == ints.shape[0] else None
         if self.left <= 0 and self.calls >= 2:  # done scanning: give the scratch back
-            f.release("rep_key", x.dtype)
-            f.release("rep_anchor", torch.bool)
+            for name, dtype in (("rep_key", x.dtype), ("rep_anchor", torch.bool),
+                                ("rep_windows", x.dtype), ("rep_bits", torch.int64),
+                                ("rep_high", torch.int64)):
+                f.release(name, dtype)
 
     def finish(self, whole: Summary) -> RepetitionState:
         return self.state
