@@ -97,13 +97,19 @@ def test_a_model_whose_calls_all_go_to_a_record_function_is_judged_with_it(suite
     """Every call the model makes goes through its --record helper: the run holds the helper
     alone (not the default candidate the model never called), unsharded and on 2 ranks, with no
     error row. The helper is torch's trunc_normal_, whose bfloat16 draws put ~3x the law's mass
-    on the bounds (the README's finding): at the smoke n every atoms row fails (stage 1 at z ~ 8
-    on each bound: a pass has chance < 1e-9) and counts both bounds. The worst atom may be zero
-    instead (torch's ~2^-24 zeros per element: 2 of 262 144 on one seed), and the seeds move
-    with the helper's path (`derive_seed` reads the candidate's spec), so with the tmp path."""
+    on the bounds (the README's finding): at 2^18 values every atoms row fails and counts both
+    bounds. Each bound expects ~185 values where the law puts 62; a row passes only where both
+    bounds hold <= 88 (p >= 1e-3), chance ~1e-16; a sharded group's two ranks write one draw
+    twice (torch's identical shards under one seed, docs/findings/torch.md), half the
+    information: 93 expected per shard, a pass needs <= 44, chance < 1e-9. At the smoke n (2^16)
+    a sharded group passes with chance ~1e-3 (its bounds read 26 and 26 against 15.4 on one
+    seed). The worst atom may be zero instead (torch's ~2^-24 zeros per element), and the seeds
+    move with the helper's path (`derive_seed` reads the candidate's spec), so with the tmp
+    path."""
     (tmp_path / "helper_model.py").write_text(RECORDED_ONLY_MODEL)
     helper = f"{tmp_path / 'helper_model.py'}:init_helper"
-    result, df = suite(*SMOKE, "-n", "2", "-k", "test_atoms", "--world-sizes", "1,2",
+    result, df = suite(*SMOKE, "--samples", str(1 << 18), "-n", "2", "-k", "test_atoms",
+                       "--world-sizes", "1,2",
                        "--cases-from", f"{tmp_path / 'helper_model.py'}:build", "--record", helper)
     assert result.ret == 1, result.stdout.str()[-2000:]
     assert set(df.candidate_spec) == {helper} and not (df.verdict == "error").any()
