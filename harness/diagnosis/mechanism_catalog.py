@@ -49,12 +49,13 @@ __all__ = ["MECHANISMS", "NAMES", "Match", "Mechanism", "Story", "diagnose", "ex
 
 #: The rows, most specific first: where two match one check, `explain` names the first, a law
 #: that fits the histogram before a match on the atoms alone (uniform-proposals predicts every
-#: value of its law, the zeros its lattice writes included). coarse-construction comes last and
-#: claims only the checks no earlier row explains (its law fits the histogram, which would
-#: otherwise put it before the rows that read one check each).
+#: value of its law, the zeros its lattice writes included; inverse-cdf-in-dtype every value of
+#: an inverse CDF computed in the dtype, whose uniform's end cell is coarse-uniform's atom).
+#: coarse-construction comes last and claims only the checks no earlier row explains (its law
+#: fits the histogram, which would otherwise put it before the rows that read one check each).
 MECHANISMS: tuple[Mechanism, ...] = (
     UniformProposals(),
-    ExactZeros(), RoundsFirst(), Clamp(), ShiftedClamped(), CoarseUniform(), InverseCdfInDtype(),
+    ExactZeros(), RoundsFirst(), Clamp(), ShiftedClamped(), InverseCdfInDtype(), CoarseUniform(),
     TailCut(), Shifted(), Scaled(), DtypeArithmetic(), FewRandomBits(), LibraryConstruction(),
     Dependence(), DirectedRounding(), PointMass(), Hole(), OutsideSupport(), PositionClass(),
     CoarseConstruction(),

@@ -1,11 +1,12 @@
-"""The blind set (tests/blind/blind_samplers.py) through `harness.check`: the catalog never names
-a library's construction for it, and names each sampler's cause, and each sampler's level is
-the one its effect in sigma calls for. The samplers the catalog misnames or the grading
-mislevels today are listed (`MISNAMED`, `MISLEVELLED`) as strict xfails, and so is the target
-of naming >= 90 % of the set right: each flips to a failure the day it is met, so the lists
-can only shrink by a change that earns it.
+"""The blind set (tests/blind/blind_samplers.py) and the held-out set
+(tests/blind/holdout_samplers.py, written while the catalog was being changed on the first and
+kept out of that work) through `harness.check`: the catalog never names a library's
+construction for them, names >= 90 % of the samplers' causes right, and gives each sampler the
+level its effect in sigma calls for. The samplers the catalog misnames or the grading
+mislevels today are listed (`MISNAMED`, `MISLEVELLED`) as strict xfails: each flips to a
+failure the day it is named right, so the lists can only shrink by a change that earns it.
 
-Per sampler, on the case and dtype where its defect shows (`blind_samplers.BLIND`), at
+Per sampler, on the case and dtype where its defect shows (`Blind`), at
 `SAMPLES` values (stage 2 at 4x where stage 1 only suspects): its failing rows about the values
 (level not api; a row named stall or api is about the call, not the values) give
 
@@ -23,11 +24,11 @@ row's note (docs/method/naming.md quotes them).
 Failure chances. The runs use the default run seed, so every verdict, name and level is a
 deterministic function of the code: the outcome changes only where the catalog or the
 grading does. Over run seeds: each sampler's decisive check fails at stage 1 with p1 <= 1e-50 (0
-for 14 of the 20: impossible values or counts), a defect of z >= 15 that no seed misses; the
+for most: impossible values or counts), a defect of z >= 15 that no seed misses; the
 catalog's rows match a wrong law with probability <= FALSE_MATCH = 1e-9 each and miss a true
-one with probability <= AGREE_LEVEL = 1e-6 each (its own bounds), <= 20 * 1e-9 + 12 * 1e-6 per
-sampler, 2.4e-4 over the set that any one name differs, and one name may change the accuracy
-by 5 points; each level's figures hold their true values with probability >= 1 - 1e-6 each
+one with probability <= AGREE_LEVEL = 1e-6 each (its own bounds), <= 21 * 1e-9 + 12 * 1e-6 per
+sampler, 3.4e-4 over the 28 that any one name differs, and one name moves the accuracy by 3.6
+points (26 of 28 named right: one name lost would read 89 %); each level's figures hold their true values with probability >= 1 - 1e-6 each
 (`harness.diagnosis.grading.effects`), and the set's levels sit away from the thresholds
 (docs/method/naming.md).
 """
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 
 import pytest
 from blind_samplers import BLIND, Blind
+from holdout_samplers import HOLDOUT
 
 import harness
 from harness.cases import parse_case_spec
@@ -165,25 +167,24 @@ def table(readings) -> str:
 #: goes (and one that breaks a sampler named right fails it too). docs/method/naming.md says
 #: why each is missed.
 MISNAMED = {
-    "biased-then-clamped": "coarse-uniform",
-    "zero-acceptance-rejection": "unexplained",
-    "polar-without-rejection": "point-mass",
-    "clamp-at-three-sigma": "unexplained",
-    "twelve-bit-uniform": "few-random-bits",
-    "phi-space-in-dtype": "coarse-uniform",
     "phi-space-float32": "unexplained",
+    "zero-dither-rounding": "uniform-proposals",
 }
 #: The samplers whose level the grading gets other than their effect in sigma calls for.
 MISLEVELLED = {
     "phi-space-float32": "harmful: sigma is the truncated law's own std (2.9e-6 of the "
                          "case's), so a move of 6e-8 of the case's std reads 0.02 sigma",
 }
-BY_NAME = {b.name: b for b in BLIND}
+#: The whole set: the blind samplers and the held-out ones (written while the catalog was being
+#: changed on the first, and kept out of that work).
+SAMPLERS = BLIND + HOLDOUT
+BY_NAME = {b.name: b for b in SAMPLERS}
+HELD_OUT = frozenset(b.name for b in HOLDOUT)
 
 
 @pytest.fixture(scope="module")
 def readings() -> dict:
-    return {b.name: read(b) for b in BLIND}
+    return {b.name: read(b) for b in SAMPLERS}
 
 
 def _known(table: dict, why: str):
@@ -192,7 +193,7 @@ def _known(table: dict, why: str):
 
 
 def test_the_set_is_large_enough():
-    assert len(BLIND) >= 12
+    assert len(BLIND) >= 12 and len(HOLDOUT) >= 8 and len(BY_NAME) == len(SAMPLERS)
     assert set(MISNAMED) <= set(BY_NAME) and set(MISLEVELLED) <= set(BY_NAME)
 
 
@@ -213,8 +214,6 @@ def test_the_level_is_the_effect_in_sigma(readings, name):
     assert r.level_right, f"{name}: expected {r.blind.level}, got {r.level}: {r.details}"
 
 
-@pytest.mark.xfail(strict=True, reason="the naming target is not met: 13 of 20 named right "
-                   "(docs/method/naming.md)")
 def test_the_catalog_names_nine_in_ten(readings):
     result = figures(readings.values())
     assert result["accuracy"] >= ACCURACY, f"{result}\n{table(readings.values())}"
@@ -226,7 +225,7 @@ if __name__ == "__main__":
     torch.set_num_threads(1)
     clock = time.perf_counter()
     found = []
-    for blind in BLIND:
+    for blind in SAMPLERS:
         reading = read(blind)
         found.append(reading)
         print(f"{blind.name}: {reading.names} {reading.level} (decided at n {reading.decide_n:.3g}; "
@@ -234,5 +233,6 @@ if __name__ == "__main__":
         for check, mechanism, level, note in reading.details:
             print(f"    {check}: {mechanism} [{level}] {note[:160]}")
     print(table(found))
-    print(figures(found))
+    print("the whole set:", figures(found))
+    print("held out:", figures([r for r in found if r.blind.name in HELD_OUT]))
     print(f"{time.perf_counter() - clock:.0f} s")

@@ -27,8 +27,7 @@ from ..library_ops.affine import ARITHMETIC, BLOCKS, RUN, AffineLaw, PushedLaw, 
 from ..library_ops.uniform_bits import MAX_BITS, SPACES, collision_rate
 from ..match import Match, Mechanism
 from . import value_law
-from .bound_atoms import BINNED
-from .value_law import CoarseLaw, class_fit, moves, predicted_pairs, scanned_pairs
+from .value_law import BINNED, CoarseLaw, class_fit, moves, predicted_pairs, scanned_pairs
 
 
 def quiet_at(ev: Evidence, check) -> bool:
@@ -80,14 +79,7 @@ class FewRandomBits(Mechanism):
         read = []
         for bits in range(max(1, math.floor(observed)), min(FEW_BITS, math.ceil(observed) + 1) + 1):
             for offset in POINT_OFFSETS:
-                law = cached_on_law(ev.law, f"_few_bits_{bits}_{offset}",
-                                    lambda law, k=bits, c=offset: quantile_law(law, k, c) or False)
-                if not law:
-                    continue
-                where = "midpoints" if offset else "left ends"
-                found = value_law.read(ev, law, f"the inverse CDF at the {1 << bits} {where} "
-                                                f"(j + {offset:g}) 2^-{bits}: {law.keys.size} "
-                                                f"values written")
+                found = quantile_reading(ev, bits, offset)
                 # the histogram too: a rate alone is `from_collisions`' reading, with its model
                 if found is not None and {COLLISIONS.name} | value_law.HISTOGRAM <= found[0]:
                     read.append((bits, *found))
@@ -159,6 +151,23 @@ def quantile_law(law, bits: int, offset: float) -> CoarseLaw | None:
         return None
     keys, counts = np.unique(law.fmt.ordered_keys(values).astype(np.uint64), return_counts=True)
     return CoarseLaw.exact(keys, counts / counts.sum())
+
+
+#: What each offset of `quantile_law`'s points is called in a note.
+OFFSET_WORDS = {0.0: "left ends", 0.5: "midpoints", 1.0: "right ends"}
+
+
+def quantile_reading(ev: Evidence, bits: int, offset: float) -> tuple[set, str, float] | None:
+    """`value_law.read` of the inverse CDF at the 2^bits points (j + offset) 2^-bits
+    (`quantile_law`, cached on the law): the checks it agrees with, its note and its fit; None
+    where the points write no finite value or neither the pairs nor the histogram agree."""
+    law = cached_on_law(ev.law, f"_few_bits_{bits}_{offset}",
+                        lambda law: quantile_law(law, bits, offset) or False)
+    if not law:
+        return None
+    where = OFFSET_WORDS.get(offset, "points")
+    return value_law.read(ev, law, f"the inverse CDF at the {1 << bits} {where} "
+                                   f"(j + {offset:g}) 2^-{bits}: {law.keys.size} values written")
 
 
 def candidate_bits(fmt, observed_bits: float) -> list[int]:

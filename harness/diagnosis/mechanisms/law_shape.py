@@ -78,7 +78,8 @@ class ShiftedClamped(Mechanism):
     explains = BINNED | REPEATED
     doc = ("The location is off and the values clamped back into [a, b]: X + d, X ~ TN(mu, "
            "sigma, a, b), clamped. d from the one bound atom that departs (its excess over the "
-           "law's is P(X > b - d), or P(X < a - d)), where the histogram departs too; "
+           "law's is P(X > b - d), or P(X < a - d)), capped by the gap the values leave inside "
+           "the other bound (none lies within |d| of it), where the histogram departs too; "
            "prediction: the whole histogram, the "
            "shifted law with its mass beyond the bound on RN(bound) and nothing within |d| of "
            "the other bound, and the equal pairs the atom adds. Placed before `coarse-uniform`, "
@@ -102,6 +103,13 @@ class ShiftedClamped(Mechanism):
             shift = float(dist.a) - mu - sigma * float(special.ndtri(lo + excess * z))
         if not math.isfinite(shift) or shift == 0.0:
             return None
+        # every shifted value lies |d| or more inside the other bound: the gap the values leave
+        # there caps the atom's noisier estimate of d
+        if ev.has("support"):
+            edge = (float(ev.summary.support.min) - float(dist.a) if side == "b"
+                    else float(dist.b) - float(ev.summary.support.max))
+            if math.isfinite(edge) and 0.0 < edge < abs(shift):
+                shift = math.copysign(edge, shift)
         try:
             moved = ev.alternative(mu + shift, sigma, float(dist.a) + shift,
                                    float(dist.b) + shift)

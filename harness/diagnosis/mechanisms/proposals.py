@@ -25,6 +25,27 @@ explains the binned checks where the histogram fits the law (chi-square p >= AGR
 `atoms` alone. Windows holding more than `MAX_VALUES` output values are not enumerated (no
 prediction: a bound atom of such a window holds ~2^-21 of a flat law, a few values at the grid's
 n, too few to depart).
+
+The mechanism is the construction, not torch's code: any sampler that proposes uniformly on
+[a, b] and accepts by a coarse or faulty test of u' <= r(x) (r the density ratio to its peak on
+[a, b]) writes the same kind of law, and where torch's kernel law does not fit the histogram the
+row tries the general one (`CoarseAcceptance`, the proposals continuous on [a, b], rounded into
+the dtype):
+
+* u' on the lattice j 2^-K, j = 0..2^K - 1 (a table uniform, a uniform of K bits): P(accept | x)
+  = 2^-K (floor(2^K r(x)) + 1), the truncated density rounded down to the lattice plus the 2^-K
+  that u' = 0 accepts anywhere; K = 1..MAX_ACCEPT_BITS, the likeliest on the histogram;
+* u' continuous but 0 with probability w (or any test that lets a fixed share of the proposals
+  through): P(accept | x) = w + (1 - w) r(x), the mixture of the truncated law and the uniform
+  proposal law, its weight fitted by maximum likelihood.
+
+A match needs the main histogram off the law at FALSE_MATCH (the event `inverse-cdf-in-dtype`
+departs on), the fitted law 1 / FALSE_MATCH times likelier than the law on it, the floor seen
+where it dominates (the bins where the fitted law is >= 2x the law hold more values than the law
+gives them, at FALSE_MATCH: a wider scale or a shift reshapes the window but never doubles it
+where the density ratio stays near 1, as on +-2 sigma), and the histogram to fit the fitted law (chi-square p >= AGREE_LEVEL with one degree of freedom fewer); it then
+explains the binned checks, its parameter the share of the values the acceptance uniform's 0
+let through.
 """
 
 from __future__ import annotations
@@ -33,11 +54,13 @@ import functools
 import math
 
 import numpy as np
+from scipy import optimize, stats
 
 from reference import float_format
 
 from ...families.common import LawBins
-from ..evidence import AGREE_LEVEL, Evidence, chi2_fit, fine_bin_index
+from ..evidence import (AGREE_LEVEL, FALSE_MATCH, Evidence, chi2_fit, chi2_statistic,
+                        departs, fine_bin_index, log_likelihood_ratio)
 from ..library_ops import libm
 from ..library_ops.affine import first_index
 from ..match import Match, Mechanism
@@ -230,16 +253,184 @@ def _proposal_law(mean: float, std: float, a: float, b: float, fmt_name: str):
     return ProposalLaw(mean, std, a, b, fmt)
 
 
+# -- uniform proposals accepted by a coarse or faulty test ----------------------------------------
+
+#: The finest acceptance lattice fitted: steps of 2^-K for K = 1..MAX_ACCEPT_BITS (at 2^-20 the
+#: proposals the lattice's 0 accepts are ~2^-20 of the values on a window near the mean, a few
+#: at the largest n the harness draws).
+MAX_ACCEPT_BITS = 20
+
+
+def proposal_ranges(law, bins: LawBins) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) per main bin: the part of [a, b] whose proposals round into the bin (lo == hi
+    where none): from the lower cell edge of its first value in [RN(a), RN(b)] to the upper
+    edge of its last, clipped to [a, b]."""
+    fmt = law.fmt
+    a, b = float(law.dist.a), float(law.dist.b)
+    size = bins.probs.size
+    lo, hi = np.full(size, a), np.full(size, a)
+    shift = fmt.bits - fmt.hist_bits
+    k_a, k_b = (int(k) for k in fmt.ordered_keys(np.array([law.rn_a, law.rn_b])))
+    if k_b < k_a:
+        return lo, hi
+    idx = np.arange(k_a >> shift, (k_b >> shift) + 1)
+    first = np.maximum(idx << shift, k_a).astype(np.uint64)
+    last = np.minimum(((idx + 1) << shift) - 1, k_b).astype(np.uint64)
+    lo[idx] = np.clip(fmt.key_cell_edge(first, -1), a, b)
+    hi[idx] = np.clip(fmt.key_cell_edge(last, +1), a, b)
+    return lo, hi
+
+
+def ratio_intervals(mean: float, std: float, a: float, b: float,
+                    thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi): where the density ratio r(x) = f(x) / max f on [a, b] is >= each threshold in
+    (0, 1], an interval of [a, b] around the mode (nested: lo increases, hi decreases as the
+    threshold grows)."""
+    mode = max(a, min(mean, b))
+    z_peak = (mode - mean) / std
+    half = np.sqrt(z_peak * z_peak - 2.0 * np.log(thresholds)) * std
+    return np.clip(mean - half, a, b), np.clip(mean + half, a, b)
+
+
+def nested_overlap(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """sum_j |[-inf, x] cap [lo_j, hi_j]| for each x, over nested intervals (lo ascending, hi
+    descending): the intervals that start below x contribute up to x or to their end."""
+    cum_lo = np.concatenate([[0.0], np.cumsum(lo)])
+    cum_len = np.concatenate([[0.0], np.cumsum(hi - lo)])
+    started = np.searchsorted(lo, x, side="left")  # lo_j < x for j < started
+    open_ = np.searchsorted(-hi, -x, side="left")  # hi_j > x for j < open_
+    inside = np.minimum(started, open_)
+    ended = np.maximum(started - open_, 0)  # j in [open_, started): [lo_j, hi_j] below x
+    return (inside * x - cum_lo[inside]
+            + np.where(ended > 0, cum_len[np.maximum(started, open_)] - cum_len[open_], 0.0))
+
+
+def lattice_acceptance_probs(ranges, finest: tuple, bits: int) -> np.ndarray:
+    """The main bins' masses of uniform proposals on [a, b] accepted where u' <= r(x), u' uniform
+    on the lattice j 2^-bits (j = 0..2^bits - 1): P(accept | x) = 2^-bits (1 + #{j >= 1: j 2^-bits
+    <= r(x)}), integrated over each bin's `ranges`. `finest`: `ratio_intervals` of the thresholds
+    j 2^-MAX_ACCEPT_BITS, j = 1..2^MAX_ACCEPT_BITS - 1, of which this lattice's are every
+    2^(MAX_ACCEPT_BITS - bits)-th."""
+    step = 1 << (MAX_ACCEPT_BITS - bits)
+    lo, hi = (v[step - 1::step] for v in finest)
+    r_lo, r_hi = ranges
+    mass = (r_hi - r_lo) + nested_overlap(r_hi, lo, hi) - nested_overlap(r_lo, lo, hi)
+    mass = np.maximum(mass, 0.0) * np.ldexp(1.0, -bits)
+    total = float(mass.sum())
+    return mass / total if total > 0 else mass
+
+
+def mixture_weight(hist: np.ndarray, p: np.ndarray, q: np.ndarray) -> float | None:
+    """The maximum-likelihood weight w in [0, 1] of the mixture (1 - w) p + w q for histogram
+    counts `hist` (None: a count where both laws put no mass)."""
+    seen = hist > 0
+    if np.any(seen & (p <= 0) & (q <= 0)):
+        return None
+    h, ps, qs = hist[seen].astype(np.float64), p[seen], q[seen]
+
+    def minus_log_likelihood(w: float) -> float:
+        with np.errstate(divide="ignore"):
+            return -float(np.sum(h * np.log((1.0 - w) * ps + w * qs)))
+
+    found = optimize.minimize_scalar(minus_log_likelihood, bounds=(0.0, 1.0), method="bounded",
+                                     options={"xatol": 1e-12})
+    return float(found.x)
+
+
+def fitted_p(hist: np.ndarray, probs: np.ndarray, fitted: int = 1) -> float | None:
+    """The chi-square p-value of `hist` against `probs` whose law has `fitted` parameters
+    estimated from the same histogram (each takes one degree of freedom)."""
+    found = chi2_statistic(hist, probs)
+    if found is None:
+        return None
+    x2, df = found
+    return 1.0 if df <= fitted else float(stats.chi2.sf(x2, df - fitted))
+
+
+class CoarseAcceptance:
+    """The laws of uniform proposals on [a, b], rounded into the dtype, accepted by a coarse or
+    faulty test of u' <= r(x) (r the density ratio to its peak on [a, b]): u' uniform on the
+    lattice j 2^-K, K = 1..MAX_ACCEPT_BITS (P(accept | x) = 2^-K (floor(2^K r) + 1), the
+    truncated density rounded down to the lattice plus the 2^-K that u' = 0 accepts anywhere),
+    or u' continuous but 0 with probability w (P(accept | x) = w + (1 - w) r: a mixture of the
+    truncated law and the uniform proposal law). Each fitted to the main histogram by maximum
+    likelihood (K over its range, the mixture weight in [0, 1]); `best` is the fitted law the
+    histogram fits best."""
+
+    def __init__(self, law, bins: LawBins, hist: np.ndarray):
+        self.law, self.bins, self.hist = law, bins, hist
+        dist = law.dist
+        self.mean, self.std = float(dist.loc), float(dist.scale)
+        self.a, self.b = float(dist.a), float(dist.b)
+        self.ranges = proposal_ranges(law, bins)
+        self.uniform = (self.ranges[1] - self.ranges[0]) / (self.b - self.a)
+
+    def mixture(self) -> tuple[np.ndarray, float, str] | None:
+        """(probs, uniform share, description) of the fitted mixture."""
+        w = mixture_weight(self.hist, self.bins.probs, self.uniform)
+        if w is None:
+            return None
+        probs = (1.0 - w) * self.bins.probs + w * self.uniform
+        return probs, w, "u' = 0 with a fitted probability (a mixture of the law and the uniform)"
+
+    def lattice(self) -> tuple[np.ndarray, float, str] | None:
+        """(probs, uniform share, description) of the acceptance lattice of the likeliest K."""
+        j = np.arange(1, 1 << MAX_ACCEPT_BITS, dtype=np.float64)
+        finest = ratio_intervals(self.mean, self.std, self.a, self.b,
+                                 np.ldexp(j, -MAX_ACCEPT_BITS))
+        best = None
+        for bits in range(1, MAX_ACCEPT_BITS + 1):
+            probs = lattice_acceptance_probs(self.ranges, finest, bits)
+            llr = log_likelihood_ratio(self.hist, probs, self.bins.probs)
+            if best is None or llr > best[0]:
+                best = llr, bits, probs
+        if best is None or not math.isfinite(best[0]):
+            return None
+        _, bits, probs = best
+        # u' = 0 accepts 2^-K of every proposal: its share of the accepted ones, the integral
+        # of P(accept | x) over [a, b] being 2^-K (b - a + the lengths of the intervals)
+        step = 1 << (MAX_ACCEPT_BITS - bits)
+        lo, hi = (v[step - 1::step] for v in finest)
+        width = self.b - self.a
+        share = width / (width + float(np.sum(hi - lo)))
+        return probs, share, f"u' on the lattice j 2^-{bits} (K = {bits})"
+
+
+
+def floor_departs(ev: Evidence, probs: np.ndarray) -> bool:
+    """Whether the proposals a coarse test lets through anywhere are seen where they dominate:
+    the bins where `probs` is at least twice the law (the uniform floor above the truncated
+    density) hold more values than the law gives them, at FALSE_MATCH. A law that only reshapes
+    the window (a wider scale, a shift) never doubles it where the density ratio stays near 1."""
+    law_probs = ev.bins.probs
+    floor = probs >= 2.0 * law_probs
+    mass = float(law_probs[floor].sum())
+    count = float(ev.hist[floor].sum())
+    return bool(floor.any() and count > ev.n * mass and departs(count, ev.n, mass))
+
+
 class UniformProposals(Mechanism):
     name = "uniform-proposals"
     explains = BINNED
-    doc = ("A rejection sampler whose proposals uniform_(a, b) and acceptance test are computed "
-           "in the dtype: the proposals on the lattice from + j 2^-D (to - from), D = 24 below "
-           "64 bits, rounded, a rounded `to` written as `from` (RN(a) gets RN(b)'s half cell, "
-           "RN(b) nothing), the test rounded, a uniform of 0 accepting anything. Prediction: "
-           "that law per output value (`ProposalLaw`): its bound atoms and its histogram.")
+    doc = ("A rejection sampler with uniform proposals on [a, b] and a coarse or faulty "
+           "acceptance test. torch's kernel: proposals uniform_(a, b) and the test computed in "
+           "the dtype, the proposals on the lattice from + j 2^-D (to - from), D = 24 below 64 "
+           "bits, rounded, a rounded `to` written as `from` (RN(a) gets RN(b)'s half cell, RN(b) "
+           "nothing), the test rounded, a uniform of 0 accepting anything; prediction: that law "
+           "per output value (`ProposalLaw`), its bound atoms and its histogram. Any other: the "
+           "acceptance uniform on a 2^-K lattice (0 accepting anything) or 0 with a fitted "
+           "probability (a mixture of the law and the uniform); prediction: that law, fitted "
+           "to the histogram (`CoarseAcceptance`).")
 
     def test(self, ev: Evidence) -> Match | None:
+        kernel = self.kernel_match(ev)
+        if kernel is not None and kernel.explains == BINNED:
+            return kernel
+        return self.coarse_acceptance_match(ev) or kernel
+
+    def kernel_match(self, ev: Evidence) -> Match | None:
+        """The match of torch's kernel (`ProposalLaw`): its bound atoms, and its histogram
+        where it fits."""
         law = ev.law
         sides, off = bound_departures(ev)
         if not off or len(sides) < 2:
@@ -260,6 +451,37 @@ class UniformProposals(Mechanism):
             explains = BINNED
             note += "; the histogram fits the uniform-proposal law"
         return self.match(note, parameter=alt.digits, explains=explains)
+
+    def coarse_acceptance_match(self, ev: Evidence) -> Match | None:
+        """The match of uniform proposals accepted by a coarse or faulty test
+        (`CoarseAcceptance`): the main histogram departs from the law at FALSE_MATCH, the
+        likeliest of its fitted laws is FALSE_MATCH^-1 times likelier than the law, and the
+        histogram fits it (chi-square p >= AGREE_LEVEL, one degree of freedom taken by the
+        fitted parameter)."""
+        law = ev.law
+        if not (math.isfinite(float(law.dist.a)) and math.isfinite(float(law.dist.b))
+                and math.isfinite(law.rn_a) and math.isfinite(law.rn_b)):
+            return None
+        if ev.bins is None or not ev.binned_departs:
+            return None
+        laws = CoarseAcceptance(law, ev.bins, ev.hist)
+        fits = []
+        for fitted in (laws.lattice(), laws.mixture()):
+            if fitted is None:
+                continue
+            probs, share, text = fitted
+            llr = ev.log_likelihood_ratio(probs)
+            p = fitted_p(ev.hist, probs)
+            if (llr >= -math.log(FALSE_MATCH) and p is not None and p >= AGREE_LEVEL
+                    and floor_departs(ev, probs)):
+                fits.append((p, share, text))
+        if not fits:
+            return None
+        p, share, text = max(fits)
+        note = (f"the histogram fits uniform proposals on [a, b] accepted by a coarse test, "
+                f"{text}: {share:.3g} of the values are proposals the acceptance uniform's 0 "
+                f"accepts anywhere (chi-square p {p:.2g}; the law p {ev.canonical_fit:.2g})")
+        return self.match(note, parameter=share)
 
     @staticmethod
     def fit(ev: Evidence, alt: ProposalLaw) -> float | None:

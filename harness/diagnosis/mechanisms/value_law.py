@@ -33,8 +33,10 @@ from ...families.resolution import (COLLISIONS, LATTICES, LOW_BITS, lattice_mask
                                     pair_law)
 from ..evidence import AGREE_LEVEL, MODEL_TOL, Evidence, agrees, chi2_fit, count_sd, fine_bin_index
 from ..scope import checks_reading
-from .bound_atoms import BINNED
 
+#: The checks whose statistic a wrong law at the bins' resolution moves: those reading only the
+#: histogram, the atoms, the moments, the extremes and the localized bins.
+BINNED = checks_reading("binned", "atoms", "moments", "extremes", "localized")
 #: The checks the main (or fine) histogram decides, and those the localized mass bins decide.
 HISTOGRAM = checks_reading("binned", "atoms", "moments", "extremes")
 LOCAL = BINNED - HISTOGRAM

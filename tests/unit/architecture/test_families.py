@@ -40,6 +40,11 @@ READERS = {
         "predicted atoms against the atoms state",
     ("harness/diagnosis/mechanisms/bound_atoms.py", "resolution"):
         "coarse-uniform's k is read from the resolution family's lattice counts",
+    ("harness/diagnosis/mechanisms/clamp_points.py", "binned"):
+        "a clamp inside the support predicts the clamped histogram over the binned family's "
+        "values (exact_values)",
+    ("harness/diagnosis/mechanisms/clamp_points.py", "resolution"):
+        "and tests the clamped law's equal pairs, lattices and last bits (pair_law, low_bit_law)",
     ("harness/diagnosis/mechanisms/dependence.py", "independence"):
         "dependence reads the correlation sums",
     ("harness/diagnosis/mechanisms/dependence.py", "repetition"):

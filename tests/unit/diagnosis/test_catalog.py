@@ -21,6 +21,7 @@ k's nearest multiples miss by ~unit/4 on ~30 000 values.
 from __future__ import annotations
 
 import importlib.util
+import math
 
 import numpy as np
 import pytest
@@ -47,7 +48,8 @@ KNOWN = {
     "fast-exact-rounds-first": ("normal-2sigma", torch.bfloat16, 1 << 18, "rounds-first", None,
                                 "atoms"),
     "clamp": ("normal-2sigma", torch.float32, 1 << 18, "clamp", None, "atoms"),
-    "torch-legacy": ("abs-bounds-trap", torch.bfloat16, 1 << 18, "coarse-uniform", 9, "tails"),
+    "torch-legacy": ("abs-bounds-trap", torch.bfloat16, 1 << 18, "inverse-cdf-in-dtype", None,
+                     "tails"),
     "uniform-24-bits": ("normal-2sigma", torch.float32, 1 << 19, "few-random-bits", 24,
                         "collisions"),
     "dropped-last-bit": ("normal-2sigma", torch.float32, 1 << 19, "dtype-arithmetic", 1,
@@ -306,6 +308,48 @@ def test_torch_legacy_16_bit_reads_as_its_inverse_cdf_in_the_dtype():
         matches = diagnose(summary, runner.law)
         match = named(matches, "inverse-cdf-in-dtype")
         assert explain("gof", "fail", "", matches) == ("inverse-cdf-in-dtype", match.note)
+
+
+def test_the_trap_names_the_whole_inverse_cdf_and_reads_its_end_cell():
+    """torch <= 2.11 on abs-bounds-trap in bfloat16: its uniform's end cell puts 2^-9 of the
+    values on RN(a) = -100 sigma, which coarse-uniform reads (k = 9); the law of every step in
+    the dtype fits the whole histogram and is named, its note quoting that end cell
+    (deterministic at the default run seed; a true law fails its fit with probability <=
+    1e-6)."""
+    runner, summary = stage_one("torch-legacy", "abs-bounds-trap", torch.bfloat16, 1 << 18)
+    matches = diagnose(summary, runner.law)
+    assert named(matches, "coarse-uniform").parameter == 9
+    match = named(matches, "inverse-cdf-in-dtype")
+    assert "end cell on RN(a) = -2 (-100 sigma)" in match.note, match.note
+    for check in ("atoms", "gof", "tails", "collisions"):
+        name, note = explain(check, "fail", "", matches)
+        assert name == "inverse-cdf-in-dtype" and note.startswith(match.note), note
+
+
+def phi_space_in_dtype(tensor, mean, std, a, b, generator=None):
+    """An inverse CDF in Phi space, every step in the tensor's dtype: u = uniform_(Phi(alpha),
+    Phi(beta)), ndtri in float32 rounded into the dtype, then x std + mean and the clamp."""
+    alpha, beta = (a - mean) / std, (b - mean) / std
+    lo, hi = (0.5 * math.erfc(-t / math.sqrt(2.0)) for t in (alpha, beta))
+    u = torch.empty(tensor.shape, dtype=tensor.dtype).uniform_(lo, hi, generator=generator)
+    z = torch.special.ndtri(u.to(torch.float32)).to(tensor.dtype)
+    return tensor.copy_(z.mul_(std).add_(mean).clamp_(a, b))
+
+
+def test_an_inverse_cdf_in_phi_space_reads_as_inverse_cdf_in_dtype():
+    """The Phi-space construction in bfloat16 on +-2 sigma: the uniform's lattice in the dtype
+    leaves an atom at RN(a) and cuts the far tail (coarse-uniform's signature), and the law of
+    every step in the dtype fits the per-value histogram: that law is named for every check
+    (deterministic seeds; a true law fails its fit with probability <= 1e-6)."""
+    law = rounded_law(TruncatedNormal(0.0, 1.0, -2.0, 2.0), torch.bfloat16)
+    samples = torch.empty(16, 256, 256, dtype=torch.bfloat16)
+    phi_space_in_dtype(samples, 0.0, 1.0, -2.0, 2.0, torch.Generator().manual_seed(5))
+    matches = diagnose(summarize_samples(samples, law), law)
+    match = named(matches, "inverse-cdf-in-dtype")
+    assert "Phi space" in match.note, match.note
+    for check in ("atoms", "gof", "tails", "moments"):
+        name, note = explain(check, "fail", "", matches)
+        assert name == "inverse-cdf-in-dtype" and note.startswith(match.note), note
 
 
 def test_a_library_construction_reads_its_own_sample_and_not_the_law():

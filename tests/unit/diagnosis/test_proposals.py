@@ -28,7 +28,8 @@ from harness.diagnosis.mechanism_catalog import FALSE_MATCH, MECHANISMS, diagnos
 from harness.diagnosis.mechanisms.bound_atoms import BINNED
 from harness.diagnosis.mechanisms.proposals import (ProposalLaw, UniformLattice, acceptance_table,
                                                     in_dtype, log_density_test)
-from reference import float_format
+from harness.checks import summarize_samples
+from reference import TruncatedNormal, float_format, rounded_law
 from summaries import stage_one
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -168,3 +169,47 @@ def test_the_exact_samplers_match_nothing_on_the_uniform_branch(name):
             runner, summary = stage_one(name, case, dtype, 1 << 20, run_seed=seed)
             matches = diagnose(summary, runner.law)
             assert matches == (), (case, dtype, seed, [(m.name, m.note) for m in matches])
+
+
+def rejection_by_table(tensor, mean, std, a, b, accept_bits, zero_share=0.0, generator=None):
+    """Uniform proposals on [a, b] in float64, accepted where u' <= f(x) / max f: u' on the
+    lattice j 2^-accept_bits (accept_bits > 0), or continuous and 0 with probability
+    zero_share; the accepted values rounded into the tensor's dtype."""
+    z_peak = min(max(0.0, (a - mean) / std), (b - mean) / std)
+    kept, have, n = [], 0, tensor.numel()
+    while have < n:
+        x = a + (b - a) * torch.rand(1 << 20, dtype=torch.float64, generator=generator)
+        u = torch.rand(1 << 20, dtype=torch.float64, generator=generator)
+        if accept_bits:
+            u = torch.floor(u * (1 << accept_bits)) / (1 << accept_bits)
+        else:
+            u = torch.where(torch.rand(1 << 20, dtype=torch.float64, generator=generator)
+                            < zero_share, 0.0, u)
+        z = (x - mean) / std
+        x = x[u <= torch.exp(-(z * z - z_peak * z_peak) / 2)]
+        kept.append(x)
+        have += x.numel()
+    return tensor.copy_(torch.cat(kept)[:n].reshape(tensor.shape))
+
+
+@pytest.mark.parametrize("dtype,bounds,accept_bits,zero_share,expected", [
+    (torch.bfloat16, (2.5, 5.0), 8, 0.0, "K = 8"),
+    (torch.float16, (2.0, 4.0), 0, 2.0**-7, "mixture")])
+def test_a_coarse_acceptance_test_reads_uniform_proposals(dtype, bounds, accept_bits,
+                                                         zero_share, expected):
+    """A rejection sampler no library wrote: an 8-bit table acceptance uniform on [2.5, 5]
+    sigma (bfloat16), and a continuous one that is 0 one time in 128 on [2, 4] sigma (float16).
+    Its law, fitted (K, or the mixture's weight), fits the histogram and names every binned
+    check (deterministic seeds; a true law fails its fit with probability <= AGREE_LEVEL =
+    1e-6, and the law departs at z > 20 at 2^19 values)."""
+    law = rounded_law(TruncatedNormal(0.0, 1.0, *bounds), dtype)
+    samples = torch.empty(8, 256, 256, dtype=dtype)
+    rejection_by_table(samples, 0.0, 1.0, *bounds, accept_bits, zero_share,
+                       torch.Generator().manual_seed(5))
+    matches = diagnose(summarize_samples(samples, law), law)
+    assert matches and matches[0].name == "uniform-proposals", \
+        [(m.name, m.note) for m in matches]
+    match = matches[0]
+    assert match.explains == BINNED and expected in match.note, match.note
+    for check in ("gof", "tails", "moments"):
+        assert explain(check, "fail", "", matches)[0] == "uniform-proposals"
