@@ -396,7 +396,6 @@ class CoarseAcceptance:
         return probs, share, f"u' on the lattice j 2^-{bits} (K = {bits})"
 
 
-
 def floor_departs(ev: Evidence, probs: np.ndarray) -> bool:
     """Whether the proposals a coarse test lets through anywhere are seen where they dominate:
     the bins where `probs` is at least twice the law (the uniform floor above the truncated
