@@ -95,15 +95,18 @@ def chi2_statistic(hist, probs) -> tuple[float, int] | None:
     return float(np.sum((obs - exp) ** 2 / exp)), int(starts.size) - 1
 
 
-def chi2_fit(hist, probs) -> float | None:
+def chi2_fit(hist, probs, fitted: int = 0) -> float | None:
     """The chi-square p-value of histogram counts `hist` against bin masses `probs`
-    (`chi2_statistic`; a count where `probs` has no mass gives 0); None for an empty
-    histogram."""
+    (`chi2_statistic`; a count where `probs` has no mass gives 0), `fitted` the parameters of
+    `probs` estimated from the same histogram (each takes one degree of freedom); None for an
+    empty histogram."""
     found = chi2_statistic(hist, probs)
     if found is None:
         return None
     x2, df = found
-    return 1.0 if df == 0 else float(stats.chi2.sf(x2, df))
+    if math.isinf(x2):
+        return 0.0
+    return 1.0 if df <= fitted else float(stats.chi2.sf(x2, df - fitted))
 
 
 def fine_bin_index(keys: np.ndarray, bins: LawBins) -> np.ndarray:

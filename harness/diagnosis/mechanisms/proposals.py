@@ -54,13 +54,13 @@ import functools
 import math
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize
 
 from reference import float_format
 
 from ...families.common import LawBins
-from ..evidence import (AGREE_LEVEL, FALSE_MATCH, Evidence, chi2_fit, chi2_statistic,
-                        departs, fine_bin_index, log_likelihood_ratio)
+from ..evidence import (AGREE_LEVEL, FALSE_MATCH, Evidence, chi2_fit, departs, fine_bin_index,
+                        log_likelihood_ratio)
 from ..library_ops import libm
 from ..library_ops.affine import first_index
 from ..match import Match, Mechanism
@@ -305,14 +305,20 @@ def nested_overlap(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
             + np.where(ended > 0, cum_len[np.maximum(started, open_)] - cum_len[open_], 0.0))
 
 
+def lattice_intervals(finest: tuple, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals where r(x) >= j 2^-bits, j = 1..2^bits - 1, picked out of `finest` (those
+    of the thresholds j 2^-MAX_ACCEPT_BITS): every 2^(MAX_ACCEPT_BITS - bits)-th."""
+    step = 1 << (MAX_ACCEPT_BITS - bits)
+    return tuple(v[step - 1::step] for v in finest)
+
+
 def lattice_acceptance_probs(ranges, finest: tuple, bits: int) -> np.ndarray:
     """The main bins' masses of uniform proposals on [a, b] accepted where u' <= r(x), u' uniform
     on the lattice j 2^-bits (j = 0..2^bits - 1): P(accept | x) = 2^-bits (1 + #{j >= 1: j 2^-bits
     <= r(x)}), integrated over each bin's `ranges`. `finest`: `ratio_intervals` of the thresholds
     j 2^-MAX_ACCEPT_BITS, j = 1..2^MAX_ACCEPT_BITS - 1, of which this lattice's are every
     2^(MAX_ACCEPT_BITS - bits)-th."""
-    step = 1 << (MAX_ACCEPT_BITS - bits)
-    lo, hi = (v[step - 1::step] for v in finest)
+    lo, hi = lattice_intervals(finest, bits)
     r_lo, r_hi = ranges
     mass = (r_hi - r_lo) + nested_overlap(r_hi, lo, hi) - nested_overlap(r_lo, lo, hi)
     mass = np.maximum(mass, 0.0) * np.ldexp(1.0, -bits)
@@ -335,16 +341,6 @@ def mixture_weight(hist: np.ndarray, p: np.ndarray, q: np.ndarray) -> float | No
     found = optimize.minimize_scalar(minus_log_likelihood, bounds=(0.0, 1.0), method="bounded",
                                      options={"xatol": 1e-12})
     return float(found.x)
-
-
-def fitted_p(hist: np.ndarray, probs: np.ndarray, fitted: int = 1) -> float | None:
-    """The chi-square p-value of `hist` against `probs` whose law has `fitted` parameters
-    estimated from the same histogram (each takes one degree of freedom)."""
-    found = chi2_statistic(hist, probs)
-    if found is None:
-        return None
-    x2, df = found
-    return 1.0 if df <= fitted else float(stats.chi2.sf(x2, df - fitted))
 
 
 class CoarseAcceptance:
@@ -389,8 +385,7 @@ class CoarseAcceptance:
         _, bits, probs = best
         # u' = 0 accepts 2^-K of every proposal: its share of the accepted ones, the integral
         # of P(accept | x) over [a, b] being 2^-K (b - a + the lengths of the intervals)
-        step = 1 << (MAX_ACCEPT_BITS - bits)
-        lo, hi = (v[step - 1::step] for v in finest)
+        lo, hi = lattice_intervals(finest, bits)
         width = self.b - self.a
         share = width / (width + float(np.sum(hi - lo)))
         return probs, share, f"u' on the lattice j 2^-{bits} (K = {bits})"
@@ -470,7 +465,7 @@ class UniformProposals(Mechanism):
                 continue
             probs, share, text = fitted
             llr = ev.log_likelihood_ratio(probs)
-            p = fitted_p(ev.hist, probs)
+            p = chi2_fit(ev.hist, probs, fitted=1)
             if (llr >= -math.log(FALSE_MATCH) and p is not None and p >= AGREE_LEVEL
                     and floor_departs(ev, probs)):
                 fits.append((p, share, text))
