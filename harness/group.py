@@ -43,75 +43,75 @@ class Group:
     (`harness.cases.shaped`, `harness.cases.on_path`) is a case of its own.
 
     What the session and the runner read of a group (its kind, path, ids, case label) is a pure
-    function of these five fields, so it is worked out once, when the group is made, and read as
-    plain values after (no field of those takes part in equality or the repr)."""
+    function of these five fields, worked out by whoever makes the group (`group_names`, from the
+    candidate's name alone: naming a group needs no candidate) and read as plain values after
+    (no field of those takes part in equality or the repr)."""
 
     candidate: object
     case: object
     dtype: torch.dtype
     device: str
     layout: object | None = None
-    path: str = field(init=False, repr=False, compare=False)
-    shape_class: str = field(init=False, repr=False, compare=False)
+    path: str = field(kw_only=True, repr=False, compare=False)
+    shape_class: str = field(kw_only=True, repr=False, compare=False)
     #: Which checks the group runs (`GROUP_KINDS`), asked of its case and layout.
-    kind: str = field(init=False, repr=False, compare=False)
+    kind: str = field(kw_only=True, repr=False, compare=False)
     #: The case as this group names it: the case's label and the layout's.
-    label: CaseLabel = field(init=False, repr=False, compare=False)
-    group_id: GroupId = field(init=False, repr=False, compare=False)
+    label: CaseLabel = field(kw_only=True, repr=False, compare=False)
+    group_id: GroupId = field(kw_only=True, repr=False, compare=False)
     #: ``candidate-case[:shape][+path]-dtype-device[-layout]`` (`record.ids`).
-    id: str = field(init=False, repr=False, compare=False)
+    id: str = field(kw_only=True, repr=False, compare=False)
     #: The report's case column: ``case[:shape][+path][@layout]`` (`record.ids`).
-    case_label: str = field(init=False, repr=False, compare=False)
+    case_label: str = field(kw_only=True, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        case = self.case.label
-        label = case if self.layout is None else CaseLabel(case.case, case.shape, case.path,
-                                                           self.layout.label)
-        group_id = GroupId(self.candidate.name, label, dtype_name(self.dtype), self.device)
-        derived = dict(path=self.case.path, shape_class=self.case.shape_class,
-                       kind=group_kind(shaped=bool(self.case.shape_class), path=self.case.path,
-                                       sharded=self.layout is not None),
-                       label=label, group_id=group_id, id=format_group_id(group_id),
-                       case_label=format_case_label(label))
-        for name, value in derived.items():
-            object.__setattr__(self, name, value)
+
+def group_names(candidate_name: str, case, dtype: torch.dtype, device: str,
+                layout=None) -> dict:
+    """The fields of a `Group` that follow from its five, for the candidate named
+    `candidate_name`: ``Group(cand, case, dtype, device, layout, **group_names(cand.name, case,
+    dtype, device, layout))``."""
+    label = case.label if layout is None else CaseLabel(case.label.case, case.label.shape,
+                                                         case.label.path, layout.label)
+    group_id = GroupId(candidate_name, label, dtype_name(dtype), device)
+    return dict(path=case.path, shape_class=case.shape_class,
+                kind=group_kind(shaped=bool(case.shape_class), path=case.path,
+                                sharded=layout is not None),
+                label=label, group_id=group_id, id=format_group_id(group_id),
+                case_label=format_case_label(label))
 
 
 @dataclass(frozen=True)
 class ApiGroup:
     """One (candidate, dtype, device) whose argument handling is checked on plain tensors; its
-    ids are worked out when it is made, as a `Group`'s."""
+    ids are given by whoever makes it (`api_group_names`), as a `Group`'s."""
 
     candidate: object
     dtype: torch.dtype
     device: str
-    group_id: GroupId = field(init=False, repr=False, compare=False)
+    group_id: GroupId = field(kw_only=True, repr=False, compare=False)
     #: ``candidate-dtype-device`` (`record.ids`).
-    id: str = field(init=False, repr=False, compare=False)
+    id: str = field(kw_only=True, repr=False, compare=False)
 
     case_label = API_CASE
     kind = "candidate"
 
-    def __post_init__(self) -> None:
-        group_id = GroupId(self.candidate.name, None, dtype_name(self.dtype), self.device)
-        object.__setattr__(self, "group_id", group_id)
-        object.__setattr__(self, "id", format_group_id(group_id))
+
+def api_group_names(candidate_name: str, dtype: torch.dtype, device: str) -> dict:
+    """The fields of an `ApiGroup` that follow from its three (`group_names`)."""
+    group_id = GroupId(candidate_name, None, dtype_name(dtype), device)
+    return dict(group_id=group_id, id=format_group_id(group_id))
 
 
-def id_clash(groups) -> str | None:
-    """One line naming two different groups of `groups` that share an id, None where every id
-    names one group. Candidate names and case ids both hold '-': ``exact`` on a case
-    ``counter-x`` and ``exact-counter`` on a case ``x`` would both be ``exact-counter-x-...``."""
+def id_clash(named) -> str | None:
+    """One line naming two different groups that would share an id, None where every id names
+    one group. `named`: (id, identity, description) per group, the identity equal for equal
+    groups (the session gives each group's candidate spec, case label, dtype and device).
+    Candidate names and case ids both hold '-': ``exact`` on a case ``counter-x`` and
+    ``exact-counter`` on a case ``x`` would both be ``exact-counter-x-...``."""
     seen: dict = {}
-    for group in groups:
-        other = seen.setdefault(group.id, group)
-        if other != group:
-            return (f"group id {group.id!r} would name two groups, {_described(other)} and "
-                    f"{_described(group)}: give the case another id (--case ...,id=NAME)")
+    for group_id, identity, description in named:
+        other = seen.setdefault(group_id, (identity, description))
+        if other[0] != identity:
+            return (f"group id {group_id!r} would name two groups, {other[1]} and "
+                    f"{description}: give the case another id (--case ...,id=NAME)")
     return None
-
-
-def _described(group) -> str:
-    case = getattr(group, "case", None)
-    return (f"{group.candidate.name} on {group.case_label}" if case is not None
-            else f"{group.candidate.name}'s arguments")

@@ -8,7 +8,10 @@ family's module, `harness.families`, for a check that needs data of its own from
 one entry below.
 
 The order matters only for time: a group's draw is made by its first check and shared by the rest,
-and the cheap checks of a draw come before the statistics.
+and the cheap checks of a draw come before the statistics. The checks that call the candidate on
+tensors of their own (contract, generator, threads) come after every check of the draw: a group
+judges its draws in one stretch, stage 2 included, before the candidate is called again (a
+row's `samples_drawn`, which counts the group's draws so far, is then the group's total there).
 """
 
 from __future__ import annotations
@@ -102,10 +105,10 @@ def _number(value) -> float:
 
 CHECKS = Registry((
     hard.FINITE, hard.WRITTEN, hard.BOUNDS, hard.HANG, hard.INPLACE,
-    contract.CONTRACT, contract.GENERATOR, contract.THREADS,
     binned.GOF, binned.KS, atoms.ATOMS, tails.TAILS, moments.MOMENTS, extremes.EXTREMES,
     independence.INDEPENDENCE, localized.SPIKES, localized.SCAN, position.POSITION,
     repetition.REPETITION, resolution.COLLISIONS, resolution.LATTICES, resolution.LOW_BITS,
+    contract.CONTRACT, contract.GENERATOR, contract.THREADS,
     *sharded.DECLARED,
     contract.ARGUMENTS,
 ))

@@ -30,7 +30,7 @@ from ..cases import PROFILES, shape_classes_for, shaped
 from ..cases import on_path as case_on_path
 from ..explore import EXPLORE_FWER
 from ..fleet.partition import plan
-from ..group import ApiGroup, Group, id_clash
+from ..group import ApiGroup, Group, api_group_names, group_names, id_clash
 from ..runner import CandidateRunner, RunConfig, RunnerCache, candidate_on_path
 from ..runner.drawn_then_cast import as_drawn
 from ..runner.shrink import PARAMETERS as SHRINK_PARAMETERS
@@ -64,6 +64,16 @@ def recorded_call_facts(case) -> dict:
             "calls": case.origin.calls, "parameters": list(case.origin.parameters),
             "sampler": case.sampler, "shape": case.shape_text, "dtype": case.dtypes[0],
             "drawn_in": case.drawn_in}
+
+
+def named(case_groups, api_groups):
+    """(id, identity, description) of each group, for `harness.group.id_clash`: two groups are
+    one where their candidate spec, case label, dtype and device are."""
+    for g in case_groups:
+        yield (g.id, (g.candidate.spec, g.case_label, g.dtype, g.device),
+               f"{g.candidate.name} on {g.case_label}")
+    for g in api_groups:
+        yield g.id, (g.candidate.spec, g.dtype, g.device), f"{g.candidate.name}'s arguments"
 
 
 def _drawn_sharded_reason(case) -> str | None:
@@ -158,9 +168,11 @@ class HarnessSession:
         are made, and no two of them may share an id (OptionError)."""
         if self._groups is None:
             planned = list(self._case_groups()), list(self._candidate_groups())
-            groups = (tuple(Group(*fields) for fields in planned[0]),
-                      tuple(ApiGroup(*fields) for fields in planned[1]))
-            clash = id_clash((*groups[0], *groups[1]))
+            groups = (tuple(Group(*fields, **group_names(fields[0].name, *fields[1:]))
+                            for fields in planned[0]),
+                      tuple(ApiGroup(*fields, **api_group_names(fields[0].name, *fields[1:]))
+                            for fields in planned[1]))
+            clash = id_clash(named(groups[0], groups[1]))
             if clash:
                 raise OptionError(clash)
             self._groups = groups

@@ -10,11 +10,12 @@ the path is traced and what each counts):
 
 The climbs count every step up of the file sequence, a runner going on after its check's body as
 much as a callback. Only an API check's call is handed the candidate (a judge of the draw is told
-the group's facts without it), so judging the draw is no climb. Five remain, each a caller going
-on after its callee: the planner after the loader resolved the candidates, the session after it
-made its groups (`harness.group`), the session after the first group's checks (its row, then the
-next kind of group's runner), the runner after its draw, and the runner's statistics after its API
-checks' calls. The figure is held where it is, so that no change adds one.
+the group's facts without it), so judging the draw is no climb; the session names its groups from
+the candidate's name (`harness.group.group_names`), so making them is none either; and a group's
+API checks come after every check of its draw (`harness.checks.CHECKS`). Three remain, each a
+caller going on after its callee: the planner after the loader resolved the candidates, the
+session after the first group's checks (its row, then the next kind of group's runner), and the
+runner after its draw (the draw's checks).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ MAX_RETURNS = 2
 MAX_TRIP_RETURNS = 12
 #: The most calls of the trip from a lower floor into a higher one (`.importlinter`'s layers).
 MAX_HANDOFFS_UP = 3
-#: The most steps of the trip's file sequence up a floor (see the module: held, not the goal).
-MAX_TRIP_CLIMBS = 5
+#: The most steps of the trip's file sequence up a floor.
+MAX_TRIP_CLIMBS = 3
 
 
 def _tiny_run(spec: str):

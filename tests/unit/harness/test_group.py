@@ -15,9 +15,10 @@ from harness.cases import GRID, PATHS, SHAPES, case_by_label, on_path, parse_cas
 from harness.explore import explored_cases
 from harness.fleet.group_ledger import conformance_nodeid, group_of_nodeid, nodeid_parts
 from harness.fleet.scheduling import cuda_index_of_group
-from harness.group import ApiGroup, Group, id_clash
+from harness.group import ApiGroup, Group, api_group_names, group_names, id_clash
 from harness.session.options import OptionError
 from harness.session.planner import plan_run
+from harness.session.run_plan import named
 from harness.sharded.layout import PLACEMENTS, RANK_SEEDS, Layout
 from record.ids import API_CASE, CaseLabel, group_device, parse_case_label, parse_group_id
 from reference.dtypes import DTYPES, dtype_name
@@ -48,6 +49,11 @@ def old_group_id(candidate, case, dtype, device, layout=None) -> str:
     return base if layout is None else f"{base}-{layout.label}"
 
 
+def group(candidate, case, dtype, device, layout=None) -> Group:
+    return Group(candidate, case, dtype, device, layout,
+                 **group_names(candidate.name, case, dtype, device, layout))
+
+
 def test_a_case_is_named_by_its_label_and_rebuilt_from_it():
     by_id = {c.id: c for c in USER_CASES}
     for case in every_case():
@@ -60,9 +66,9 @@ def test_a_case_is_named_by_its_label_and_rebuilt_from_it():
 
 def test_every_group_reads_back_and_keeps_its_id():
     candidates = [resolve("torch"), resolve("exact")]
-    groups = [Group(cand, case, DTYPES[d], device) for cand in candidates
+    groups = [group(cand, case, DTYPES[d], device) for cand in candidates
               for case in every_case() for d in DTYPES for device in DEVICES]
-    groups += [Group(cand, case, DTYPES[d], device, layout) for cand in candidates
+    groups += [group(cand, case, DTYPES[d], device, layout) for cand in candidates
                for case in BASES for d in DTYPES for device in DEVICES for layout in LAYOUTS]
     for g in groups:
         assert g.id == old_group_id(g.candidate, g.case, g.dtype, g.device, g.layout)
@@ -79,7 +85,7 @@ def test_every_group_reads_back_and_keeps_its_id():
         nodeid = conformance_nodeid("gof", g.id)
         assert nodeid_parts(nodeid) == ("gof", g.id) and group_of_nodeid(nodeid) == g.id
         assert group_of_nodeid(nodeid + "@xdist-group") == g.id
-    assert id_clash(groups) is None
+    assert id_clash(named(groups, ())) is None
     assert len({g.id for g in groups}) == len(set(groups))
 
 
@@ -88,7 +94,8 @@ def test_every_api_group_reads_back_and_keeps_its_id():
         candidate = resolve(name)
         for d in DTYPES:
             for device in DEVICES:
-                g = ApiGroup(candidate, DTYPES[d], device)
+                g = ApiGroup(candidate, DTYPES[d], device,
+                             **api_group_names(name, DTYPES[d], device))
                 assert g.id == f"{name}-{d}-{device}" and g.case_label == API_CASE
                 assert parse_group_id(g.id, ALL_NAMES, CASE_IDS) == g.group_id
                 assert g.group_id.case is None

@@ -56,12 +56,15 @@ def test_group_kind_asks_the_group_not_its_id():
     assert set(GROUP_KINDS) == {"grid", "compiled", "shape", "sharded", "candidate"}
 
 
-def test_the_registry_order_puts_a_groups_draw_first_and_the_statistics_after_the_hard_checks():
+def test_the_registry_order_judges_a_groups_draw_first_then_calls_its_api():
     names = CHECKS.names()
     assert names[:4] == ("finite", "written", "bounds", "hang")
-    last_hard = max(names.index(c.name) for c in CHECKS.for_kind("grid") if c.kind != "statistical")
+    grid = CHECKS.for_kind("grid")
+    last_hard = max(names.index(c.name) for c in grid if c.kind == "hard")
     first_stat = min(names.index(c.name) for c in CHECKS.of_kind("statistical"))
-    assert last_hard < first_stat
+    last_stat = max(names.index(c.name) for c in grid if c.kind == "statistical")
+    first_api = min(names.index(c.name) for c in grid if c.kind == "api")
+    assert last_hard < first_stat and last_stat < first_api
 
 
 def test_a_bad_declaration_is_refused_with_its_name():
@@ -97,7 +100,7 @@ def test_a_new_check_is_one_declaration():
     extra = statistical("mean_sign", check_mean_sign, doc="A toy.", method="A toy, alpha.",
                         unit="sigma", mde=lambda law, n, shape, alpha: 0.25)
     registry = Registry((*CHECKS, extra))
-    assert registry.for_kind("grid")[-2:] == (CHECKS["low_bits"], extra)
+    assert registry.for_kind("grid")[-1] == extra
     assert "mean_sign" not in {c.name for c in registry.for_kind("candidate")}
     runner = CaseRunner(resolve("exact"), case_by_id("normal-2sigma"), torch.bfloat16, "cpu",
                         RunConfig(profile="smoke"))
