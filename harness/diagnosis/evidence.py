@@ -125,11 +125,13 @@ MAX_FINE_VALUES = 1 << 20
 
 def log_likelihood_ratio(counts: np.ndarray, shares: np.ndarray, law: np.ndarray) -> float:
     """log of the multinomial likelihood of `counts` under `shares` over that under `law`
-    (+inf where the law forbids an observed class, -inf where the prediction does)."""
+    (+inf where the law forbids an observed class, -inf where the prediction does, the
+    prediction's -inf first: a prediction that forbids what was seen is refuted whatever the law
+    says, and the ratio is never NaN)."""
     seen = counts > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = counts[seen] * (np.log(shares[seen]) - np.log(law[seen]))
-    if np.any(np.isnan(terms)):
+    if np.any(np.isnan(terms)) or np.any(shares[seen] <= 0):
         return -math.inf
     return float(np.sum(terms))
 

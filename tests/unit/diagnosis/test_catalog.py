@@ -289,6 +289,18 @@ def test_a_construction_the_chi_square_cannot_single_out_is_read_by_its_likeliho
     assert match is not None and "TensorFlow" in match.note, match
 
 
+def test_the_likelihood_ratio_is_never_nan():
+    """A prediction that forbids an observed class is refuted (-inf) even where the law forbids
+    another one (+inf): the sum of both would be NaN, which no comparison ranks."""
+    from harness.diagnosis.evidence import log_likelihood_ratio
+    counts = np.array([5.0, 3.0, 0.0])
+    law = np.array([0.5, 0.0, 0.5])
+    assert log_likelihood_ratio(counts, np.array([0.0, 0.5, 0.5]), law) == -math.inf
+    assert log_likelihood_ratio(counts, np.array([0.5, 0.5, 0.0]), law) == math.inf
+    assert log_likelihood_ratio(counts, law, law) == -math.inf  # both forbid a seen class
+    assert log_likelihood_ratio(np.array([5.0, 0.0, 3.0]), law, law) == 0.0
+
+
 def test_infinities_the_law_never_writes_read_as_outside_support():
     """torch <= 2.11's algorithm on tail-5 (b = inf) in bfloat16: 2 Phi(beta) - 1 = 1 and
     erfinv(1) = inf, which the clamp to b = inf keeps; the law gives +inf no mass, so the finite
