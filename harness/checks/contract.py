@@ -38,7 +38,7 @@ class _Probe:
         self.last_limit = limit or self.pace.limit()
         t0 = time.perf_counter()
         try:
-            with candidate_call(self.last_limit), warnings.catch_warnings():
+            with candidate_call(self.last_limit, self.pace.watched()), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 returned = self.candidate(tensor, mean, std, a, b, generator)
             self.pace.record(time.perf_counter() - t0)

@@ -10,6 +10,14 @@ good share of the fixed limit, or more (a pure-Python sampler on 2^24 elements: 
 against 4), then keeps its verdict under a load spike; a call that never returns meets a finite
 deadline either way, the fixed one where the candidate's calls were quick.
 
+A deadline counts the time a call could run, not the time other processes held the CPU: where the
+kernel says how long the call's threads waited, runnable, for a CPU (Linux's schedstat), a call
+that meets its deadline gets that wait back, up to CONTENTION_FACTOR times its deadline in all,
+before it is a hang. On an idle machine nothing is added; beside a busy one (a third process on 2
+cores) a slow but correct sampler keeps its verdict, while a call that never returns still meets a
+finite deadline. The wait is read only around calls long enough that reading it is noise
+(`Pace.watched`: the first call, or calls of WATCH_CALL_SECONDS or more).
+
 `candidate_call` is the one way every check calls a candidate. Inside it a SystemExit,
 GeneratorExit or KeyboardInterrupt raised by the candidate's own code becomes `CandidateRaised`,
 an ordinary Exception, so the candidate gets a fail row ("raised SystemExit(3)") and the run goes
@@ -19,6 +27,7 @@ arriving while the candidate runs is remembered, and its KeyboardInterrupt stops
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from contextlib import ExitStack, contextmanager
@@ -31,6 +40,14 @@ SLOW_CALL_FACTOR = 3.0
 #: How many times its slowest earlier call a call may take (within SLOW_CALL_FACTOR): wide enough
 #: for a load spike or a slower stretch of the same sampler.
 PACE_FACTOR = 8.0
+#: The most a call's deadline is pushed back for the time its threads waited for a CPU, as a
+#: multiple of the deadline: a call that never returns costs at most (1 + this) deadlines, however
+#: busy the machine.
+CONTENTION_FACTOR = 2.0
+#: A call this long or longer has the wait of its threads read (~50 us: noise beside it).
+WATCH_CALL_SECONDS = 0.01
+#: A wait shorter than this is not given back (the deadline stands).
+MIN_GIVEN_BACK = 0.01
 
 
 class Pace:
@@ -52,6 +69,11 @@ class Pace:
         """A call returned after `seconds`."""
         self.slowest = seconds if self.slowest is None else max(self.slowest, seconds)
 
+    def watched(self) -> bool:
+        """Whether the next call's wait for a CPU is read (`candidate_call`): the first call, or
+        a candidate whose calls take WATCH_CALL_SECONDS or more."""
+        return self.slowest is None or self.slowest >= WATCH_CALL_SECONDS
+
     def limit(self) -> float | None:
         """Seconds the next call may take."""
         if not self.base:
@@ -66,7 +88,58 @@ class CallTimeout(BaseException):
     """Raised inside the candidate by SIGALRM; a BaseException so `except Exception` can't eat it."""
 
 
+def waits() -> dict | None:
+    """Seconds each thread of this process has waited, runnable, for a CPU (thread id -> seconds,
+    from /proc/self/task/*/schedstat); None where the kernel does not say."""
+    try:
+        threads = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    out = {}
+    for thread in threads:
+        try:
+            with open(f"/proc/self/task/{thread}/schedstat", "rb") as stat:
+                out[thread] = int(stat.read().split()[1]) * 1e-9
+        except (OSError, ValueError, IndexError):
+            continue
+    return out or None
+
+
+def longest_wait(before: dict, now: dict) -> float:
+    """The longest any thread waited for a CPU between two `waits` (a thread born between them
+    counts from its birth): a lower bound on what the waits delayed a call by."""
+    return max((now[t] - before.get(t, 0.0) for t in now), default=0.0)
+
+
+class _Watch:
+    """The waits of the call now under a deadline (`candidate_call`), while it is watched: the
+    `waits` when it was armed, the seconds given back so far and the most that may be."""
+
+    before: dict | None = None
+    given: float = 0.0
+    most: float = 0.0
+
+    @classmethod
+    def give_back(cls) -> float:
+        """Seconds to push the deadline back by now: the wait since the call was armed not yet
+        given back, within `most`; 0 where nothing is watched or the kernel does not say."""
+        if cls.before is None:
+            return 0.0
+        now = waits()
+        if now is None:
+            return 0.0
+        more = min(longest_wait(cls.before, now) - cls.given, cls.most - cls.given)
+        if more < MIN_GIVEN_BACK:
+            return 0.0
+        cls.given += more
+        return more
+
+
 def _on_alarm(signum, frame):
+    more = _Watch.give_back()
+    if more > 0:
+        signal.setitimer(signal.ITIMER_REAL, more)
+        return
     raise CallTimeout()
 
 
@@ -163,8 +236,9 @@ class candidate_call:
     call, and inside `held_handlers` (the main thread) it only clears the noted SIGINTs and arms
     and disarms the timer, ~1 us a call instead of ~4."""
 
-    def __init__(self, seconds: float | None):
+    def __init__(self, seconds: float | None, watched: bool = False):
         self.seconds = seconds
+        self.watched = watched  # give back the CPU waits of the call (`Pace.watched`)
         self.armed = False
         self.outer: ExitStack | None = None
 
@@ -173,16 +247,25 @@ class candidate_call:
         if _Handlers.depth and threading.current_thread() is threading.main_thread():
             _SIGINTS.clear()
             if seconds and seconds > 0 and hasattr(signal, "setitimer"):
+                self._watch(seconds)
                 signal.setitimer(signal.ITIMER_REAL, seconds)
                 self.armed = True
             return self
         self.outer = ExitStack()
         self.outer.enter_context(held_handlers())
         _SIGINTS.clear()
+        if threading.current_thread() is threading.main_thread() and seconds and seconds > 0:
+            self._watch(seconds)
         self.outer.enter_context(call_deadline(seconds))
         return self
 
+    def _watch(self, seconds: float) -> None:
+        if self.watched:
+            _Watch.before, _Watch.given = waits(), 0.0
+            _Watch.most = CONTENTION_FACTOR * seconds
+
     def __exit__(self, kind, exc, trace) -> bool:
+        _Watch.before = None
         if self.armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             self.armed = False

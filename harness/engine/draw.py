@@ -69,7 +69,7 @@ def prepare_candidate(candidate, call_timeout: float | None, fold: "Fold") -> No
         return
     seconds = max(call_timeout or 0.0, PREPARE_TIMEOUT_S)
     try:
-        with candidate_call(seconds):
+        with candidate_call(seconds, watched=True):
             prepare()
     except CallTimeout:
         raise CandidateFailure("hang", f"preparing the candidate did not finish within {seconds:g} s",
@@ -96,7 +96,7 @@ def warm_up(candidate, case, dtype, device, call_timeout: float | None, fold: "F
         for seed in (0x5EED, 0x5EED + 1):
             generator = torch.Generator(device=device).manual_seed(seed)
             t0 = time.perf_counter()
-            with candidate_call(seconds):
+            with candidate_call(seconds, watched=True):
                 candidate(scratch, case.mean, case.std, case.a, case.b, generator)
                 _synchronize(device)
         pace.record(time.perf_counter() - t0)
@@ -165,7 +165,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
             limit = pace.limit()
             t0 = time.perf_counter()
             try:
-                with candidate_call(limit):
+                with candidate_call(limit, pace.watched()):
                     # the candidate's own time: the deadline's arming is the harness's
                     t0 = time.perf_counter()
                     returned = candidate(target, case.mean, case.std, case.a, case.b, generator)

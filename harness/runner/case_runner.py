@@ -38,9 +38,10 @@ from ..families.localized import spike_watch
 from ..result import Result
 from ..seeds import DEFAULT_RUN_SEED, derive_seed
 
-#: A call may take this many times what ``normal_`` takes to fill a float32 tensor of its shape on
-#: its device, where that is longer than --case-timeout: a big tensor, a slow device.
-NORMAL_CALLS = 50
+#: A call may take this many times what ``normal_`` takes to fill the same tensor (its shape and
+#: dtype, on its device), where that is longer than --case-timeout: a big tensor, a slow device,
+#: a dtype torch fills slowly (float64 on a CPU: ~6x float32).
+NORMAL_CALLS = 30
 
 
 @dataclass(frozen=True)
@@ -61,14 +62,15 @@ class RunConfig:
     # HarmThresholds; --harm-thresholds).
     harm_thresholds: HarmThresholds = DEFAULT_THRESHOLDS
 
-    def call_timeout(self, case, device="cpu") -> float:
+    def call_timeout(self, case, dtype: torch.dtype, device="cpu") -> float:
         """Seconds one call on `case`'s tensor may take (its first call, by the candidate's own
         pace, up to SLOW_CALL_FACTOR times that: `harness.engine.Pace`): `case_timeout`, or
-        NORMAL_CALLS times what ``normal_`` takes to fill a float32 tensor of the case's shape on
-        `device`, on this machine, where that is longer. At pr on 2 cores the floor holds for
-        every case (2^24 elements: ~3.5 s), so a call that never returns costs 12 s."""
+        NORMAL_CALLS times what ``normal_`` takes to fill a tensor of the case's shape in `dtype`
+        on `device`, on this machine, where that is longer. At pr on 2 cores the floor holds for
+        every case but float64 at 2^24 elements (``normal_`` ~0.33 s: ~10 s, where the exact
+        sampler takes 12-14 s a call), so a call that never returns costs 12 s, 30 s there."""
         numel = max(1, math.prod(case.shape))
-        rate = normal_throughput(tuple(case.shape), torch.float32, device)
+        rate = normal_throughput(tuple(case.shape), dtype, device)
         yardstick = NORMAL_CALLS * numel / rate if rate > 0 else 0.0
         return max(self.case_timeout, yardstick)
 
@@ -204,7 +206,7 @@ class CaseRunner:
     def draw_request(self, stage: int) -> DrawRequest:
         """What the stage's draw asks for, by the same rules for a plain and a sharded group."""
         return DrawRequest(stage=stage, n=self.n_requested(stage), seed=self.seed(stage),
-                           call_timeout=self.config.call_timeout(self.case, self.device),
+                           call_timeout=self.config.call_timeout(self.case, self.dtype, self.device),
                            chunk_elements=(self.config.chunk_elements
                                            or chunk_elements_for(self.device)),
                            min_calls=PROFILES[self.config.profile].min_calls,

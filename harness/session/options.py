@@ -95,8 +95,8 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
                 help="rounded: accept values in [RN(a), RN(b)] (default); strict: demand [a, b]")
     g.addoption("--case-timeout", default=str(DEFAULT_CASE_TIMEOUT), metavar="SECONDS",
                 help=f"seconds one candidate call may take before it counts as a hang, at "
-                     f"least: a tensor that normal_ takes longer than 1/50 of that to fill gets "
-                     f"50x normal_'s time; a draw's first call up to 3x (default "
+                     f"least: a tensor that normal_ takes longer than 1/30 of that to fill gets "
+                     f"30x normal_'s time; a draw's first call up to 3x (default "
                      f"{DEFAULT_CASE_TIMEOUT:g})")
     g.addoption("--case-budget", default=None, metavar="SECONDS",
                 help="seconds of the candidate's own time one case's stage-1 draw may take; the n "

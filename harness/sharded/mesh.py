@@ -189,7 +189,7 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
         beat(what)  # the worker learns which call a rank that goes silent is in
         t0 = time.perf_counter()
         try:
-            with candidate_call(limit):
+            with candidate_call(limit, watched=True):
                 cand(tensor, mean, std, a, b, generator if accepts else None)
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)

@@ -142,3 +142,62 @@ def test_an_invalid_argument_is_held_to_the_fixed_limit():
     assert result.verdict == "fail" and "a > b: hung (no return within 0.5 s)" in result.message
     # a > b and a == b hang, each at 0.5 s; the grace would give each 1.5 s
     assert time.perf_counter() - t0 < 2 * SLOW_CALL_FACTOR * 0.5
+
+
+# -- the time other processes held the CPU ------------------------------------------------------
+
+def _spin(cpu_seconds: float) -> None:
+    """Busy work until this thread has run `cpu_seconds` of CPU, however long that takes."""
+    start = time.thread_time()
+    while time.thread_time() - start < cpu_seconds:
+        pass
+
+
+@pytest.fixture
+def one_shared_cpu():
+    """This process and a busy other one on one CPU: each runs about half the time."""
+    if engine.deadline.waits() is None or not hasattr(os, "sched_setaffinity"):
+        pytest.skip("the kernel does not say how long a thread waited for a CPU (schedstat)")
+    import subprocess
+    import sys
+    mask = os.sched_getaffinity(0)
+    cpu = {min(mask)}
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(hog.pid, cpu)
+        os.sched_setaffinity(0, cpu)
+        _spin(0.05)
+        yield
+    finally:
+        os.sched_setaffinity(0, mask)
+        hog.kill()
+        hog.wait()
+
+
+def test_a_call_gets_back_the_time_another_process_held_its_cpu(one_shared_cpu):
+    """0.4 s of work beside a busy process takes ~0.8 s: past a 0.6 s deadline by the wall clock
+    (unwatched, it is cut there: that needs the call to get less than 2/3 of the CPU, and the
+    scheduler gives each of two busy processes half), within it by the time it could run (that
+    needs more than 0.4 / 1.8 of the CPU: the deadline and twice it given back)."""
+    from harness.engine.deadline import CallTimeout, candidate_call
+
+    with pytest.raises(CallTimeout):
+        with candidate_call(0.6):
+            _spin(0.4)
+    with candidate_call(0.6, watched=True):
+        _spin(0.4)
+
+
+def test_a_call_that_never_returns_meets_a_finite_deadline_beside_a_busy_process(one_shared_cpu):
+    from harness.engine.deadline import CONTENTION_FACTOR, CallTimeout, candidate_call
+
+    t0 = time.perf_counter()
+    with pytest.raises(CallTimeout):  # busy forever: at most (1 + factor) deadlines
+        with candidate_call(0.3, watched=True):
+            _spin(60.0)
+    assert time.perf_counter() - t0 < (1 + CONTENTION_FACTOR) * 0.3 + 0.5
+    t0 = time.perf_counter()
+    with pytest.raises(CallTimeout):  # asleep: it waits for no CPU, nothing is given back
+        with candidate_call(0.3, watched=True):
+            time.sleep(60.0)
+    assert time.perf_counter() - t0 < 0.3 + 0.25

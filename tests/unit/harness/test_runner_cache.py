@@ -22,9 +22,9 @@ def test_a_sharded_group_asks_for_its_draw_as_a_plain_one_does():
     sharded = ShardedCaseRunner(resolve("exact"), big, torch.float32, "cpu", config,
                                 Layout(2, "shard0"))
     assert plain.draw_request(1) == sharded.draw_request(1)
-    # the floor, or 50 x what normal_ takes to fill the 2^24 elements on this machine
+    # the floor, or 30 x what normal_ takes to fill the 2^24 elements on this machine
     timeout = sharded.draw_request(1).call_timeout
-    assert timeout == config.call_timeout(big, "cpu") and timeout >= 5.0
+    assert timeout == config.call_timeout(big, torch.float32, "cpu") and timeout >= 5.0
 
 
 def test_both_caches_keep_one_runner_per_group_and_evict_the_oldest():
