@@ -133,14 +133,17 @@ def defect_rows(df) -> pd.DataFrame:
     return sub
 
 
-def _group_figures(rows: pd.DataFrame, columns: list) -> dict:
-    """A group's severity figures: per name the largest over its rows (they share one Summary,
-    so they agree; the largest keeps a row that lacks one from hiding the others')."""
+def group_figures(sub: pd.DataFrame, keys: list, columns: list) -> dict:
+    """Each group's severity figures, by its `keys` values: per name the largest over its rows
+    (they share one Summary, so they agree; the largest keeps a row that lacks one from hiding
+    the others'). One grouped maximum over the table, not a pass per group."""
+    if not columns:
+        return {}
+    maxes = sub.groupby(keys, sort=False)[columns].max()
+    names = [c.removeprefix("severity_") for c in columns]
     out = {}
-    for column in columns:
-        values = rows[column].dropna()
-        if len(values):
-            out[column.removeprefix("severity_")] = float(values.max())
+    for key, values in zip(maxes.index, maxes.to_numpy(dtype=float)):
+        out[key] = {n: float(v) for n, v in zip(names, values) if not math.isnan(v)}
     return out
 
 
@@ -150,13 +153,14 @@ def defects(df) -> list[Defect]:
     sub = defect_rows(df)
     if not len(sub):
         return []
-    columns = severity_columns(sub)
+    defect_keys = ["candidate", "mechanism", "level"]
+    figures_of = group_figures(sub, defect_keys + list(GROUP), severity_columns(sub))
     out = []
-    for (candidate, mechanism, level), rows in sub.groupby(["candidate", "mechanism", "level"],
-                                                           sort=False):
+    for (candidate, mechanism, level), rows in sub.groupby(defect_keys, sort=False):
         groups = []
         for group, grp in rows.groupby(list(GROUP), sort=False):
-            groups.append((tuple(group), grp, _group_figures(grp, columns)))
+            groups.append((tuple(group), grp,
+                           figures_of.get((candidate, mechanism, level, *group), {})))
         groups.sort(key=lambda g: _severity_key(g[2]) + (-len(g[1]),))
         worst, worst_rows, figures = groups[0]
         noted = worst_rows[worst_rows["mechanism_note"] != ""]

@@ -292,17 +292,32 @@ def ratio_intervals(mean: float, std: float, a: float, b: float,
     return np.clip(mean - half, a, b), np.clip(mean + half, a, b)
 
 
-def nested_overlap(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def nested_overlap(x: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                   counts: tuple | None = None) -> np.ndarray:
     """sum_j |[-inf, x] cap [lo_j, hi_j]| for each x, over nested intervals (lo ascending, hi
-    descending): the intervals that start below x contribute up to x or to their end."""
+    descending): the intervals that start below x contribute up to x or to their end.
+    `counts`: (#{j: lo_j < x}, #{j: hi_j > x}) per x where already known (`interval_counts`)."""
     cum_lo = np.concatenate([[0.0], np.cumsum(lo)])
     cum_len = np.concatenate([[0.0], np.cumsum(hi - lo)])
-    started = np.searchsorted(lo, x, side="left")  # lo_j < x for j < started
-    open_ = np.searchsorted(-hi, -x, side="left")  # hi_j > x for j < open_
+    started, open_ = counts if counts is not None else interval_counts(x, lo, hi)
     inside = np.minimum(started, open_)
     ended = np.maximum(started - open_, 0)  # j in [open_, started): [lo_j, hi_j] below x
     return (inside * x - cum_lo[inside]
             + np.where(ended > 0, cum_len[np.maximum(started, open_)] - cum_len[open_], 0.0))
+
+
+def interval_counts(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple:
+    """(#{j: lo_j < x}, #{j: hi_j > x}) for each x, over nested intervals (lo ascending, hi
+    descending)."""
+    return np.searchsorted(lo, x, side="left"), np.searchsorted(-hi, -x, side="left")
+
+
+def lattice_counts(finest_counts: tuple, bits: int) -> tuple:
+    """`interval_counts` over a lattice's intervals (`lattice_intervals`) from those over the
+    finest: its intervals are the finest's j = k s - 1 (k >= 1, s the step), and the finest's
+    below (above) x are a prefix of them, so k s - 1 < count, k <= count // s."""
+    step = 1 << (MAX_ACCEPT_BITS - bits)
+    return tuple(c // step for c in finest_counts)
 
 
 def lattice_intervals(finest: tuple, bits: int) -> tuple[np.ndarray, np.ndarray]:
@@ -312,15 +327,20 @@ def lattice_intervals(finest: tuple, bits: int) -> tuple[np.ndarray, np.ndarray]
     return tuple(v[step - 1::step] for v in finest)
 
 
-def lattice_acceptance_probs(ranges, finest: tuple, bits: int) -> np.ndarray:
+def lattice_acceptance_probs(ranges, finest: tuple, bits: int,
+                             finest_counts: tuple | None = None) -> np.ndarray:
     """The main bins' masses of uniform proposals on [a, b] accepted where u' <= r(x), u' uniform
     on the lattice j 2^-bits (j = 0..2^bits - 1): P(accept | x) = 2^-bits (1 + #{j >= 1: j 2^-bits
     <= r(x)}), integrated over each bin's `ranges`. `finest`: `ratio_intervals` of the thresholds
     j 2^-MAX_ACCEPT_BITS, j = 1..2^MAX_ACCEPT_BITS - 1, of which this lattice's are every
-    2^(MAX_ACCEPT_BITS - bits)-th."""
+    2^(MAX_ACCEPT_BITS - bits)-th; `finest_counts`: their `interval_counts` at the ranges' lower
+    and upper ends, where worked out once for every lattice."""
     lo, hi = lattice_intervals(finest, bits)
     r_lo, r_hi = ranges
-    mass = (r_hi - r_lo) + nested_overlap(r_hi, lo, hi) - nested_overlap(r_lo, lo, hi)
+    if finest_counts is None:
+        finest_counts = interval_counts(r_lo, *finest), interval_counts(r_hi, *finest)
+    at_lo, at_hi = (lattice_counts(c, bits) for c in finest_counts)
+    mass = (r_hi - r_lo) + nested_overlap(r_hi, lo, hi, at_hi) - nested_overlap(r_lo, lo, hi, at_lo)
     mass = np.maximum(mass, 0.0) * np.ldexp(1.0, -bits)
     total = float(mass.sum())
     return mass / total if total > 0 else mass
@@ -374,9 +394,10 @@ class CoarseAcceptance:
         j = np.arange(1, 1 << MAX_ACCEPT_BITS, dtype=np.float64)
         finest = ratio_intervals(self.mean, self.std, self.a, self.b,
                                  np.ldexp(j, -MAX_ACCEPT_BITS))
+        counts = tuple(interval_counts(end, *finest) for end in self.ranges)
         best = None
         for bits in range(1, MAX_ACCEPT_BITS + 1):
-            probs = lattice_acceptance_probs(self.ranges, finest, bits)
+            probs = lattice_acceptance_probs(self.ranges, finest, bits, counts)
             llr = log_likelihood_ratio(self.hist, probs, self.bins.probs)
             if best is None or llr > best[0]:
                 best = llr, bits, probs
