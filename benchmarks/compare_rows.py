@@ -5,7 +5,8 @@ run before and after on the same grid and seed; this script compares the two rep
 (candidate, case, dtype, device, check) on everything a verdict rests on: the verdict, the
 statistic, the p-values of both stages, the samples drawn, the effect, the MDE and the message.
 Columns that vary with the machine's speed (times, rates, the worker, the run id, the budget
-limit that a timeout sets) and columns that only the newer report has are left out and listed.
+limit that a timeout sets), a time measured into a row's details (`TIMING_DETAILS`) and columns
+that only the newer report has are left out and listed.
 
     python benchmarks/compare_rows.py BEFORE_DIR AFTER_DIR [--show 20]
 
@@ -16,6 +17,7 @@ NaN equal to NaN), 1 otherwise, with the first differences printed.
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
 from pathlib import Path
 
@@ -28,13 +30,33 @@ COMPARED = ("verdict", "statistic", "p_value", "p_value_stage1", "p_value_stage2
 #: Columns that depend on the clock, the scheduler or the run, not on the samples.
 TIMING = ("run_id", "started", "candidate_s", "harness_s", "samples_per_s",
           "normal_samples_per_s", "speed_vs_normal", "worker", "budget_limited")
+#: Entries of a row's details that are times measured in the run (the `threads` check's
+#: one-thread call), left out of the details compared.
+TIMING_DETAILS = ("one_thread_s",)
 
 
 def read_rows(directory: str) -> pd.DataFrame:
     path = Path(directory) / "results.csv"
     if not path.is_file():
         raise SystemExit(f"compare_rows: no results.csv in {directory}")
-    return pd.read_csv(path, low_memory=False, keep_default_na=False, dtype=str)
+    rows = pd.read_csv(path, low_memory=False, keep_default_na=False, dtype=str)
+    if "details" in rows.columns:
+        rows["details"] = rows["details"].map(without_timing)
+    return rows
+
+
+def without_timing(details: str) -> str:
+    """A row's details as written, less the TIMING_DETAILS entries (text that is no dict is
+    kept as it is)."""
+    if not any(name in details for name in TIMING_DETAILS):
+        return details
+    try:
+        parsed = ast.literal_eval(details)
+    except (ValueError, SyntaxError):
+        return details
+    if not isinstance(parsed, dict):
+        return details
+    return repr({k: v for k, v in parsed.items() if k not in TIMING_DETAILS})
 
 
 def same(a: pd.Series, b: pd.Series) -> pd.Series:

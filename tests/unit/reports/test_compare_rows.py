@@ -38,6 +38,14 @@ def test_the_same_rows_with_other_timings_compare_equal(compare_rows, tmp_path, 
     assert "SAME ROWS" in capsys.readouterr().out
 
 
+def test_a_time_measured_into_the_details_is_left_out(compare_rows, tmp_path, capsys):
+    first = [dict(r, details="{'one_thread_s': 2.3, 'warnings': 'w'}") for r in ROWS]
+    later = [dict(r, details="{'one_thread_s': 3.6, 'warnings': 'w'}") for r in ROWS]
+    assert compare_rows.main([_report(tmp_path / "a", first), _report(tmp_path / "b", later)]) == 0
+    other = [dict(r, details="{'one_thread_s': 3.6, 'warnings': 'v'}") for r in ROWS]
+    assert compare_rows.main([_report(tmp_path / "c", first), _report(tmp_path / "d", other)]) == 1
+
+
 @pytest.mark.parametrize("change", [dict(p_value=0.30000000000000004), dict(verdict="fail"),
                                     dict(statistic=1.1000001)])
 def test_a_changed_field_is_a_difference(compare_rows, tmp_path, capsys, change):
