@@ -153,6 +153,11 @@ def _spin(cpu_seconds: float) -> None:
         pass
 
 
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/schedstat", "rb") as stat:
+        return int(stat.read().split()[0]) * 1e-9
+
+
 @pytest.fixture
 def one_shared_cpu():
     """This process and a busy other one on one CPU: each runs about half the time."""
@@ -165,8 +170,10 @@ def one_shared_cpu():
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         os.sched_setaffinity(hog.pid, cpu)
-        os.sched_setaffinity(0, cpu)
-        _spin(0.05)
+        os.sched_setaffinity(0, cpu)  # this thread only: torch's own threads are left alone
+        deadline = time.monotonic() + 10.0
+        while _cpu_seconds(hog.pid) < 0.05 and time.monotonic() < deadline:
+            _spin(0.01)  # until the hog's interpreter has started and is busy
         yield
     finally:
         os.sched_setaffinity(0, mask)
