@@ -160,7 +160,7 @@ def _cpu_seconds(pid: int) -> float:
 
 @pytest.fixture
 def one_shared_cpu():
-    """This process and a busy other one on one CPU: each runs about half the time."""
+    """This thread and a busy process on one CPU: each runs about half the time."""
     if engine.deadline.waits() is None or not hasattr(os, "sched_setaffinity"):
         pytest.skip("the kernel does not say how long a thread waited for a CPU (schedstat)")
     import subprocess
