@@ -292,14 +292,13 @@ def ratio_intervals(mean: float, std: float, a: float, b: float,
     return np.clip(mean - half, a, b), np.clip(mean + half, a, b)
 
 
-def nested_overlap(x: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                   counts: tuple | None = None) -> np.ndarray:
+def nested_overlap(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, counts: tuple) -> np.ndarray:
     """sum_j |[-inf, x] cap [lo_j, hi_j]| for each x, over nested intervals (lo ascending, hi
     descending): the intervals that start below x contribute up to x or to their end.
-    `counts`: (#{j: lo_j < x}, #{j: hi_j > x}) per x where already known (`interval_counts`)."""
+    `counts`: (#{j: lo_j < x}, #{j: hi_j > x}) per x (`interval_counts`, `lattice_counts`)."""
     cum_lo = np.concatenate([[0.0], np.cumsum(lo)])
     cum_len = np.concatenate([[0.0], np.cumsum(hi - lo)])
-    started, open_ = counts if counts is not None else interval_counts(x, lo, hi)
+    started, open_ = counts
     inside = np.minimum(started, open_)
     ended = np.maximum(started - open_, 0)  # j in [open_, started): [lo_j, hi_j] below x
     return (inside * x - cum_lo[inside]
@@ -327,18 +326,15 @@ def lattice_intervals(finest: tuple, bits: int) -> tuple[np.ndarray, np.ndarray]
     return tuple(v[step - 1::step] for v in finest)
 
 
-def lattice_acceptance_probs(ranges, finest: tuple, bits: int,
-                             finest_counts: tuple | None = None) -> np.ndarray:
+def lattice_acceptance_probs(ranges, finest: tuple, bits: int, finest_counts: tuple) -> np.ndarray:
     """The main bins' masses of uniform proposals on [a, b] accepted where u' <= r(x), u' uniform
     on the lattice j 2^-bits (j = 0..2^bits - 1): P(accept | x) = 2^-bits (1 + #{j >= 1: j 2^-bits
     <= r(x)}), integrated over each bin's `ranges`. `finest`: `ratio_intervals` of the thresholds
     j 2^-MAX_ACCEPT_BITS, j = 1..2^MAX_ACCEPT_BITS - 1, of which this lattice's are every
     2^(MAX_ACCEPT_BITS - bits)-th; `finest_counts`: their `interval_counts` at the ranges' lower
-    and upper ends, where worked out once for every lattice."""
+    and upper ends, worked out once for every lattice."""
     lo, hi = lattice_intervals(finest, bits)
     r_lo, r_hi = ranges
-    if finest_counts is None:
-        finest_counts = interval_counts(r_lo, *finest), interval_counts(r_hi, *finest)
     at_lo, at_hi = (lattice_counts(c, bits) for c in finest_counts)
     mass = (r_hi - r_lo) + nested_overlap(r_hi, lo, hi, at_hi) - nested_overlap(r_lo, lo, hi, at_lo)
     mass = np.maximum(mass, 0.0) * np.ldexp(1.0, -bits)
