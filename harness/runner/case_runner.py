@@ -206,7 +206,8 @@ class CaseRunner:
     def draw_request(self, stage: int) -> DrawRequest:
         """What the stage's draw asks for, by the same rules for a plain and a sharded group."""
         return DrawRequest(stage=stage, n=self.n_requested(stage), seed=self.seed(stage),
-                           call_timeout=self.config.call_timeout(self.case, self.dtype, self.device),
+                           call_timeout=self.config.call_timeout(self.case, self.dtype,
+                                                                 self.device),
                            chunk_elements=(self.config.chunk_elements
                                            or chunk_elements_for(self.device)),
                            min_calls=PROFILES[self.config.profile].min_calls,

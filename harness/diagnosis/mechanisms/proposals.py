@@ -336,7 +336,8 @@ def lattice_acceptance_probs(ranges, finest: tuple, bits: int, finest_counts: tu
     lo, hi = lattice_intervals(finest, bits)
     r_lo, r_hi = ranges
     at_lo, at_hi = (lattice_counts(c, bits) for c in finest_counts)
-    mass = (r_hi - r_lo) + nested_overlap(r_hi, lo, hi, at_hi) - nested_overlap(r_lo, lo, hi, at_lo)
+    mass = ((r_hi - r_lo) + nested_overlap(r_hi, lo, hi, at_hi)
+            - nested_overlap(r_lo, lo, hi, at_lo))
     mass = np.maximum(mass, 0.0) * np.ldexp(1.0, -bits)
     total = float(mass.sum())
     return mass / total if total > 0 else mass
