@@ -98,8 +98,15 @@ class DrawRequest:
 
 
 class CaseRunner:
-    def __init__(self, candidate, case, dtype: torch.dtype, device: str, config: RunConfig):
+    """One group's checks on one draw per stage. ``verdicts_only``: rows are not annotated (no
+    level, severity or mechanism; `harness.diagnosis` never changes a verdict), for callers that
+    read the verdict alone (a shrink's probes): the mechanism catalog costs a failing group more
+    than its draw on some laws."""
+
+    def __init__(self, candidate, case, dtype: torch.dtype, device: str, config: RunConfig, *,
+                 verdicts_only: bool = False):
         self.candidate = candidate
+        self.verdicts_only = verdicts_only
         self.case = case
         self.dtype = dtype
         self.device = str(device)
@@ -318,7 +325,8 @@ class CaseRunner:
                 result = self.run_body(check)
         except Exception as exc:  # a harness defect or a law the reference cannot price
             result = Result(check.name, "error", f"{type(exc).__name__}: {exc}"[:400])
-        result = self.annotated(check, result)
+        if not self.verdicts_only:
+            result = self.annotated(check, result)
         result.seed = result.seed if result.seed is not None else self.seed(1)
         if self.warnings:
             result.details.setdefault("warnings", "; ".join(self.warnings)[:300])

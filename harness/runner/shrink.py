@@ -74,8 +74,9 @@ def probe_case(origin: Case, point: dict, tag: str) -> Case:
 
 
 def fails(candidate, case: Case, dtype, device, config) -> bool:
-    """Whether any check but the API ones fails `case` (a group run from scratch)."""
-    runner = CaseRunner(candidate, case, dtype, device, config)
+    """Whether any check but the API ones fails `case` (a group run from scratch; its rows
+    are not annotated: only their verdicts are read)."""
+    runner = CaseRunner(candidate, case, dtype, device, config, verdicts_only=True)
     for check in runner.checks():
         if check.kind == "api":
             continue

@@ -5,6 +5,7 @@ tasks with a reason, not the run."""
 import dataclasses
 
 import pytest
+import torch
 
 from candidates import resolve
 from harness.explore import explored_cases
@@ -48,3 +49,23 @@ def test_no_pool_without_workers(workers, monkeypatch):
     monkeypatch.setattr(shrink_module, "ProcessPoolExecutor", no_pool)
     task = dataclasses.replace(_tasks("clamp")[0])
     assert run_tasks([task], workers=workers) == [None]
+
+
+def test_a_probe_reads_the_verdicts_a_run_gives_without_their_diagnosis():
+    """A shrink's probes read verdicts only (`shrink.fails`): their runner leaves the mechanism
+    catalog out, and every verdict, p-value and n is the full runner's. Deterministic: both
+    runners derive the same seeds, so they draw the same samples."""
+    from harness.cases import parse_case_spec
+    from harness.runner import CaseRunner
+
+    case = parse_case_spec("mean=0,std=1,a=-6,b=-4")  # below-mean-window writes RN(b) here
+    cand = resolve("below-mean-window")
+    full = CaseRunner(cand, case, torch.float32, "cpu", CONFIG)
+    probe = CaseRunner(cand, case, torch.float32, "cpu", CONFIG, verdicts_only=True)
+    checks = [c.name for c in full.checks() if c.kind != "api"]
+    rows = {name: (full.run(name), probe.run(name)) for name in checks}
+    failing = [name for name, (row, _) in rows.items() if row.verdict == "fail"]
+    assert failing and all(rows[name][0].mechanism for name in failing)
+    for name, (row, quick) in rows.items():
+        assert (quick.verdict, quick.p_value, quick.n) == (row.verdict, row.p_value, row.n), name
+        assert (quick.level, quick.mechanism) == ("", ""), name
