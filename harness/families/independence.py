@@ -237,7 +237,14 @@ class IndependenceFold:
         calls = zb.shape[0]
         first, last = zb[0], zb[-1]
         # Each call's sums are taken once: the last call's serve the next chunk's first pair.
-        sum_last, sum_first, sq_last, sq_first = self._end_sums(zb, z2b, 0)
+        if calls == 1:
+            # The one call is the whole chunk, and `fixed_sum` of a contiguous run is the same
+            # bit for bit however it is reached: stacking a call of 2^24 elements four times to
+            # sum it again would cost more than the rest of its fold.
+            sum_last = sum_first = total
+            sq_last = sq_first = total_sq
+        else:
+            sum_last, sum_first, sq_last, sq_first = self._end_sums(zb, z2b, 0)
         if calls > 1:
             product = torch.mul(zb[:-1], zb[1:],
                                 out=f.buffer("scratch", tuple(zb[1:].shape), zb.dtype))
