@@ -38,7 +38,7 @@ Run::
 
     python benchmarks/engine.py                                   # 1e6,1e7,1e8; float32,bfloat16; torch,exact
     python benchmarks/engine.py --sizes 1e6,4e6 --out /tmp/engine_bench.md
-    python benchmarks/engine.py --profile-fold 4e6 --dtypes float32    # torch.profiler of one fold
+    python benchmarks/engine.py --profile-fold 4e6 --dtypes float32    # torch.profiler of the fold, in its chunks
     python benchmarks/engine.py --one float32 1e6 torch                # one measurement, a JSON line
 """
 
@@ -204,8 +204,10 @@ def naive_baseline(out: dict, cand, case, dtype, seed: int, summary_min: float,
 # ---------------------------------------------------------------------------------------------
 
 def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_name: str,
-                 rows: int = 25) -> str:
-    """torch.profiler over one `Fold.fold` of an n-element chunk; per-family wall times too."""
+                 chunk_elements: int, rows: int = 25) -> str:
+    """torch.profiler over the fold of n samples, in the engine's chunks of `chunk_elements`
+    (whole calls, as `run_engine` folds them: one huge chunk would leave the caches and profile
+    another cost), and its `finish`; per-family wall times too."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -231,9 +233,16 @@ def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_
         return Fold(new_summary(law, tuple(case.shape), dtype), dtype, torch.device("cpu"), law,
                     families=CHECKS.families())
 
-    new_fold().fold(batch)  # warm-up (first-call allocations, caches)
+    per_chunk = max(1, min(calls, chunk_elements // numel))
+
+    def fold_all(fold):
+        for start in range(0, calls, per_chunk):
+            fold.fold(batch[start:start + per_chunk])
+        fold.finish()
+
+    fold_all(new_fold())  # warm-up (first-call allocations, caches)
     t0 = time.perf_counter()
-    new_fold().fold(batch)
+    fold_all(new_fold())
     plain_s = time.perf_counter() - t0
 
     # Per-family wall times: wrap each accumulator's fold (on this instance only; the engine is
@@ -253,17 +262,19 @@ def profile_fold(dtype_name: str, n: int, case_id: str, threads: int, candidate_
 
     for name, accumulator in f.accumulators.items():
         accumulator.fold = timed(name, accumulator.fold)
+        accumulator.finish = timed(name, accumulator.finish)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         t0 = time.perf_counter()
-        f.fold(batch)
+        fold_all(f)
         profiled_s = time.perf_counter() - t0
-    lines = [f"## One fold of {calls * numel} {dtype_name} samples ({calls} calls of "
-             f"{'x'.join(map(str, case.shape))}, case {case.id}), torch threads {torch_threads}",
+    lines = [f"## The fold of {calls * numel} {dtype_name} samples ({calls} calls of "
+             f"{'x'.join(map(str, case.shape))}, case {case.id}, in chunks of {per_chunk} calls), "
+             f"torch threads {torch_threads}",
              "",
              f"fold wall time: {plain_s:.3f} s without the profiler ({plain_s / (calls * numel) * 1e9:.1f} "
              f"ns/sample), {profiled_s:.3f} s under it",
              "",
-             "| family in Fold.fold | wall s | share |", "|---|---:|---:|"]
+             "| family (fold and finish) | wall s | share |", "|---|---:|---:|"]
     for name, sec in sorted(steps.items(), key=lambda kv: -kv[1]):
         lines.append(f"| {name} | {sec:.3f} | {sec / profiled_s:.0%} |")
     rest = profiled_s - sum(steps.values())
@@ -507,7 +518,8 @@ def main(argv=None) -> int:
     p.add_argument("--one", nargs=3, metavar=("DTYPE", "N", "CANDIDATE"),
                    help="internal: one measurement in this process, printed as a JSON line")
     p.add_argument("--profile-fold", type=_parse_n, metavar="N",
-                   help="profile one fold of N samples (first of --dtypes) with torch.profiler")
+                   help="profile the fold of N samples (first of --dtypes), in the engine's "
+                        "chunks, with torch.profiler")
     args = p.parse_args(argv)
     if args.chunk_elements is None:
         from harness.engine import chunk_elements_for
@@ -527,7 +539,8 @@ def main(argv=None) -> int:
 
     if args.profile_fold:
         cand = args.candidates[0] if args.candidates else "torch"
-        text = profile_fold(args.dtypes[0], args.profile_fold, args.case, args.threads, cand)
+        text = profile_fold(args.dtypes[0], args.profile_fold, args.case, args.threads, cand,
+                            args.chunk_elements)
         print(text)
         if args.out:
             with open(args.out, "w") as fh:
