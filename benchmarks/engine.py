@@ -38,7 +38,7 @@ Run::
 
     python benchmarks/engine.py                                   # 1e6,1e7,1e8; float32,bfloat16; torch,exact
     python benchmarks/engine.py --sizes 1e6,4e6 --out /tmp/engine_bench.md
-    python benchmarks/engine.py --profile-fold 4e6 --dtypes float32    # torch.profiler of the fold, in its chunks
+    python benchmarks/engine.py --profile-fold 4e6 --dtypes float32    # torch.profiler, by chunk
     python benchmarks/engine.py --one float32 1e6 torch                # one measurement, a JSON line
 """
 

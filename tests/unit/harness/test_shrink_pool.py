@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from candidates import resolve
+from harness.cases import parse_case_spec
 from harness.explore import explored_cases
-from harness.runner import RunConfig
+from harness.runner import CaseRunner, RunConfig
 from harness.runner.shrink import PARAMETERS, ShrinkTask, run_tasks
 
 CONFIG = RunConfig(profile="smoke", samples=1 << 12)
@@ -55,9 +56,6 @@ def test_a_probe_reads_the_verdicts_a_run_gives_without_their_diagnosis():
     """A shrink's probes read verdicts only (`shrink.fails`): their runner leaves the mechanism
     catalog out, and every verdict, p-value and n is the full runner's. Deterministic: both
     runners derive the same seeds, so they draw the same samples."""
-    from harness.cases import parse_case_spec
-    from harness.runner import CaseRunner
-
     case = parse_case_spec("mean=0,std=1,a=-6,b=-4")  # below-mean-window writes RN(b) here
     cand = resolve("below-mean-window")
     full = CaseRunner(cand, case, torch.float32, "cpu", CONFIG)
