@@ -42,6 +42,7 @@ from .mechanisms.library_laws import LibraryConstruction
 from .mechanisms.misplaced import Hole, OutsideSupport, PointMass
 from .mechanisms.position_class import PositionClass
 from .mechanisms.proposals import UniformProposals
+from .mechanisms.repeated_shards import RepeatedShards
 from .scope import api_checks, candidate_name
 
 __all__ = ["MECHANISMS", "NAMES", "Match", "Mechanism", "Story", "diagnose", "explain", "story",
@@ -57,7 +58,7 @@ MECHANISMS: tuple[Mechanism, ...] = (
     UniformProposals(),
     ExactZeros(), RoundsFirst(), Clamp(), ShiftedClamped(), InverseCdfInDtype(), CoarseUniform(),
     TailCut(), Shifted(), Scaled(), DtypeArithmetic(), FewRandomBits(), LibraryConstruction(),
-    Dependence(), DirectedRounding(), PointMass(), Hole(), OutsideSupport(), PositionClass(),
+    RepeatedShards(), Dependence(), DirectedRounding(), PointMass(), Hole(), OutsideSupport(), PositionClass(),
     CoarseConstruction(),
 )
 #: Every name a row's `mechanism` may hold.
