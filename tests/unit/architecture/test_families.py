@@ -65,6 +65,8 @@ READERS = {
     ("harness/diagnosis/mechanism_catalog.py", "binned"):
         "explain ranks a match whose law fits the histogram (it explains gof) before one on the "
         "atoms alone",
+    ("harness/diagnosis/mechanisms/repeated_shards.py", "independence"):
+        "repeated-shards names the independence check, whose rows repeat across a shard boundary",
     ("harness/diagnosis/mechanisms/dependence.py", "position"):
         "repeated rows inflate the position check's counts too, which dependence then explains",
     ("harness/diagnosis/mechanisms/misplaced.py", "localized"):
