@@ -54,12 +54,14 @@ __all__ = ["MECHANISMS", "NAMES", "Match", "Mechanism", "Story", "diagnose", "ex
 #: an inverse CDF computed in the dtype, whose uniform's end cell is coarse-uniform's atom).
 #: coarse-construction comes last and claims only the checks no earlier row explains (its law
 #: fits the histogram, which would otherwise put it before the rows that read one check each).
+#: repeated-shards comes before dependence: copied shards are why rows repeat across a shard
+#: boundary, which dependence reads.
 MECHANISMS: tuple[Mechanism, ...] = (
     UniformProposals(),
     ExactZeros(), RoundsFirst(), Clamp(), ShiftedClamped(), InverseCdfInDtype(), CoarseUniform(),
     TailCut(), Shifted(), Scaled(), DtypeArithmetic(), FewRandomBits(), LibraryConstruction(),
-    RepeatedShards(), Dependence(), DirectedRounding(), PointMass(), Hole(), OutsideSupport(), PositionClass(),
-    CoarseConstruction(),
+    RepeatedShards(), Dependence(), DirectedRounding(), PointMass(), Hole(), OutsideSupport(),
+    PositionClass(), CoarseConstruction(),
 )
 #: Every name a row's `mechanism` may hold.
 NAMES = tuple(dict.fromkeys(m.name for m in MECHANISMS)) + ("stall", "api", "unexplained")
