@@ -226,6 +226,23 @@ class Evidence:
         p = self.canonical_fit
         return p is not None and p < FALSE_MATCH
 
+    def copies_inflate(self, copies: float) -> str | None:
+        """Where each value is counted `copies` times over (repeated rows, copied shards), every
+        count's variance grows that many-fold, and the main histogram's chi-square over its df
+        reads `copies`: the note where it does (None: no main histogram, or a chi-square that
+        disagrees, Z_AGREE sd and MODEL_TOL)."""
+        if self.bins is None:
+            return None
+        found = chi2_statistic(self.hist, self.bins.probs)
+        if found is None or found[1] < 1 or not math.isfinite(found[0]):
+            return None
+        x2, df = found
+        ratio = x2 / df
+        if not agrees(ratio, copies, copies * math.sqrt(2.0 / df), MODEL_TOL):
+            return None
+        return (f"each value counted {copies:.3g} times predicts the histogram's chi-square at "
+                f"{copies:.3g} x its {df} df, observed {ratio:.4g} x")
+
     def log_likelihood_ratio(self, probs: np.ndarray) -> float:
         """`log_likelihood_ratio` of the binned histogram under bin masses `probs` over the law;
         NaN where the Summary has no main histogram."""

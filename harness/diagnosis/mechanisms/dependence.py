@@ -13,12 +13,10 @@ binned and position checks' failures are the copies'.
 
 from __future__ import annotations
 
-import math
-
 from ...families.independence import INDEPENDENCE
 from ...families.position import POSITION
 from ...families.repetition import REPETITION
-from ..evidence import FALSE_MATCH, MODEL_TOL, Evidence, agrees, chi2_statistic
+from ..evidence import FALSE_MATCH, Evidence
 from ..match import Match, Mechanism
 from .bound_atoms import BINNED
 
@@ -57,20 +55,11 @@ class Dependence(Mechanism):
         1 / (1 - d) times over: every count's variance grows c-fold, and the histogram's
         chi-square over its degrees of freedom reads c. The note where it does (None: no
         repeated rows, no main histogram, or a chi-square that disagrees)."""
-        if not ev.has("independence") or ev.bins is None:
+        if not ev.has("independence"):
             return None
         state = ev.state("independence")
         rows, repeats = int(state.n_rows_compared), int(state.n_duplicate_rows)
         if rows <= 0 or repeats <= 0 or repeats >= rows:
             return None
-        copies = rows / (rows - repeats)
-        found = chi2_statistic(ev.hist, ev.bins.probs)
-        if found is None or found[1] < 1 or not math.isfinite(found[0]):
-            return None
-        x2, df = found
-        ratio = x2 / df
-        if not agrees(ratio, copies, copies * math.sqrt(2.0 / df), MODEL_TOL):
-            return None
-        return (f"{repeats} of {rows} rows repeat: each value counted {copies:.3g} times "
-                f"predicts the histogram's chi-square at {copies:.3g} x its {df} df, observed "
-                f"{ratio:.4g} x")
+        note = ev.copies_inflate(rows / (rows - repeats))
+        return None if note is None else f"{repeats} of {rows} rows repeat: {note}"

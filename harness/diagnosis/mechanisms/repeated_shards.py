@@ -18,7 +18,7 @@ import math
 
 from ...checks.sharded import SHARDS
 from ...families.independence import INDEPENDENCE
-from ..evidence import FALSE_MATCH, MODEL_TOL, Evidence, agrees, chi2_statistic
+from ..evidence import FALSE_MATCH, Evidence
 from ..match import Match, Mechanism
 from .value_law import BINNED
 
@@ -63,31 +63,13 @@ class RepeatedShards(Mechanism):
         out = ev.outcome(SHARDS)
         if not out.applicable or not out.p_value < FALSE_MATCH:
             return None
-        departs = [key for key, p in out.details.items()
-                   if key.startswith("p[") and any(c in key for c in COPY_COMPONENTS)
-                   and p < FALSE_MATCH]
-        if not departs:
+        if not any(key.startswith("p[") and any(c in key for c in COPY_COMPONENTS)
+                   and p < FALSE_MATCH for key, p in out.details.items()):
             return None
         note = f"shards p {out.p_value:.2g}: {out.message}"[:400]
         count = copies(sharding)
-        inflation = self.copies_inflate(ev, count) if count is not None else None
+        inflation = ev.copies_inflate(count) if count is not None else None
         if inflation is not None:
             return self.match(f"{note}; {inflation}", parameter=count,
                               explains=self.explains | BINNED | {INDEPENDENCE.name})
         return self.match(note, parameter=count)
-
-    @staticmethod
-    def copies_inflate(ev: Evidence, count: float) -> str | None:
-        """The note where the histogram's chi-square over its df reads `count`, the copies of
-        each value (None: no main histogram, or a chi-square that disagrees)."""
-        if ev.bins is None:
-            return None
-        found = chi2_statistic(ev.hist, ev.bins.probs)
-        if found is None or found[1] < 1 or not math.isfinite(found[0]):
-            return None
-        x2, df = found
-        ratio = x2 / df
-        if not agrees(ratio, count, count * math.sqrt(2.0 / df), MODEL_TOL):
-            return None
-        return (f"each value written {count:.3g} times predicts the histogram's chi-square at "
-                f"{count:.3g} x its {df} df, observed {ratio:.4g} x")
