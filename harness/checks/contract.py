@@ -272,12 +272,18 @@ BAD_ARGUMENTS = (
 )
 
 
+#: The valid call `check_arguments` makes first: its refusals mean something only where this fills.
+VALID_ARGUMENTS = dict(mean=0.0, std=1.0, a=-2.0, b=2.0)
+
+
 def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Result:
     """Invalid arguments must raise; returning anything or hanging fails. a == b is recorded.
 
-    Arguments the candidate declares it cannot be asked for (``cannot_express``: a fixed-±2σ library
-    sampler has no bounds to pass) are not probed; the verdict says which, and is a skip when none
-    could be probed."""
+    A valid call (`VALID_ARGUMENTS`) comes first: a candidate that raises or hangs on it too
+    fails, since raising on everything refuses nothing in particular. Arguments the candidate
+    declares it cannot be asked for (``cannot_express``: a fixed-±2σ library sampler has no
+    bounds to pass) are not probed; the verdict says which, and is a skip when none could be
+    probed."""
     prepare = getattr(candidate, "prepare", None)
     if prepare is not None:
         # The one-time start-up (a library's import and first compile) is not a probe's time:
@@ -286,9 +292,12 @@ def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Resu
     probe = _Probe(candidate, timeout, grace=1.0)  # refusing an argument takes no time
     problems = []
     cannot = getattr(candidate, "cannot_express", lambda *args: None)
+    refused = _refuses_valid_call(probe, cannot, dtype, device, seed, timeout)
+    if refused is not None:
+        return probe.charge(Result("arguments", "fail", refused, statistic=1, p_value=0.0))
     not_expressible, reasons = [], []
     for label, override in BAD_ARGUMENTS:
-        args = dict(mean=0.0, std=1.0, a=-2.0, b=2.0) | override
+        args = VALID_ARGUMENTS | override
         reason = cannot(args["mean"], args["std"], args["a"], args["b"])
         if reason is not None:
             not_expressible.append(label)
@@ -332,6 +341,23 @@ def check_arguments(candidate, dtype, device, seed: int, timeout: float) -> Resu
                                  details={"a_equals_b": a_eq_b}))
 
 
+def _refuses_valid_call(probe: _Probe, cannot, dtype, device, seed: int, timeout: float,
+                        ) -> str | None:
+    """Why the valid call (`VALID_ARGUMENTS`) did not fill a tensor, None where it did or where the
+    candidate cannot be asked for it."""
+    args = VALID_ARGUMENTS
+    if cannot(args["mean"], args["std"], args["a"], args["b"]) is not None:
+        return None
+    t = poison_(torch.empty((4, 8), dtype=dtype, device=device))
+    status, out = probe(t, args["mean"], args["std"], args["a"], args["b"], _gen(device, seed))
+    if status == "ok":
+        return None
+    what = (f"did not return within {timeout:g} s" if status == "hang"
+            else f"raised {raised_text(out)}")
+    return (f"a refusal means nothing where valid arguments fail too: a valid call (mean 0, "
+            f"std 1 on [-2, 2]) {what}")[:300]
+
+
 #: The API checks: tensors of their own, on the grid's unsharded groups (one call may take up to
 #: --case-timeout, capped: they make many small calls), and `arguments` once per candidate.
 CONTRACT = calling("contract", lambda candidate, c, seed, timeout: check_contract(
@@ -348,4 +374,5 @@ THREADS = calling("threads", lambda candidate, c, seed, timeout: check_threads(
         "declared).")
 ARGUMENTS = calling("arguments", lambda candidate, c, seed, timeout: check_arguments(
     candidate, c.dtype, c.device, seed, timeout), scope=CANDIDATE, timeout_cap=10.0,
-    doc="Invalid arguments raise; a == b raises or fills with a (recorded).")
+    doc="Invalid arguments raise where a valid call fills; a == b raises or fills with a "
+        "(recorded).")

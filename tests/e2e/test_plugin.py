@@ -127,8 +127,11 @@ def test_candidate_that_raises_gets_fail_rows_not_a_traceback(suite):
     result, df = suite("--candidate", "selftest-raises", *SMOKE, "--cases", "normal-2sigma",
                        "--dtypes", "float32")
     assert result.ret == 1
-    # It returns at once (no hang) and raising on bad arguments is right; everything else fails.
-    assert set(df[df.verdict != "fail"].check) <= {"hang", "arguments"}
+    # It returns at once (no hang); everything else fails, `arguments` too: raising on a valid
+    # call as well, it refuses nothing in particular.
+    assert set(df[df.verdict != "fail"].check) <= {"hang"}
+    assert "a valid call (mean 0, std 1 on [-2, 2]) raised RuntimeError" in \
+        df[df.check == "arguments"].message.iloc[0]
     assert df[df.check == "finite"].message.iloc[0].startswith("candidate raised")
     assert "Traceback" not in result.stdout.str()
 
