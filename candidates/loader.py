@@ -137,11 +137,30 @@ def _import_module(spec: str, modname: str):
     except ModuleNotFoundError as e:
         # Missing the module itself (or a parent package) vs. the module failing to import a dependency.
         if e.name and (modname == e.name or modname.startswith(e.name + ".")):
-            raise CandidateNotFound(spec, f"module {modname!r} not found") from None
+            raise CandidateNotFound(spec, f"module {modname!r} not found"
+                                    + _not_importable_hint(spec, modname)) from None
         raise CandidateNotFound(spec, f"importing module {modname!r} failed: {type(e).__name__}: {e}") from None
     except (Exception, SystemExit) as e:  # the user's module raised at import: still a one-line usage error
         raise CandidateNotFound(spec, f"importing module {modname!r} failed: {type(e).__name__}: {e}") from None
     return module, modname, _module_version(modname, module)
+
+
+def _not_importable_hint(spec: str, modname: str) -> str:
+    """Where a module that does not import sits in the working directory (pytest puts the
+    harness's root on sys.path, not the directory it is run from): how to name it instead."""
+    top = modname.split(".")[0]
+    here = Path.cwd()
+    found = next((name for name, path in ((f"{top}.py", here / f"{top}.py"),
+                                          (f"{top}/", here / top / "__init__.py"))
+                  if path.is_file()), None)
+    if found is None or any(Path(entry or ".").resolve() == here for entry in sys.path):
+        return ""
+    path = Path(*modname.split(".")).with_suffix(".py")
+    if not (here / path).is_file():
+        path = Path(*modname.split("."), "__init__.py")
+    return (f": ./{found} is in the working directory, which pytest does not put on sys.path; "
+            f"give the file (--candidate {path}:{spec.partition(':')[2]}) or run with "
+            f"PYTHONPATH=.")
 
 
 def _import_path(spec: str, where: str):

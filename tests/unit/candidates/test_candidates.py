@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import warnings
+from pathlib import Path
 
 import mpmath
 import numpy as np
@@ -195,6 +196,24 @@ def test_errors_from_files(tmp_path, monkeypatch):
     with pytest.raises(CandidateNotFound) as ei:
         resolve("depfail_mod_q:f")
     assert "importing module 'depfail_mod_q' failed" in str(ei.value)
+
+
+def test_a_module_in_the_working_directory_is_named_with_the_two_ways_to_reach_it(
+        tmp_path, monkeypatch):
+    """pytest puts the harness's root on sys.path, not the directory it is run from: a user's
+    sampler module sitting there does not import, and the message says how to name it."""
+    _write(tmp_path, "hint_mod_w.py", FILE_BODY)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [e for e in sys.path
+                                      if e and Path(e).resolve() != tmp_path.resolve()])
+    with pytest.raises(CandidateNotFound) as ei:
+        resolve("hint_mod_w:fill")
+    msg = str(ei.value)
+    assert "\n" not in msg and "./hint_mod_w.py is in the working directory" in msg, msg
+    assert "--candidate hint_mod_w.py:fill" in msg and "PYTHONPATH=." in msg
+    assert resolve("hint_mod_w.py:fill").raw is not None  # the first way
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert resolve("hint_mod_w:fill").raw is not None  # the second
 
 
 # ------------------------------------------------------------------ signature, declarations, adapters
@@ -630,6 +649,4 @@ def test_selftest_crash_exits_3():
 
 
 def _root():
-    from pathlib import Path
-
     return Path(candidates.__file__).resolve().parent.parent
