@@ -313,7 +313,9 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
     if opt.budget_seconds is not None:
         budget_seconds = _positive_seconds("--budget-seconds", opt.budget_seconds)
 
-    report_dir = str(opt.report_dir)
+    # Absolute from the start: a candidate that changes the working directory must not move
+    # what the run writes after it (figures' case data, the in-flight rows).
+    report_dir = os.path.abspath(str(opt.report_dir)) if opt.report_dir else ""
     if report_dir and os.path.exists(report_dir) and not os.path.isdir(report_dir):
         raise OptionError(f"--report-dir: {report_dir!r} exists and is not a directory")
     xfails_file, xfails_choice = opt.xfails_file, None

@@ -98,6 +98,15 @@ def test_report_dir_must_not_be_a_file(parse, tmp_path):
     assert parse(report_dir=str(tmp_path / "new")).report_dir == str(tmp_path / "new")
 
 
+def test_a_relative_report_dir_is_fixed_before_any_candidate_runs(parse, tmp_path, monkeypatch):
+    """A candidate that changes the working directory (os.chdir in its call) must not move what
+    the run writes after it: the case data of its figures, the in-flight rows."""
+    monkeypatch.chdir(tmp_path)
+    opt = parse(report_dir="report")
+    monkeypatch.chdir("/")
+    assert opt.report_dir == str(tmp_path / "report")
+
+
 def test_xfails_file_that_exists(parse, tmp_path):
     path = tmp_path / "xfails.txt"
     path.write_text("gof[*]  # cause\n")
