@@ -235,7 +235,10 @@ def case_data_path(report_dir: str, candidate: str, case: str, dtype: str, devic
     """Where a worker puts the figure data of one failing (candidate, case, dtype, device)."""
     safe = lambda s: str(s).replace(os.sep, "_").replace(" ", "_")  # noqa: E731
     name = f"{safe(candidate)}-{safe(case)}-{safe(dtype)}-{safe(device)}.npz"
-    return os.path.join(report_dir, CASE_DATA_DIR, name)
+    # A file spec's candidate (./sampler.py:fn) would make a hidden file, which the figures' glob
+    # skips; the name only keeps groups apart (the meta inside names the group).
+    dots = len(name) - len(name.lstrip("."))
+    return os.path.join(report_dir, CASE_DATA_DIR, "_" * dots + name[dots:])
 
 
 def write_tables(df: pd.DataFrame, report_dir: str) -> None:

@@ -387,6 +387,16 @@ def test_the_figure_cap_counts_figures_drawn(tmp_path, trap_case_data, monkeypat
     assert sum("more than 2 failing cases" in s for s in said) == 1
 
 
+def test_a_sampler_named_by_a_relative_file_gets_its_figure(tmp_path, trap_case_data):
+    """``--candidate ./my_sampler.py:fill`` names the group's case data; a name that began with
+    '.' was a hidden file, which the figures' glob never saw."""
+    specs = ["./my_sampler.py:fill", "../up/my_sampler.py:fill"]
+    d = _figure_dir(tmp_path, trap_case_data, specs)
+    assert not any(p.name.startswith(".") for p in (d / CASE_DATA_DIR).iterdir())
+    figs = figure_jobs.render_figures(_failing(specs), str(d), 1)
+    assert list(figs) == [(c, "abs-bounds-trap", "bfloat16", "cpu") for c in specs]
+
+
 def test_figures_follow_the_defects_not_the_file_names(tmp_path, trap_case_data, monkeypatch):
     """Past the cap, the figures drawn are the defects' worst groups in the report's order (its
     candidates in row order here: one unexplained defect each), not the first file names."""
