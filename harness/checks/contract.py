@@ -14,7 +14,8 @@ import warnings
 import torch
 
 from ..engine import (INT_VIEW, SLOW_CALL_FACTOR, CallTimeout, CandidateRaised, Pace,
-                      candidate_call, dtype_bits, poison_, poison_value, raised_text)
+                      candidate_call, changed_tensor, dtype_bits, poison_, poison_value,
+                      raised_text, tensor_facts)
 from ..result import Result
 from ..declaration import CANDIDATE, calling
 
@@ -97,13 +98,14 @@ def check_contract(candidate, case, dtype, device, seed: int, timeout: float) ->
 
     # Plain tensor: same object back, metadata unchanged, fully written.
     t = poison_(torch.empty((8, 6), dtype=dtype, device=device))
-    meta = (t.dtype, tuple(t.shape), t.device, t.stride(), t.data_ptr())
+    facts = tensor_facts(t)
     out = call(t, "plain 8x6")
     if out is not None or not problems:
         if out is not t:
             problems.append("plain 8x6: did not return the tensor it was given")
-        if (t.dtype, tuple(t.shape), t.device, t.stride(), t.data_ptr()) != meta:
-            problems.append("plain 8x6: dtype/shape/device/strides/storage changed")
+        changed = changed_tensor(facts, t)
+        if changed is not None:
+            problems.append(f"plain 8x6: changed the tensor ({changed})")
         if _unwritten(t):
             problems.append(f"plain 8x6: {_unwritten(t)} of 48 elements unwritten")
 

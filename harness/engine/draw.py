@@ -26,9 +26,30 @@ class CandidateFailure(Exception):
     def __init__(self, kind: str, message: str, summary: Summary | None = None):
         super().__init__(message)
         # "raised" | "hang" | "crashed" (the process died) | "split" (another worker holds the
-        # case: a scheduling defect, see record.leases)
+        # case: a scheduling defect, see record.leases) | "broke its tensor" (resized it, swapped
+        # its storage, changed its dtype or its requires_grad: `changed_tensor`)
         self.kind = kind
         self.summary = summary
+
+
+#: What a call must leave as it found it, in `tensor_facts`' order.
+TENSOR_FACTS = ("storage", "shape", "strides", "dtype", "requires_grad")
+
+
+def tensor_facts(t: torch.Tensor) -> tuple:
+    """The storage, shape, strides, dtype and autograd flag of the tensor a candidate fills: a
+    sampler writes its values in place and leaves these as they were."""
+    return (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.requires_grad)
+
+
+def changed_tensor(before: tuple, t: torch.Tensor) -> str | None:
+    """What a call changed of `t` (`tensor_facts` before it), None where nothing."""
+    after = tensor_facts(t)
+    if after == before:
+        return None
+    changed = [name if name == "storage" else f"{name} {was} -> {now}"
+               for name, was, now in zip(TENSOR_FACTS, before, after) if was != now]
+    return "; ".join(changed)
 
 
 def is_budget_stop(calls: int) -> bool:
@@ -158,6 +179,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     base_ints = base.view(int_view)
     outside = tuple(part.view(int_view) for part in others)
     poison = poison_value(dtype)
+    facts = tensor_facts(target)
     t_start = time.perf_counter()
     with held_handlers():  # installed once for the draw's calls, not per call
         while done < calls_total:
@@ -182,6 +204,12 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
                                        fold.finish()) from exc
             t_candidate += seconds
             pace.record(seconds)
+            changed = changed_tensor(facts, target)
+            if changed is not None:  # what the harness reads and poisons next is no longer it
+                summary.candidate_s = t_candidate
+                raise CandidateFailure("broke its tensor", f"call {done + 1} changed the tensor it "
+                                       f"was given ({changed}): a sampler fills it in place",
+                                       fold.finish())
             if returned is not target:
                 summary.n_returned_other += 1
             for part in outside:

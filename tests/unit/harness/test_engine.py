@@ -252,6 +252,41 @@ def test_a_raising_candidate_is_reported_not_propagated():
         run_engine(broken, case, torch.float32, "cpu", _law(case, torch.float32), 1000, 1)
 
 
+def _exact_then(change):
+    """The exact sampler, then `change(tensor)` from its third call on."""
+    exact, calls = resolve("exact"), []
+
+    def sampler(t, mean, std, a, b, generator=None):
+        exact(t, mean, std, a, b, generator)
+        calls.append(1)
+        if len(calls) >= 3:
+            with torch.no_grad():
+                change(t)
+        return t
+
+    return sampler
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda t: t.resize_(3), "shape (256, 256) -> (3,); strides (256, 1) -> (1,)"),
+    (lambda t: t.set_(torch.zeros_like(t)), "storage"),
+    (lambda t: setattr(t, "data", torch.zeros(t.shape, dtype=torch.float64)),
+     "storage; dtype torch.float32 -> torch.float64"),
+    (lambda t: t.requires_grad_(True), "requires_grad False -> True"),
+])
+def test_a_candidate_that_breaks_its_tensor_ends_the_draw_naming_what_changed(change, says):
+    """What the harness poisons and reads after a call is the tensor it gave: a call that
+    resizes it, swaps its storage or turns on its autograd ends the draw as the candidate's
+    failure (fail rows), where the next poisoning or copy raised a harness error before."""
+    case = case_by_id("normal-2sigma")
+    with pytest.raises(CandidateFailure) as info:
+        run_engine(_exact_then(change), case, torch.float32, "cpu", _law(case, torch.float32),
+                   10 * 65536, 1)
+    assert info.value.kind == "broke its tensor"
+    assert f"call 3 changed the tensor it was given ({says})" in str(info.value), str(info.value)
+    assert info.value.summary is not None
+
+
 def test_deadline_without_limit_is_a_no_op():
     with call_deadline(None):
         pass
