@@ -355,7 +355,8 @@ def _refuses_valid_call(probe: _Probe, cannot, dtype, device, seed: int, timeout
     if status == "ok":
         return None
     what = (f"did not return within {timeout:g} s" if status == "hang"
-            else f"raised {raised_text(out)}")
+            else f"raised {raised_text(out)}"
+            + (" (ends the caller's program)" if status == "fatal" else ""))
     return (f"a refusal means nothing where valid arguments fail too: a valid call (mean 0, "
             f"std 1 on [-2, 2]) {what}")[:300]
 
