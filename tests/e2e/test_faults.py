@@ -79,6 +79,19 @@ FAULTS = textwrap.dedent('''\
         return tensor
 
 
+    _lingering = []
+
+
+    def leaves_a_thread(tensor, mean, std, a, b, generator=None):
+        """exact, having started a thread on its first call that outlives any run."""
+        import threading
+
+        if not _lingering:
+            _lingering.append(threading.Thread(target=time.sleep, args=(3600,), name="prefetch"))
+            _lingering[0].start()
+        return exact_trunc_normal_(tensor, mean, std, a, b, generator=generator)
+
+
     def gated(tensor, mean, std, a, b, generator=None):
         """exact, once the file HARNESS_TEST_GATE exists (a run that stays busy until told)."""
         deadline = time.monotonic() + 300
@@ -311,6 +324,23 @@ def test_values_written_after_the_call_returned_are_unwritten_elements(repo_root
     rows = pd.read_csv(report / "results.csv").set_index("check")
     assert rows.loc["written", "verdict"] == "fail", rows.loc["written", "message"]
     assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_thread_the_candidate_leaves_running_does_not_keep_the_run_open(
+        repo_root, tmp_path, faults, workers):
+    """Interpreter shutdown joins every non-daemon thread: a sampler's thread that never ends
+    kept a run without -n open forever (and a worker until xdist killed it, 10 s on). The run
+    ends with its report and its own exit status, and says why it did not wait."""
+    report = tmp_path / "report"
+    t0 = time.monotonic()
+    rc, out = _run(repo_root, report, "--candidate", f"{faults}:leaves_a_thread", *SMOKE,
+                   "--cases", "normal-2sigma", "--dtypes", "float32", "-n", workers, timeout=300)
+    assert rc == 0, out[-3000:]  # exact's values: every row passes
+    assert time.monotonic() - t0 < 240  # the thread sleeps an hour
+    assert json.loads((report / "manifest.json").read_text())["status"] == "complete"
+    if workers == "0":  # a worker's line goes to its own stderr
+        assert "harness: 1 thread(s) started during the run are still running ('prefetch'" in out
 
 
 def _wait_for_rows(report, at_least: int, proc, timeout: float = 300) -> None:
