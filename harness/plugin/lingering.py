@@ -7,7 +7,8 @@ controller killed it, 10 s later. `LingeringThreads`, registered in every proces
 looks at the end of it (its pytest_unconfigure runs after every other plugin's: the report, the
 JUnit XML and the terminal summary are written) for non-daemon threads started since the run
 began; where there are any, it names them in one line and ends the process with the run's exit
-status, without waiting for them.
+status, without waiting for them. Only in a process that ends with the run (`ends_with_the_run`):
+``pytest.main()`` called from a program that goes on returns as before.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +29,17 @@ def lingering_threads(before: set) -> list:
     here = threading.current_thread()
     return [t for t in threading.enumerate()
             if t.is_alive() and not t.daemon and t is not here and t not in before]
+
+
+def ends_with_the_run(config) -> bool:
+    """Whether the process ends when the run does: an xdist worker, or pytest started as a
+    command (its console script, ``python -m pytest``) rather than ``pytest.main()`` inside a
+    program that goes on after it."""
+    if getattr(config, "workerinput", None) is not None:
+        return True
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    return script is not None and (script.stem in ("pytest", "py.test") or (
+        script.name == "__main__.py" and script.parent.name == "pytest"))
 
 
 def lingering_line(threads: list) -> str:
@@ -51,7 +64,7 @@ class LingeringThreads:
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config):
         left = lingering_threads(self.before)
-        if not left:
+        if not left or not ends_with_the_run(config):
             return
         capture = config.pluginmanager.getplugin("capturemanager")
         if capture is not None:  # the line must reach the terminal, not the capture
