@@ -22,7 +22,7 @@ May import: the ground floor (`harness.summary`, `harness.key_bins`, `harness.gr
 
 from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_, poison_value
 from .deadline import (PACE_FACTOR, SLOW_CALL_FACTOR, CallTimeout, CandidateRaised, Pace,
-                       call_deadline, candidate_call, held_handlers, raised_text)
+                       call_deadline, candidate_call, held_handlers, native_backstop, raised_text)
 from .draw import (PREPARE_TIMEOUT_S, CandidateFailure, changed_tensor, chunk_elements_for,
                    is_budget_stop, prepare_candidate, run_engine, tensor_facts)
 from .family import Accumulator, Family, FamilyState
@@ -33,7 +33,7 @@ from .throughput import normal_throughput
 
 __all__ = ["INT_VIEW", "dtype_bits", "hist_bits_for", "poison_", "poison_value", "CallTimeout",
            "CandidateRaised", "call_deadline", "candidate_call", "raised_text", "PACE_FACTOR",
-           "SLOW_CALL_FACTOR", "Pace", "held_handlers",
+           "SLOW_CALL_FACTOR", "Pace", "held_handlers", "native_backstop",
            "PREPARE_TIMEOUT_S", "CandidateFailure", "chunk_elements_for", "is_budget_stop",
            "prepare_candidate", "run_engine", "changed_tensor", "tensor_facts", "Accumulator", "Family", "FamilyState", "Box", "Chunk",
            "Fold", "fixed_sum", "fixed_sum_each",

@@ -19,6 +19,13 @@ cores) a slow but correct sampler keeps its verdict, while a call that never ret
 finite deadline. The wait is read only around calls long enough that reading it is noise
 (`Pace.watched`: the first call, or calls of WATCH_CALL_SECONDS or more).
 
+SIGALRM's handler runs between the interpreter's instructions: a call stuck inside one native call
+(a C loop that never returns to Python) never meets it. Where a process registered a log for that
+(`native_backstop`: an xdist worker, its crash log), faulthandler's watchdog thread, which needs
+no GIL, ends the process once such a call has run past any deadline it could have had: the
+controller then reports the stuck call from the stack written to the log
+(`harness.plugin.crashes`), and the run goes on in a new worker.
+
 `candidate_call` is the one way every check calls a candidate. Inside it a SystemExit,
 GeneratorExit or KeyboardInterrupt raised by the candidate's own code becomes `CandidateRaised`,
 an ordinary Exception, so the candidate gets a fail row ("raised SystemExit(3)") and the run goes
@@ -28,9 +35,11 @@ arriving while the candidate runs is remembered, and its KeyboardInterrupt stops
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import threading
+import time
 from contextlib import ExitStack, contextmanager
 
 
@@ -83,6 +92,58 @@ class Pace:
             return self.grace * self.base
         return max(self.base, min(self.grace * self.base, PACE_FACTOR * self.slowest),
                    self.grace * self.slowest)
+
+
+#: Past every deadline a call could have (its own, pushed back by CONTENTION_FACTOR times it):
+#: the native backstop's slack, for the harness's work on one call's output before the next
+#: call (a draw releases the backstop before it folds a chunk: `release_native_backstop`).
+NATIVE_SLACK_S = 5.0
+#: The native backstop is re-armed at most about this often in a draw's calls: arming costs
+#: ~50 us (faulthandler starts its watchdog thread), as much as a small tensor's call.
+REARM_S = 5.0
+
+
+class _Backstop:
+    """faulthandler's watchdog over the calls of this process (`native_backstop`): where it
+    writes and when it fires (monotonic seconds; None: not armed)."""
+
+    file = None
+    fires_at: float | None = None
+
+    @classmethod
+    def cover(cls, seconds: float) -> None:
+        """Make sure the watchdog does not fire before a call of deadline `seconds`, starting now,
+        could have run past every deadline it may have (re-armed only where it would)."""
+        if cls.file is None:
+            return
+        need = seconds * (1 + CONTENTION_FACTOR) + NATIVE_SLACK_S
+        now = time.monotonic()
+        if cls.fires_at is not None and cls.fires_at - now >= need:
+            return
+        faulthandler.dump_traceback_later(need + REARM_S, exit=True, file=cls.file)
+        cls.fires_at = now + need + REARM_S
+
+    @classmethod
+    def release(cls) -> None:
+        """No call is under way any more: the watchdog stands down."""
+        if cls.fires_at is not None:
+            faulthandler.cancel_dump_traceback_later()
+            cls.fires_at = None
+
+
+def native_backstop(file) -> None:
+    """End this process, writing the stacks of its threads to `file` (faulthandler's
+    "Timeout (h:mm:ss)!" dump), where a candidate's call stays inside one native call past any
+    deadline it could have had (see the module). For a process whose end the run survives: an
+    xdist worker. None: off."""
+    _Backstop.release()
+    _Backstop.file = file
+
+
+def release_native_backstop() -> None:
+    """The harness's own work begins (a draw folding a chunk, however long that takes under
+    load): the native backstop stands down until the next call arms it again."""
+    _Backstop.release()
 
 
 class CallTimeout(BaseException):
@@ -189,6 +250,7 @@ def held_handlers():
         yield
     finally:
         _Handlers.depth = 0
+        _Backstop.release()
         if own_sigint:
             signal.signal(signal.SIGINT, interrupt)
         if alarm is not None:
@@ -254,12 +316,14 @@ class candidate_call:
                 self._watch(seconds)
                 signal.setitimer(signal.ITIMER_REAL, seconds)
                 self.armed = True
+                _Backstop.cover(seconds)
             return self
         self.outer = ExitStack()
-        self.outer.enter_context(held_handlers())
+        self.outer.enter_context(held_handlers())  # its end stands the backstop down
         _SIGINTS.clear()
         if threading.current_thread() is threading.main_thread() and seconds and seconds > 0:
             self._watch(seconds)
+            _Backstop.cover(seconds)
         self.outer.enter_context(call_deadline(seconds))
         return self
 

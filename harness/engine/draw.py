@@ -16,7 +16,8 @@ import torch
 
 from ..summary import Summary
 from .bits import INT_VIEW, dtype_bits, make_target, poison_value
-from .deadline import CallTimeout, Pace, candidate_call, held_handlers, raised_text
+from .deadline import (CallTimeout, Pace, candidate_call, held_handlers, raised_text,
+                       release_native_backstop)
 from .fold import Fold, new_summary
 
 
@@ -220,6 +221,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
             over_budget = (time_budget is not None and done >= min_calls and done < calls_total
                            and t_candidate > time_budget and is_budget_stop(done))
             if filled == per_chunk or done == calls_total or over_budget:
+                release_native_backstop()  # the fold's time is the harness's, not a call's
                 fold.fold(buffer[:filled])
                 filled = 0
                 if progress is not None:

@@ -17,7 +17,10 @@ controller counts crashes per candidate (`CrashLedger`):
 
 What killed a worker comes from its exit status (the signal, e.g. SIGSEGV) and from the
 `faulthandler` log every worker writes into ``REPORT_DIR/.crashes/`` (the innermost Python frame
-outside the standard library when the fatal signal arrived: the candidate's call).
+outside the standard library when the fatal signal arrived: the candidate's call). The same log
+takes the stacks of a worker whose call stayed inside one native call past every deadline it
+could have had (`harness.engine.native_backstop`): the candidate did not return, and the row
+says where it was stuck.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import time
 
 from record.ids import API_CASE
 
+from ..engine import native_backstop
+
 #: Crashed workers a candidate may cost before the harness stops drawing it.
 MAX_CRASHES_PER_CANDIDATE = 3
 #: Inside the report dir: one faulthandler log per worker process.
@@ -38,6 +43,8 @@ CRASH_DIR = ".crashes"
 
 _FAULT_LOG: list = []  # the open log of this worker (kept alive for faulthandler)
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)')
+#: The first line of faulthandler's dump when the native backstop ended the worker.
+_STUCK = re.compile(r"^Timeout \((?P<after>[0-9:.]+)\)!", re.MULTILINE)
 
 
 def allow_restarts(config, n_candidates: int) -> None:
@@ -62,6 +69,7 @@ def record_fatal_errors(report_dir: str, worker: str) -> None:
     except OSError:
         return  # the report directory was checked at start-up; no log is no worse than before
     faulthandler.enable(file=fh, all_threads=False)
+    native_backstop(fh)  # a call stuck in native code ends the worker, its stack in the log
     _FAULT_LOG.append(fh)
 
 
@@ -84,18 +92,31 @@ def _stdlib_paths() -> tuple:
     return tuple(p for p in {paths.get("stdlib"), paths.get("platstdlib")} if p)
 
 
-def fault_location(report_dir: str, worker: str) -> str | None:
-    """Where the worker was when the fatal signal came: the innermost frame outside the standard
-    library, e.g. "segv (faults.py:13)"; None without a log or a fatal error in it."""
+def _fault_log(report_dir: str, worker: str) -> str:
+    """The worker's faulthandler log ('' where there is none)."""
     if not report_dir:
-        return None
+        return ""
     try:
         with open(os.path.join(report_dir, CRASH_DIR, f"{worker}.log"), encoding="utf-8",
                   errors="replace") as fh:
-            text = fh.read()
+            return fh.read()
     except OSError:
-        return None
-    if "Fatal Python error" not in text:
+        return ""
+
+
+def stuck_after(report_dir: str, worker: str) -> str | None:
+    """How long the worker's call had run (h:mm:ss) when the native backstop ended it; None
+    where it did not."""
+    found = _STUCK.search(_fault_log(report_dir, worker))
+    return found["after"] if found else None
+
+
+def fault_location(report_dir: str, worker: str) -> str | None:
+    """Where the worker was when the fatal signal came, or when the native backstop ended it:
+    the innermost frame outside the standard library, e.g. "segv (faults.py:13)"; None without a
+    log or either in it."""
+    text = _fault_log(report_dir, worker)
+    if "Fatal Python error" not in text and not _STUCK.search(text):
         return None
     stdlib = _stdlib_paths()
     frames = [m for m in (_FRAME.match(line) for line in text.splitlines()) if m]
@@ -132,20 +153,34 @@ class CrashLedger:
         worker = node.gateway.id
         cause = describe_exit(_exit_status(node))
         where = fault_location(self.report_dir, worker)
+        after = stuck_after(self.report_dir, worker)
+        if after is not None:
+            what = (f"ended after {after} inside one native call, where no deadline reaches"
+                    + (f", in {where}" if where else ""))
+            self._count(row, what)
+            self.last_cause[nodeid] = what
+            return (f"worker {worker} {what}, while running {row.get('check')} on "
+                    f"{row.get('group')}: the candidate did not return")
         what = cause + (f" in {where}" if where else "")
+        self._count(row, what)
+        self.last_cause[nodeid] = what
+        return (f"worker {worker} died ({what}) while running {row.get('check')} on "
+                f"{row.get('group')}: the candidate killed its process")
+
+    def _count(self, row: dict, what: str) -> None:
         spec = row.get("candidate_spec") or row.get("candidate")
         self.crashes[spec] = self.crashes.get(spec, 0) + 1
         case = f"case {row.get('case')} {row.get('dtype')}" if row.get("case") != API_CASE else \
             f"the API checks {row.get('dtype')}"
         self.last[spec] = f"{what}, {case}"
-        self.last_cause[nodeid] = what
-        return (f"worker {worker} died ({what}) while running {row.get('check')} on "
-                f"{row.get('group')}: the candidate killed its process")
 
     def group_message(self, node, nodeid: str) -> str:
         """The row of every other check of the group whose draw killed a worker."""
-        return (f"not run: the candidate crashed worker {node.gateway.id} in this group "
-                f"({self.last_cause.get(nodeid, 'no exit status')}); the group is not drawn again")
+        cause = self.last_cause.get(nodeid, "no exit status")
+        did = "a call of the candidate ended" if cause.startswith("ended after") else \
+            "the candidate crashed"
+        return (f"not run: {did} worker {node.gateway.id} in this group ({cause}); the group is "
+                f"not drawn again")
 
     def should_stop(self, spec: str) -> bool:
         return spec not in self.stopped and self.crashes.get(spec, 0) >= MAX_CRASHES_PER_CANDIDATE

@@ -79,6 +79,11 @@ FAULTS = textwrap.dedent('''\
         return tensor
 
 
+    def stuck_in_native(tensor, mean, std, a, b, generator=None):
+        sum(range(10 ** 14))  # one C call: the deadline's SIGALRM handler never runs inside it
+        return tensor
+
+
     _lingering = []
 
 
@@ -324,6 +329,28 @@ def test_values_written_after_the_call_returned_are_unwritten_elements(repo_root
     rows = pd.read_csv(report / "results.csv").set_index("check")
     assert rows.loc["written", "verdict"] == "fail", rows.loc["written", "message"]
     assert "Traceback" not in out
+
+
+def test_a_call_stuck_in_native_code_ends_its_worker_and_the_run_goes_on(
+        repo_root, tmp_path, faults):
+    """SIGALRM's handler runs between the interpreter's instructions, never inside one C call:
+    such a call hung its worker, and the run, for pytest-timeout's hour. The native backstop
+    ends the worker once the call is past every deadline it could have had; its rows name
+    where it was stuck, exact beside it is judged in full, and the report is complete."""
+    report = tmp_path / "report"
+    t0 = time.monotonic()
+    rc, out = _run(repo_root, report, "--candidate", f"{faults}:stuck_in_native", "--candidate",
+                   "exact", *SMOKE, "--cases", "normal-2sigma", "--dtypes", "float32",
+                   "--case-timeout", "1", "-n", "2", timeout=400)
+    assert rc == 1, out[-3000:]
+    assert time.monotonic() - t0 < 300
+    df = pd.read_csv(report / "results.csv")
+    assert (df[df.candidate == "exact"].verdict == "pass").all()
+    stuck = df[df.candidate == f"{faults}:stuck_in_native"]
+    assert len(stuck) and (stuck.verdict == "error").all()
+    said = [m for m in stuck.message if "inside one native call" in m]
+    assert said and all("in stuck_in_native (faults.py:" in m for m in said), said
+    assert json.loads((report / "manifest.json").read_text())["status"] == "complete"
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
