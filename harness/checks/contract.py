@@ -14,8 +14,8 @@ import warnings
 import torch
 
 from ..engine import (INT_VIEW, SLOW_CALL_FACTOR, CallTimeout, CandidateRaised, Pace,
-                      candidate_call, changed_tensor, dtype_bits, poison_, poison_value,
-                      raised_text, tensor_facts)
+                      candidate_call, changed_settings, changed_tensor, dtype_bits, poison_,
+                      poison_value, raised_text, restore_settings, tensor_facts, torch_settings)
 from ..result import Result
 from ..declaration import CANDIDATE, calling
 
@@ -30,6 +30,7 @@ class _Probe:
         self.candidate = candidate
         self.pace = Pace(timeout, grace)
         self.seconds = 0.0
+        self.changed_settings: str | None = None  # the first of torch's settings a call changed
 
     def __call__(self, tensor, mean, std, a, b, generator=None, limit: float | None = None):
         """-> ("ok", returned) | ("raised", exc) | ("fatal", exc) | ("hang", None). "fatal": the
@@ -37,6 +38,7 @@ class _Probe:
         end the user's program: never a proper way to refuse an argument. `limit`: this call's
         deadline, where not the pace's."""
         self.last_limit = limit or self.pace.limit()
+        settings = torch_settings()
         t0 = time.perf_counter()
         try:
             with candidate_call(self.last_limit, self.pace.watched()), warnings.catch_warnings():
@@ -52,6 +54,10 @@ class _Probe:
             return "raised", exc
         finally:
             self.seconds += time.perf_counter() - t0
+            changed = changed_settings(settings)
+            if changed is not None:
+                self.changed_settings = self.changed_settings or changed
+                restore_settings(settings)
 
     def charge(self, result: Result) -> Result:
         result.candidate_s = self.seconds
@@ -77,7 +83,8 @@ def _gen(device, seed):
 
 
 def check_contract(candidate, case, dtype, device, seed: int, timeout: float) -> Result:
-    """In place, same tensor back, metadata unchanged, views written and nothing else, edge shapes."""
+    """In place, same tensor back, metadata unchanged, views written and nothing else, edge
+    shapes, torch's process-wide settings left as they were (`harness.engine.settings`)."""
     probe = _Probe(candidate, timeout)
     m, s, a, b = case.mean, case.std, case.a, case.b
     problems: list[str] = []
@@ -153,6 +160,8 @@ def check_contract(candidate, case, dtype, device, seed: int, timeout: float) ->
         notes.append("meta tensors not tried (candidate does not claim torch.nn.init semantics)")
     if not_run:
         problems.append(f"not run after the hang: {', '.join(not_run)}")
+    if probe.changed_settings is not None:
+        problems.append(f"changed torch's settings and left them so ({probe.changed_settings})")
 
     return probe.charge(_verdict("contract", problems, "in place, same tensor, views exact, "
                                  "edge shapes ok", notes))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 
 import torch
 
@@ -19,6 +20,7 @@ from .bits import INT_VIEW, dtype_bits, make_target, poison_value
 from .deadline import (CallTimeout, Pace, candidate_call, held_handlers, raised_text,
                        release_native_backstop)
 from .fold import Fold, new_summary
+from .settings import restore_settings, torch_settings
 
 
 class CandidateFailure(Exception):
@@ -51,6 +53,16 @@ def changed_tensor(before: tuple, t: torch.Tensor) -> str | None:
     changed = [name if name == "storage" else f"{name} {was} -> {now}"
                for name, was, now in zip(TENSOR_FACTS, before, after) if was != now]
     return "; ".join(changed)
+
+
+@contextmanager
+def kept_settings(settings: tuple):
+    """torch's process-wide settings (`settings`) set back when the enclosed calls end, however
+    they end: the candidate's next group, and the harness, see them as they were."""
+    try:
+        yield
+    finally:
+        restore_settings(settings)
 
 
 def is_budget_stop(calls: int) -> bool:
@@ -181,8 +193,9 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     outside = tuple(part.view(int_view) for part in others)
     poison = poison_value(dtype)
     facts = tensor_facts(target)
+    settings = torch_settings()
     t_start = time.perf_counter()
-    with held_handlers():  # installed once for the draw's calls, not per call
+    with held_handlers(), kept_settings(settings):  # handlers installed once for the draw's calls
         while done < calls_total:
             base_ints.fill_(poison)
             limit = pace.limit()
