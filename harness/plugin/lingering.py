@@ -64,13 +64,12 @@ class LingeringThreads:
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config):
         left = lingering_threads(self.before)
-        if not left or not ends_with_the_run(config):
-            return
+        if not left or self.session is None or not ends_with_the_run(config):
+            return  # (no session: the run ended before any candidate was called)
         capture = config.pluginmanager.getplugin("capturemanager")
         if capture is not None:  # the line must reach the terminal, not the capture
             capture.stop_global_capturing()
-        status = self.session.exitstatus if self.session is not None else pytest.ExitCode.OK
         print(lingering_line(left), file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(int(status))
+        os._exit(int(self.session.exitstatus))
