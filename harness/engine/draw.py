@@ -20,7 +20,7 @@ from .bits import INT_VIEW, dtype_bits, make_target, poison_value
 from .deadline import (CallTimeout, Pace, candidate_call, held_handlers, raised_text,
                        release_native_backstop)
 from .fold import Fold, new_summary
-from .settings import restore_settings, torch_settings
+from .settings import changes, restore_settings, torch_settings
 
 
 class CandidateFailure(Exception):
@@ -47,18 +47,14 @@ def tensor_facts(t: torch.Tensor) -> tuple:
 
 def changed_tensor(before: tuple, t: torch.Tensor) -> str | None:
     """What a call changed of `t` (`tensor_facts` before it), None where nothing."""
-    after = tensor_facts(t)
-    if after == before:
-        return None
-    changed = [name if name == "storage" else f"{name} {was} -> {now}"
-               for name, was, now in zip(TENSOR_FACTS, before, after) if was != now]
-    return "; ".join(changed)
+    return changes(TENSOR_FACTS, before, tensor_facts(t), bare=frozenset({"storage"}))
 
 
 @contextmanager
-def kept_settings(settings: tuple):
-    """torch's process-wide settings (`settings`) set back when the enclosed calls end, however
-    they end: the candidate's next group, and the harness, see them as they were."""
+def kept_settings():
+    """torch's process-wide settings as they are now, set back when the enclosed calls end,
+    however they end: the candidate's next group, and the harness, see them as they were."""
+    settings = torch_settings()
     try:
         yield
     finally:
@@ -193,9 +189,8 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     outside = tuple(part.view(int_view) for part in others)
     poison = poison_value(dtype)
     facts = tensor_facts(target)
-    settings = torch_settings()
     t_start = time.perf_counter()
-    with held_handlers(), kept_settings(settings):  # handlers installed once for the draw's calls
+    with held_handlers(), kept_settings():  # handlers installed once for the draw's calls
         while done < calls_total:
             base_ints.fill_(poison)
             limit = pace.limit()

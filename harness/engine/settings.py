@@ -26,13 +26,18 @@ def torch_settings() -> tuple:
             "on" if torch.is_grad_enabled() else "off", torch.get_num_threads())
 
 
-def changed_settings(before: tuple) -> str | None:
-    """What differs from `before` (`torch_settings`), None where nothing."""
-    after = torch_settings()
+def changes(names: tuple, before: tuple, after: tuple, bare: frozenset = frozenset()) -> str | None:
+    """What differs between two tuples of named facts, ``name was -> now`` each (only the name
+    for those in `bare`: a storage address says nothing), None where nothing."""
     if after == before:
         return None
-    return "; ".join(f"{name} {was} -> {now}" for name, was, now in zip(SETTINGS, before, after)
-                     if was != now)
+    return "; ".join(name if name in bare else f"{name} {was} -> {now}"
+                     for name, was, now in zip(names, before, after) if was != now)
+
+
+def changed_settings(before: tuple) -> str | None:
+    """What differs from `before` (`torch_settings`), None where nothing."""
+    return changes(SETTINGS, before, torch_settings())
 
 
 def restore_settings(before: tuple) -> None:

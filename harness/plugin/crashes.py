@@ -92,7 +92,7 @@ def _stdlib_paths() -> tuple:
     return tuple(p for p in {paths.get("stdlib"), paths.get("platstdlib")} if p)
 
 
-def _fault_log(report_dir: str, worker: str) -> str:
+def fault_log(report_dir: str, worker: str) -> str:
     """The worker's faulthandler log ('' where there is none)."""
     if not report_dir:
         return ""
@@ -104,22 +104,21 @@ def _fault_log(report_dir: str, worker: str) -> str:
         return ""
 
 
-def stuck_after(report_dir: str, worker: str) -> str | None:
-    """How long the worker's call had run (h:mm:ss) when the native backstop ended it; None
-    where it did not."""
-    found = _STUCK.search(_fault_log(report_dir, worker))
+def stuck_after(log: str) -> str | None:
+    """How long the worker's call had run (h:mm:ss) when the native backstop ended it, from its
+    `fault_log`; None where it did not."""
+    found = _STUCK.search(log)
     return found["after"] if found else None
 
 
-def fault_location(report_dir: str, worker: str) -> str | None:
-    """Where the worker was when the fatal signal came, or when the native backstop ended it:
-    the innermost frame outside the standard library, e.g. "segv (faults.py:13)"; None without a
-    log or either in it."""
-    text = _fault_log(report_dir, worker)
-    if "Fatal Python error" not in text and not _STUCK.search(text):
+def fault_location(log: str) -> str | None:
+    """Where the worker was when the fatal signal came, or when the native backstop ended it,
+    from its `fault_log`: the innermost frame outside the standard library, e.g. "segv
+    (faults.py:13)"; None without either in the log."""
+    if "Fatal Python error" not in log and not _STUCK.search(log):
         return None
     stdlib = _stdlib_paths()
-    frames = [m for m in (_FRAME.match(line) for line in text.splitlines()) if m]
+    frames = [m for m in (_FRAME.match(line) for line in log.splitlines()) if m]
     for m in frames:  # most recent call first
         if not m["path"].startswith(stdlib):
             return f"{m['name']} ({os.path.basename(m['path'])}:{m['line']})"
@@ -152,8 +151,9 @@ class CrashLedger:
         """Note a worker crash while it ran `nodeid` (row: its skeleton); the message of its row."""
         worker = node.gateway.id
         cause = describe_exit(_exit_status(node))
-        where = fault_location(self.report_dir, worker)
-        after = stuck_after(self.report_dir, worker)
+        log = fault_log(self.report_dir, worker)
+        where = fault_location(log)
+        after = stuck_after(log)
         if after is not None:
             what = (f"ended after {after} inside one native call, where no deadline reaches"
                     + (f", in {where}" if where else ""))
