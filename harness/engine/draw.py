@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import time
-from contextlib import contextmanager
 
 import torch
 
@@ -20,7 +19,7 @@ from .bits import INT_VIEW, dtype_bits, make_target, poison_value
 from .deadline import (CallTimeout, Pace, candidate_call, held_handlers, raised_text,
                        release_native_backstop)
 from .fold import Fold, new_summary
-from .settings import changes, restore_settings, torch_settings
+from .settings import changes, kept_settings
 
 
 class CandidateFailure(Exception):
@@ -48,17 +47,6 @@ def tensor_facts(t: torch.Tensor) -> tuple:
 def changed_tensor(before: tuple, t: torch.Tensor) -> str | None:
     """What a call changed of `t` (`tensor_facts` before it), None where nothing."""
     return changes(TENSOR_FACTS, before, tensor_facts(t), bare=frozenset({"storage"}))
-
-
-@contextmanager
-def kept_settings():
-    """torch's process-wide settings as they are now, set back when the enclosed calls end,
-    however they end: the candidate's next group, and the harness, see them as they were."""
-    settings = torch_settings()
-    try:
-        yield
-    finally:
-        restore_settings(settings)
 
 
 def is_budget_stop(calls: int) -> bool:

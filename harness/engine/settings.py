@@ -10,6 +10,8 @@ API check's probe), so one group's candidate does not change what the next group
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 
 #: What `torch_settings` holds, in its order.
@@ -56,3 +58,14 @@ def restore_settings(before: tuple) -> None:
         torch.set_grad_enabled(grad == "on")
     if now[4] != threads:
         torch.set_num_threads(threads)
+
+
+@contextmanager
+def kept_settings():
+    """torch's process-wide settings as they are now, set back when the enclosed calls end,
+    however they end: the candidate's next group, and the harness, see them as they were."""
+    settings = torch_settings()
+    try:
+        yield
+    finally:
+        restore_settings(settings)
