@@ -43,6 +43,13 @@ DEFAULT_CASE_TIMEOUT = RUN_DEFAULTS.case_timeout
 BOUNDS_POLICIES = ("rounded", "strict")
 
 
+#: How a list option is registered: each occurrence adds its comma-separated items to the
+#: earlier ones' (``--dtypes float32 --dtypes float16`` runs both), as ``--candidate`` and the
+#: other repeatable options do; a later occurrence never silently replaces an earlier one.
+#: None (not given) leaves the default to `parse_options`.
+LIST_OPTION = dict(action="append", default=None, metavar="LIST")
+
+
 class OptionError(Exception):
     """A bad option value; str() is one line naming the option."""
 
@@ -58,15 +65,16 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
                 help="stage-1 samples per (case, dtype, device), drawn in full (no budget); "
                      "overrides the profile")
     g.addoption("--seed", default=str(default_seed), metavar="S", help="run seed (0 <= S < 2^63)")
-    g.addoption("--dtypes", default=None, metavar="LIST",
-                help=f"comma-separated dtypes (default {','.join(DEFAULT_DTYPES)}; sharded: "
+    g.addoption("--dtypes", **LIST_OPTION,
+                help=f"comma-separated dtypes, repeatable (default {','.join(DEFAULT_DTYPES)}; sharded: "
                      f"{','.join(SHARDED_DTYPES)}; also "
                      f"{', '.join(d for d in known_dtypes if d not in DEFAULT_DTYPES)})")
-    g.addoption("--devices", default=None, metavar="LIST",
-                help="comma-separated devices (default: cpu and every cuda device present)")
-    g.addoption("--cases", default=None, metavar="IDS",
-                help="comma-separated case ids (default: all); id:SHAPE names one shape-axis "
-                     "group, id+PATH one path group")
+    g.addoption("--devices", **LIST_OPTION,
+                help="comma-separated devices, repeatable (default: cpu and every cuda device "
+                     "present)")
+    g.addoption("--cases", **LIST_OPTION,
+                help="comma-separated case ids, repeatable (default: all); id:SHAPE names one "
+                     "shape-axis group, id+PATH one path group")
     g.addoption("--case", action="append", default=[], metavar="SPEC",
                 help="a case as data: 'mean=0,std=0.02,a=-0.04,b=0.04[,shape=151936x4096][,id=NAME]' "
                      "(bounds may be inf/-inf); repeatable; without a shape it takes the grid's "
@@ -85,10 +93,10 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
                      "harness.explore), failing ones shrunk to the boundary of their region")
     g.addoption("--explore-seed", default=None, metavar="S",
                 help="the design's seed (default: --seed); the same seed gives the same cases")
-    g.addoption("--shapes", default=None, metavar="LIST",
+    g.addoption("--shapes", **LIST_OPTION,
                 help="the shape axis: shape classes each case is also drawn at, 'none', or 'all' "
                      f"(default: the profile's; known: {', '.join(SHAPE_CLASSES)})")
-    g.addoption("--paths", default=None, metavar="LIST",
+    g.addoption("--paths", **LIST_OPTION,
                 help=f"execution paths: {', '.join(PATHS)} (default: the profile's: eager; "
                      "nightly: all)")
     g.addoption("--bounds", default=RUN_DEFAULTS.bounds, metavar="POLICY",
@@ -120,10 +128,10 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
                      "harmful (harmful and undetermined), fine (also fine-structure), any (also "
                      "api; the default); a failing row below it is reported as xfail, its verdict "
                      "in the results table stays fail")
-    g.addoption("--harm-thresholds", default="", metavar="KEY=V,...",
+    g.addoption("--harm-thresholds", action="append", default=None, metavar="KEY=V,...",
                 help="how far each effect figure may go before a failure is harmful, e.g. "
                      "'moved@0.5=0.02,tail@10=1e-4,mean=0.01' (the others keep their defaults; "
-                     "keys: " + ", ".join(THRESHOLD_KEYS) + "; docs/method/checks.md)")
+                     "repeatable; keys: " + ", ".join(THRESHOLD_KEYS) + "; docs/method/checks.md)")
     # Grid partitions (harness.fleet.partition): this process runs partition K of N of the grid.
     # --shard-id and --num-shards are their former names, kept as aliases.
     g.addoption("--partition-id", "--shard-id", dest="partition_id", default=None, metavar="K",
@@ -137,14 +145,14 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
                 help="balance the partitions by the group durations in an earlier run's report "
                      "directory (default: a stable hash of the group key)")
     # Sharded parameters (harness.sharded).
-    g.addoption("--world-sizes", default=None, metavar="LIST",
+    g.addoption("--world-sizes", **LIST_OPTION,
                 help="ranks per sharded parameter, e.g. 2,4; 1 is the unsharded grid (default: the "
                      "profile's, 1; nightly 1,2,4). W > 1 draws the sharded selection of cases "
                      f"({','.join(SHARDED_CASES)}; with --cases-from, the model's calls) unless "
                      "--cases is given")
-    g.addoption("--placements", default=",".join(PLACEMENTS), metavar="LIST",
+    g.addoption("--placements", **LIST_OPTION,
                 help=f"DTensor placements of a sharded parameter (default {','.join(PLACEMENTS)})")
-    g.addoption("--rank-seeds", default="same", metavar="LIST",
+    g.addoption("--rank-seeds", **LIST_OPTION,
                 help="how ranks are seeded: same (every rank torch.manual_seed(s), default), "
                      "per-rank (rank 0 s, the others their own), or both")
 
@@ -219,18 +227,30 @@ class Options:
 
 
 def csv_list(value) -> list[str]:
-    """A list option's items: the command line's comma-separated text, or a list (the API's)."""
-    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
-    return [str(v).strip() for v in items if str(v).strip()]
+    """A list option's items: the command line's comma-separated text, each occurrence's in
+    turn (a list of texts), or the API's list."""
+    return [str(v) for v in typed_list(value)]
 
 
 def typed_list(value) -> list:
     """A list option's items like `csv_list`, but the objects of a list given typed (the API's
-    `Case`s and torch dtypes) kept as they are."""
-    if not isinstance(value, (list, tuple)):
-        return csv_list(value)
-    return [v.strip() if isinstance(v, str) else v for v in value
-            if not isinstance(v, str) or v.strip()]
+    `Case`s and torch dtypes) kept as they are; a text in the list is split at its commas."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    out: list = []
+    for item in items:
+        if isinstance(item, str):
+            out += [v.strip() for v in item.split(",") if v.strip()]
+        else:
+            out.append(item)
+    return out
+
+
+def _joined(value):
+    """A text option given once or more (a list of texts: ``--harm-thresholds`` repeated) as one
+    comma-separated text; anything else (the API's mapping) as it is."""
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return ",".join(value)
+    return value
 
 
 def _number(name: str, text, *, integer: bool = False) -> float | int:
@@ -335,7 +355,7 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
     if fail_on not in FAIL_ON:
         raise OptionError(f"--fail-on: unknown {fail_on!r}; known: {', '.join(FAIL_ON)}")
     try:
-        harm_thresholds = parse_thresholds(getattr(opt, "harm_thresholds", None) or None)
+        harm_thresholds = parse_thresholds(_joined(getattr(opt, "harm_thresholds", None)) or None)
     except ThresholdsError as exc:
         raise OptionError(f"--harm-thresholds: {exc}") from None
     partition, durations_from, durations = _partition(opt, environ)
@@ -487,9 +507,12 @@ def _sharding_options(opt, profile: str) -> tuple[tuple, tuple, tuple]:
             raise OptionError(f"--world-sizes: each must be an integer in [1, {MAX_WORLD_SIZE}] "
                               f"(1: unsharded), got {', '.join(bad)}")
         world_sizes = tuple(sorted(set(sizes)))
-    placements = _choices("--placements", getattr(opt, "placements", ",".join(PLACEMENTS)),
+    placements = getattr(opt, "placements", None)
+    placements = _choices("--placements", PLACEMENTS if placements is None else placements,
                           PLACEMENTS)
-    rank_seeds = _choices("--rank-seeds", getattr(opt, "rank_seeds", "same"), RANK_SEEDS)
+    rank_seeds = getattr(opt, "rank_seeds", None)
+    rank_seeds = _choices("--rank-seeds", ("same",) if rank_seeds is None else rank_seeds,
+                          RANK_SEEDS)
     return world_sizes, placements, rank_seeds
 
 

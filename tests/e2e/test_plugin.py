@@ -171,15 +171,17 @@ def test_xfails_file_auto_says_what_it_chose_for_the_installed_torch(suite, pyte
 
 
 def test_options_select_dtypes_cases_devices(suite):
+    """A list option given twice runs what both name (pytest's own parser, end to end)."""
     result, df = suite("--candidate", "exact", *SMOKE, "--cases", "half-normal",
-                       "--dtypes", "float16", "--devices", "cpu,cuda:0", "-k", "finite")
+                       "--dtypes", "float16", "--dtypes", "bfloat16", "--devices", "cpu,cuda:0",
+                       "-k", "finite")
     assert result.ret == 0
-    assert set(df.dtype) == {"float16"} and set(df.case) == {"half-normal"}
+    assert set(df.dtype) == {"float16", "bfloat16"} and set(df.case) == {"half-normal"}
     cuda = df[df.device == "cuda:0"]
     import torch
 
     if not torch.cuda.is_available():
-        assert (cuda.verdict == "skip").all() and len(cuda) == 1
+        assert (cuda.verdict == "skip").all() and len(cuda) == 2  # one per dtype
 
 
 def test_strict_bounds_see_rounded_bounds_outside_the_interval(suite):

@@ -154,6 +154,25 @@ def test_sharding_options(parse):
     assert opt.dtypes == ("float16",)
 
 
+def test_a_list_option_given_twice_takes_both(parse):
+    """Each occurrence of a list option arrives as one text of a list (argparse's append); the
+    items of all of them count, in order, as one comma-separated text would."""
+    opt = parse(dtypes=["float32", "float16,bfloat16"], cases=["tail-5", "half-normal"],
+                devices=["cpu", "cuda:0"], shapes=["1", "7"], world_sizes=["2", "4"],
+                placements=["shard0", "replicate"], rank_seeds=["same", "per-rank"],
+                harm_thresholds=["mean=0.02", "moved@0.5=0.05"])
+    assert opt.dtypes == ("float32", "float16", "bfloat16")
+    assert [c.id for c in opt.cases] == ["tail-5", "half-normal"]
+    assert opt.devices == ("cpu", "cuda:0") and opt.shapes == ("1", "7")
+    assert opt.world_sizes == (2, 4) and opt.placements == ("shard0", "replicate")
+    assert opt.rank_seeds == ("same", "per-rank")
+    assert opt.harm_thresholds.mean == 0.02 and opt.harm_thresholds.moved[1] == 0.05
+    with pytest.raises(OptionError, match="--dtypes: unknown float7"):
+        parse(dtypes=["float32", "float7"])
+    with pytest.raises(OptionError, match="--placements: empty list"):
+        parse(placements=[""])
+
+
 def test_typed_cases_and_dtypes_are_taken_as_given(parse):
     """`harness.check` hands its typed values on: a `Case` object (the grid's or one of the
     caller's own) is the run's case as it is, a torch dtype is named by its name."""
