@@ -292,12 +292,19 @@ def ratio_intervals(mean: float, std: float, a: float, b: float,
     return np.clip(mean - half, a, b), np.clip(mean + half, a, b)
 
 
-def nested_overlap(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, counts: tuple) -> np.ndarray:
+def nested_sums(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cumulative lo, cumulative length) of nested intervals, each from 0: what `nested_overlap`
+    reads, worked out once for all the points it is asked about."""
+    return (np.concatenate([[0.0], np.cumsum(lo)]),
+            np.concatenate([[0.0], np.cumsum(hi - lo)]))
+
+
+def nested_overlap(x: np.ndarray, sums: tuple, counts: tuple) -> np.ndarray:
     """sum_j |[-inf, x] cap [lo_j, hi_j]| for each x, over nested intervals (lo ascending, hi
     descending): the intervals that start below x contribute up to x or to their end.
-    `counts`: (#{j: lo_j < x}, #{j: hi_j > x}) per x (`interval_counts`, `lattice_counts`)."""
-    cum_lo = np.concatenate([[0.0], np.cumsum(lo)])
-    cum_len = np.concatenate([[0.0], np.cumsum(hi - lo)])
+    `sums`: the intervals' `nested_sums`; `counts`: (#{j: lo_j < x}, #{j: hi_j > x}) per x
+    (`interval_counts`, `lattice_counts`)."""
+    cum_lo, cum_len = sums
     started, open_ = counts
     inside = np.minimum(started, open_)
     ended = np.maximum(started - open_, 0)  # j in [open_, started): [lo_j, hi_j] below x
@@ -333,11 +340,11 @@ def lattice_acceptance_probs(ranges, finest: tuple, bits: int, finest_counts: tu
     j 2^-MAX_ACCEPT_BITS, j = 1..2^MAX_ACCEPT_BITS - 1, of which this lattice's are every
     2^(MAX_ACCEPT_BITS - bits)-th; `finest_counts`: their `interval_counts` at the ranges' lower
     and upper ends, worked out once for every lattice."""
-    lo, hi = lattice_intervals(finest, bits)
+    sums = nested_sums(*lattice_intervals(finest, bits))
     r_lo, r_hi = ranges
     at_lo, at_hi = (lattice_counts(c, bits) for c in finest_counts)
-    mass = ((r_hi - r_lo) + nested_overlap(r_hi, lo, hi, at_hi)
-            - nested_overlap(r_lo, lo, hi, at_lo))
+    mass = ((r_hi - r_lo) + nested_overlap(r_hi, sums, at_hi)
+            - nested_overlap(r_lo, sums, at_lo))
     mass = np.maximum(mass, 0.0) * np.ldexp(1.0, -bits)
     total = float(mass.sum())
     return mass / total if total > 0 else mass
