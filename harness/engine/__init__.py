@@ -23,8 +23,9 @@ May import: the ground floor (`harness.summary`, `harness.key_bins`, `harness.gr
 from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_, poison_value
 from .deadline import (PACE_FACTOR, SLOW_CALL_FACTOR, CallTimeout, CandidateRaised, Pace,
                        call_deadline, candidate_call, held_handlers, native_backstop, raised_text)
-from .draw import (PREPARE_TIMEOUT_S, CandidateFailure, changed_tensor, chunk_elements_for,
-                   is_budget_stop, prepare_candidate, run_engine, tensor_facts)
+from .draw import (PREPARE_TIMEOUT_S, CandidateFailure, changed_facts,
+                   changed_tensor, chunk_elements_for, is_budget_stop, prepare_candidate,
+                   run_engine, tensor_facts)
 from .family import Accumulator, Family, FamilyState
 from .fold import (Box, Chunk, Fold, fixed_sum, fixed_sum_each, fixed_sum_squares, fold_order,
                    new_summary, raw_main_bins, row_hash_coefficients, standard_scale,
@@ -36,7 +37,8 @@ __all__ = ["INT_VIEW", "dtype_bits", "hist_bits_for", "poison_", "poison_value",
            "CandidateRaised", "call_deadline", "candidate_call", "raised_text", "PACE_FACTOR",
            "SLOW_CALL_FACTOR", "Pace", "held_handlers", "native_backstop",
            "PREPARE_TIMEOUT_S", "CandidateFailure", "chunk_elements_for", "is_budget_stop",
-           "prepare_candidate", "run_engine", "changed_tensor", "tensor_facts", "Accumulator",
+           "prepare_candidate", "run_engine", "changed_facts", "changed_tensor",
+           "tensor_facts", "Accumulator",
            "Family", "FamilyState", "Box", "Chunk", "Fold", "fixed_sum", "fixed_sum_each",
            "fixed_sum_squares", "fold_order", "new_summary", "raw_main_bins",
            "row_hash_coefficients", "standard_scale", "summarize_samples", "normal_throughput",

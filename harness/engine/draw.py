@@ -38,15 +38,24 @@ class CandidateFailure(Exception):
 TENSOR_FACTS = ("storage", "shape", "strides", "dtype", "requires_grad")
 
 
-def tensor_facts(t: torch.Tensor) -> tuple:
+def tensor_facts(t: torch.Tensor, requires_grad: bool | None = None) -> tuple:
     """The storage, shape, strides, dtype and autograd flag of the tensor a candidate fills: a
-    sampler writes its values in place and leaves these as they were."""
-    return (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.requires_grad)
+    sampler writes its values in place and leaves these as they were. `requires_grad`: the flag
+    where `t` does not carry it (the local shard of a DTensor parameter, whose flag is the
+    parameter's)."""
+    flag = t.requires_grad if requires_grad is None else requires_grad
+    return (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, flag)
 
 
 def changed_tensor(before: tuple, t: torch.Tensor) -> str | None:
     """What a call changed of `t` (`tensor_facts` before it), None where nothing."""
-    return changes(TENSOR_FACTS, before, tensor_facts(t), bare=frozenset({"storage"}))
+    return changed_facts(before, tensor_facts(t))
+
+
+def changed_facts(before: tuple, after: tuple) -> str | None:
+    """What differs between two readings of a tensor's `TENSOR_FACTS` (its storage named, not
+    its address), None where nothing: "shape (256, 256) -> (3,), storage"."""
+    return changes(TENSOR_FACTS, before, after, bare=frozenset({"storage"}))
 
 
 def is_budget_stop(calls: int) -> bool:

@@ -116,8 +116,8 @@ def _store_path(store_dir: str | None, task_key: str) -> str:
 #: Which rank's failure names the draw's: a death, then the candidate's own failures, then a
 #: rank that went silent, then one that never started its draw (its peers' collectives time out
 #: waiting for it: the harness's errors come after), then ranks stopped by the others.
-_PRIORITY = {"crashed": 0, "hang": 1, "raised": 2, "stall": 3, "unstarted": 4, "error": 5,
-             "peer": 6}
+_PRIORITY = {"crashed": 0, "hang": 1, "raised": 2, "broke its tensor": 3, "stall": 4,
+             "unstarted": 5, "error": 6, "peer": 7}
 
 
 def _failure(failures: dict, world: int) -> CandidateFailure:

@@ -18,8 +18,8 @@ import torch
 
 from reference import TruncatedNormal, rounded_law
 
-from ..engine import (SLOW_CALL_FACTOR, CallTimeout, candidate_call, is_budget_stop, poison_,
-                      raised_text)
+from ..engine import (SLOW_CALL_FACTOR, CallTimeout, candidate_call, changed_facts,
+                      is_budget_stop, poison_, raised_text, tensor_facts)
 from ..runner import DrawRequest
 from ..summary import Summary
 from .part_fold import (PairStats, PartFold, ShardingStats, box_slices, compare_pair, count_differing,
@@ -109,7 +109,7 @@ def _rank_law(task: DrawTask):
 
 
 class RankFailure(Exception):
-    """A rank's draw stopped: its candidate failed (kind raised/hang), or a peer's did ("peer"),
+    """A rank's draw stopped: its candidate failed (kind raised, hang or broke its tensor), or a peer's did ("peer"),
     or the harness failed ("error"). `clean`: every rank left the collectives together."""
 
     def __init__(self, kind: str, message: str, clean: bool = True, candidate_s: float = 0.0):
@@ -187,6 +187,7 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
     def call(tensor, generator, what: str):
         nonlocal t_cand
         beat(what)  # the worker learns which call a rank that goes silent is in
+        before = filled_facts(tensor)
         t0 = time.perf_counter()
         try:
             with candidate_call(limit, watched=True):
@@ -200,6 +201,10 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
         finally:
             t_cand += time.perf_counter() - t0
             beat(None)
+        changed = changed_facts(before, filled_facts(tensor))
+        if changed is not None:  # what the rank poisons, folds and sends next is no longer it
+            raise RankFailure("broke its tensor", f"{what} changed the tensor it was given "
+                                                  f"({changed}): a sampler fills it in place")
 
     # -- the unsharded tensor from the run's seed (the `sharding` check), first calls of stage 1
     sl = box_slices(offsets, local_shape)
@@ -330,6 +335,16 @@ def _draw_on_mesh(task: DrawTask, rank: int, device: torch.device, beat, tell) -
         if stopped_by_budget:
             part.notes["stopped_by_budget"] = True
     return RankResult(rank, part, stats, t_cand, time.perf_counter() - t_start - t_cand)
+
+
+def filled_facts(tensor: torch.Tensor) -> tuple:
+    """`tensor_facts` of what a rank's call fills: a DTensor parameter's local shard, with the
+    parameter's own autograd flag (the shard does not carry it); a plain tensor's own."""
+    if not hasattr(tensor, "to_local"):
+        return tensor_facts(tensor)
+    with torch.no_grad():
+        local = tensor.to_local()
+    return tensor_facts(local, requires_grad=tensor.requires_grad)
 
 
 def _as_bytes(t: torch.Tensor) -> torch.Tensor:

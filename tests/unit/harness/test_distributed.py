@@ -190,6 +190,18 @@ def test_a_rank_that_raises_gives_fail_rows_and_keeps_the_pool(tmp_path):
     assert get_pool(2, "cpu") is pool  # every rank stopped at the same call: no kill
 
 
+def test_a_rank_that_turns_its_parameters_grad_off_gives_fail_rows(tmp_path):
+    """A sampler that leaves a model's parameter untrainable broke it, sharded or not: each
+    call is compared with the parameter as it was given (its shard, and its own flag)."""
+    spec = _one_rank(tmp_path, "tensor.requires_grad_(False)")
+    pool = get_pool(2, "cpu")
+    rows = _failed_rows(_runner(spec))
+    assert rows["finite"].verdict == "fail"
+    assert ("rank 1 of 2: call 1 changed the tensor it was given (requires_grad True -> False)"
+            in rows["finite"].message)
+    assert get_pool(2, "cpu") is pool  # every rank stopped at the same call: no kill
+
+
 def test_a_rank_that_raises_while_the_other_waits_in_a_collective_is_named(tmp_path):
     """Rank 0 waits in exact-counter's key broadcast for a rank 1 that raised before it: the
     cause is rank 1's error, and the pool is replaced after the grace period (not a timeout)."""
