@@ -69,6 +69,10 @@ def is_budget_stop(calls: int) -> bool:
     return odd in (1, 3)
 
 
+#: Calls whose rows of the chunk buffer are made as views at once: a view costs ~1.4 KB, so the
+#: 2^20 rows of a chunk of one-element calls would hold ~1.4 GB of them; a block at a time they
+#: still cost nothing per call, and the memory is bounded whatever the chunk.
+SLOT_BLOCK = 4096
 #: Elements folded at a time on CPU: the fold's working set (the chunk, its integer keys, z, z^2,
 #: a scratch tensor and the pending mass counters: ~6 x 4 MB at 2^20 float32 elements) then stays
 #: in the last-level cache, and the fold is ~20% faster than at 2^22 (benchmarks/engine.py).
@@ -173,7 +177,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     generator = torch.Generator(device=device).manual_seed(seed)
     target, base, others = make_target(case, dtype, device)
     buffer = torch.empty((per_chunk, *shape), dtype=dtype, device=device)
-    slots = buffer.unbind(0)  # each call's row of the chunk, as views made once
+    slots: tuple = ()  # the calls' rows of the chunk, as views made a block at a time
     prepare_candidate(candidate, call_timeout, fold)
     pace = Pace(call_timeout)
     warm_up(candidate, case, dtype, device, call_timeout, fold, pace)
@@ -220,7 +224,9 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
                 summary.n_returned_other += 1
             for part in outside:
                 summary.n_written_outside += int(torch.count_nonzero(part != poison))
-            slots[filled].copy_(target)
+            if filled % SLOT_BLOCK == 0:
+                slots = buffer[filled:filled + SLOT_BLOCK].unbind(0)
+            slots[filled % SLOT_BLOCK].copy_(target)
             filled += 1
             done += 1
             over_budget = (time_budget is not None and done >= min_calls and done < calls_total
