@@ -8,6 +8,7 @@
   for samples already in memory;
 * `harness.engine.mass_bin_counters` — `MassCounters`, the lookup table for a law's mass bins;
 * `harness.engine.bits` — the integer views and the poison written before each call;
+* `harness.engine.caught` — the distinct warnings a draw's calls raise (`caught_warnings`);
 * `harness.engine.deadline` — calling a candidate: the per-call deadline and its length (the
   fixed limit, stretched by the candidate's own `Pace`), and what it raises that is not an
   Exception (`candidate_call`, `CallTimeout`, `CandidateRaised`);
@@ -21,6 +22,7 @@ May import: the ground floor (`harness.summary`, `harness.key_bins`, `harness.gr
 """
 
 from .bits import INT_VIEW, dtype_bits, hist_bits_for, poison_, poison_value
+from .caught import caught_warnings
 from .deadline import (PACE_FACTOR, SLOW_CALL_FACTOR, CallTimeout, CandidateRaised, Pace,
                        call_deadline, candidate_call, held_handlers, native_backstop, raised_text)
 from .draw import (PREPARE_TIMEOUT_S, CandidateFailure, changed_facts,
@@ -33,7 +35,8 @@ from .fold import (Box, Chunk, Fold, fixed_sum, fixed_sum_each, fixed_sum_square
 from .settings import changed_settings, restore_settings, torch_settings
 from .throughput import normal_throughput
 
-__all__ = ["INT_VIEW", "dtype_bits", "hist_bits_for", "poison_", "poison_value", "CallTimeout",
+__all__ = ["INT_VIEW", "dtype_bits", "hist_bits_for", "poison_", "poison_value",
+           "caught_warnings", "CallTimeout",
            "CandidateRaised", "call_deadline", "candidate_call", "raised_text", "PACE_FACTOR",
            "SLOW_CALL_FACTOR", "Pace", "held_handlers", "native_backstop",
            "PREPARE_TIMEOUT_S", "CandidateFailure", "chunk_elements_for", "is_budget_stop",

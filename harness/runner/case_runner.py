@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,8 +31,8 @@ from ..checks.hard import failed_draw
 from ..declaration import GroupFacts, case_law
 from ..diagnosis import (DEFAULT_THRESHOLDS, OWN_STAGE_FAMILIES, HarmThresholds, annotate,
                          annotate_failure, level_at)
-from ..engine import (CandidateFailure, chunk_elements_for, fold_order, normal_throughput,
-                      run_engine)
+from ..engine import (CandidateFailure, caught_warnings, chunk_elements_for, fold_order,
+                      normal_throughput, run_engine)
 from ..families.localized import spike_watch
 from ..result import Result
 from ..seeds import DEFAULT_RUN_SEED, derive_seed
@@ -188,13 +187,9 @@ class CaseRunner:
             return self._summaries[stage]
         marker = self._inflight_marker(stage)
         try:
-            with lease(marker), warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
+            with lease(marker), caught_warnings() as heard:
                 s, cost = self._draw(stage)
-            for w in caught:
-                text = f"{w.category.__name__}: {w.message}"
-                if text not in self.warnings:
-                    self.warnings.append(text)
+            self.warnings += [text for text in heard.lines() if text not in self.warnings]
         except LeaseHeld as held:
             s, cost = failure_from_lease(held, f"stage {stage}"), (0.0, 0.0)
         self._summaries[stage] = s

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,8 +17,8 @@ import torch
 
 from reference import TruncatedNormal, rounded_law
 
-from ..engine import (SLOW_CALL_FACTOR, CallTimeout, candidate_call, changed_facts,
-                      is_budget_stop, poison_, raised_text, tensor_facts)
+from ..engine import (SLOW_CALL_FACTOR, CallTimeout, candidate_call, caught_warnings,
+                      changed_facts, is_budget_stop, poison_, raised_text, tensor_facts)
 from ..runner import DrawRequest
 from ..summary import Summary
 from .part_fold import (PairStats, PartFold, ShardingStats, box_slices, compare_pair, count_differing,
@@ -138,14 +137,9 @@ def rank_draw(task: DrawTask, rank: int, beat, tell) -> RankResult:
     dist.init_process_group(backend, store=store, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=task.pg_timeout_s))
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with caught_warnings() as heard:
             result = _draw_on_mesh(task, rank, device, beat, tell)
-        seen = []
-        for w in caught:
-            text = f"{w.category.__name__}: {w.message}"
-            if text not in seen:
-                seen.append(text)
+        seen = heard.lines()
         result.warnings = seen
         result.stats.notes += [f"rank {rank}: {t}" for t in seen]
         return result
