@@ -6,7 +6,8 @@ This module is its face: it adds the options (`harness.session.options`), builds
 plugin objects that drive it, as pytest-xdist registers its DSession:
 
 * in every process: `grid.GridPlugin` (parametrization, collection, the ``verify`` fixture),
-  `terminal.SummaryScan`, the header of `terminal.RunHeader`, and `lingering.LingeringThreads`
+  `terminal.SummaryScan`, `terminal.CandidateOutput` (a candidate's output trimmed in the
+  reports), the header of `terminal.RunHeader`, and `lingering.LingeringThreads`
   (a candidate's threads do not keep the process alive once the run is over);
 * in the process that owns the run (the xdist controller, or the one process of a run without
   -n): `controller.ControllerPlugin` (start-up checks, the scheduler, rows, crashes, the report)
@@ -29,7 +30,7 @@ from ..session.planner import plan_run
 from .controller import ControllerPlugin
 from .grid import GridPlugin
 from .lingering import LingeringThreads
-from .terminal import RunHeader, RunTerminal, SummaryScan
+from .terminal import CandidateOutput, RunHeader, RunTerminal, SummaryScan
 from .verify import conformance_tests
 from .worker import WorkerPlugin
 
@@ -56,6 +57,7 @@ def pytest_configure(config):
     # Every process: an xdist worker's own reporter writes the failure listing too (unseen, at
     # the end of its run, where the controller waits for it).
     plugins.register(SummaryScan(), "harness-summary-scan")
+    plugins.register(CandidateOutput(), "harness-candidate-output")
     plugins.register(LingeringThreads(), "harness-lingering-threads")
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None:

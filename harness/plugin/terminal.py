@@ -5,6 +5,10 @@
 * `RunTerminal`: the process that owns the run's report (the xdist controller, or the one
   process of a run without -n) also says lines during the run (`RunTerminal.say`) and writes
   the conformance summary at the end;
+* `CandidateOutput`: a test's captured output (stdout, stderr, log) is whatever its candidate
+  said over every call of its draw, thousands of calls at `pr`: each section of a report keeps
+  its head and its tail, so that a sampler printing on each call neither floods the failure
+  listing (16 MB for two tiny-tensor groups, 2 KB a call) nor crosses from a worker whole;
 * `SummaryScan`: for every failed test, pytest's terminal reporter looks for the test's teardown
   output by scanning every passed setup and teardown report of the session (``stats[""]``): with
   the 567 failures of the main job among 4220 tests that is ~5 million report comparisons,
@@ -54,6 +58,31 @@ def summary_scan(reporter):
         if stats.get("") is shown:  # a report logged meanwhile stays logged
             kept.extend(shown[before:])
         stats[""] = kept
+
+
+#: Characters of a captured section kept at each end (`trimmed_output`).
+OUTPUT_KEPT = 4000
+
+
+def trimmed_output(text: str, kept: int = OUTPUT_KEPT) -> str:
+    """`text`, or its first and last `kept` characters around a line saying how much of it is
+    left out."""
+    if len(text) <= 2 * kept + 200:  # the line saying so would save little
+        return text
+    left_out = len(text) - 2 * kept
+    return (f"{text[:kept]}\n[... {left_out:,} of {len(text):,} characters left out by the "
+            f"harness ...]\n{text[-kept:]}")
+
+
+class CandidateOutput:
+    """The plugin object that trims the captured sections of every test report to
+    `trimmed_output` (registered in every process: a worker trims before it sends)."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        report = yield
+        report.sections = [(title, trimmed_output(text)) for title, text in report.sections]
+        return report
 
 
 class SummaryScan:

@@ -79,6 +79,17 @@ FAULTS = textwrap.dedent('''\
         return tensor
 
 
+    def chatty(tensor, mean, std, a, b, generator=None):
+        """Says 2 KB on each call, and writes one NaN (its first test fails, with that output)."""
+        import sys
+
+        print("x" * 1000)
+        print("e" * 1000, file=sys.stderr)
+        exact_trunc_normal_(tensor, mean, std, a, b, generator=generator)
+        tensor.view(-1)[0] = float("nan")
+        return tensor
+
+
     def stuck_in_native(tensor, mean, std, a, b, generator=None):
         sum(range(10 ** 14))  # one C call: the deadline's SIGALRM handler never runs inside it
         return tensor
@@ -289,6 +300,20 @@ def test_what_a_candidate_raises_is_a_fail_row(repo_root, tmp_path, faults):
         assert rows.loc["arguments", "verdict"] == "fail"  # exiting is no way to refuse arguments
         assert f"raised {raised} (ends the caller's program)" in rows.loc["arguments", "message"]
         assert (rows.verdict != "error").all()
+
+
+def test_a_candidate_that_prints_on_every_call_does_not_flood_the_failure_listing(
+        repo_root, tmp_path, faults):
+    """4096 one-element calls print 8 MB; each captured section of a report keeps 4000
+    characters at each end."""
+    report = tmp_path / "report"
+    rc, out = _run(repo_root, report, "--candidate", f"{faults}:chatty", *SMOKE,
+                   "--case", "mean=0,std=1,a=-2,b=2,shape=1,id=tiny", "--dtypes", "float32",
+                   "-n", "0", "-k", "finite or gof")
+    assert rc == 1, out[-3000:]
+    assert len(out) < 100_000 and "characters left out by the harness" in out
+    rows = pd.read_csv(report / "results.csv").set_index("check")
+    assert rows.loc["finite", "verdict"] == "fail"
 
 
 def test_a_candidate_that_runs_out_of_memory_gets_fail_rows(repo_root, tmp_path, faults):

@@ -127,3 +127,15 @@ def test_each_process_registers_the_plugin_objects_of_its_role(pytester, monkeyp
     assert (pytester.path / "plugins-controller.txt").read_text() == owner
     assert (pytester.path / "plugins-gw0.txt").read_text() == \
         "harness-grid harness-terminal harness-worker RunHeader"
+
+
+def test_a_long_captured_section_keeps_its_head_and_tail():
+    from harness.plugin.terminal import OUTPUT_KEPT, trimmed_output
+
+    short = "call\n" * 100
+    assert trimmed_output(short) == short
+    text = "".join(f"call {i}\n" for i in range(100_000))
+    out = trimmed_output(text)
+    assert out.startswith(text[:OUTPUT_KEPT]) and out.endswith(text[-OUTPUT_KEPT:])
+    assert f"[... {len(text) - 2 * OUTPUT_KEPT:,} of {len(text):,} characters left out" in out
+    assert len(out) < 2 * OUTPUT_KEPT + 200
