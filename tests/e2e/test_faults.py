@@ -108,6 +108,21 @@ FAULTS = textwrap.dedent('''\
         return exact_trunc_normal_(tensor, mean, std, a, b, generator=generator)
 
 
+    def leaves_a_process(tensor, mean, std, a, b, generator=None):
+        """exact, having started on its first call a helper process (multiprocessing, not a
+        daemon) that outlives any run; its pid goes to the file HARNESS_TEST_CHILD."""
+        import multiprocessing
+
+        if not _lingering:
+            child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(3600,),
+                                                                  name="helper")
+            child.start()
+            _lingering.append(child)
+            with open(os.environ["HARNESS_TEST_CHILD"], "w") as fh:
+                fh.write(str(child.pid))
+        return exact_trunc_normal_(tensor, mean, std, a, b, generator=generator)
+
+
     def gated(tensor, mean, std, a, b, generator=None):
         """exact, once the file HARNESS_TEST_GATE exists (a run that stays busy until told)."""
         deadline = time.monotonic() + 300
@@ -393,6 +408,25 @@ def test_a_thread_the_candidate_leaves_running_does_not_keep_the_run_open(
     assert json.loads((report / "manifest.json").read_text())["status"] == "complete"
     if workers == "0":  # a worker's line goes to its own stderr
         assert "harness: 1 thread(s) started during the run are still running ('prefetch'" in out
+
+
+def test_a_child_process_the_candidate_leaves_running_does_not_keep_the_run_open(
+        repo_root, tmp_path, faults):
+    """multiprocessing joins every non-daemon child at exit: a sampler's helper process that
+    never ends kept a run without -n open forever. The run ends with its report, says why, and
+    ends the child."""
+    report, pid_file = tmp_path / "report", tmp_path / "child.pid"
+    t0 = time.monotonic()
+    rc, out = _run(repo_root, report, "--candidate", f"{faults}:leaves_a_process", *SMOKE,
+                   "--cases", "normal-2sigma", "--dtypes", "float32", "-n", "0", timeout=300,
+                   env=_env(repo_root, HARNESS_TEST_CHILD=str(pid_file)))
+    assert rc == 0, out[-3000:]
+    assert time.monotonic() - t0 < 240  # the child sleeps an hour
+    assert "harness: 1 child process(es) started during the run are still running ('helper' pid" in out
+    assert json.loads((report / "manifest.json").read_text())["status"] == "complete"
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):  # ended (and reaped by the run before it exited)
+        os.kill(pid, 0)
 
 
 def _wait_for_rows(report, at_least: int, proc, timeout: float = 300) -> None:

@@ -9,7 +9,8 @@ import types
 
 import pytest
 
-from harness.plugin.lingering import ends_with_the_run, lingering_line, lingering_threads
+from harness.plugin.lingering import (children_line, end_children, ends_with_the_run,
+                                      lingering_children, lingering_line, lingering_threads)
 
 
 def test_only_the_non_daemon_threads_started_since_are_lingering():
@@ -29,6 +30,31 @@ def test_only_the_non_daemon_threads_started_since_are_lingering():
         kept.join()
         daemon.join()
     assert lingering_threads(before) == []
+
+
+def test_only_the_non_daemon_child_processes_started_since_are_lingering():
+    import multiprocessing
+    import time
+
+    ctx = multiprocessing.get_context("fork")
+    before = set(multiprocessing.active_children())
+    daemon = ctx.Process(target=time.sleep, args=(600,), name="daemonic", daemon=True)
+    kept = ctx.Process(target=time.sleep, args=(600,), name="helper")
+    daemon.start()
+    kept.start()
+    try:
+        left = lingering_children(before)
+        assert left == [kept]
+        assert children_line(left).startswith(
+            f"harness: 1 child process(es) started during the run are still running ('helper' "
+            f"pid {kept.pid}: ")
+        end_children(left)
+        assert not kept.is_alive() and kept.exitcode is not None
+    finally:
+        for p in (daemon, kept):
+            p.kill()
+            p.join()
+    assert lingering_children(before) == []
 
 
 @pytest.mark.parametrize("argv0, ends", [
