@@ -313,6 +313,10 @@ class candidate_call:
         if _Handlers.depth and threading.current_thread() is threading.main_thread():
             _SIGINTS.clear()
             if seconds and seconds > 0 and hasattr(signal, "setitimer"):
+                if signal.getsignal(signal.SIGALRM) is not _on_alarm:
+                    # an earlier call took the alarm (a library that times itself out): the
+                    # deadline takes it back, or the next call that hangs would hang the run
+                    signal.signal(signal.SIGALRM, _on_alarm)
                 self._watch(seconds)
                 signal.setitimer(signal.ITIMER_REAL, seconds)
                 self.armed = True

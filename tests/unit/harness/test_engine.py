@@ -276,6 +276,31 @@ def test_deadline_interrupts_a_pure_python_loop():
     assert info.value.kind == "hang" and time.perf_counter() - t0 < 60
 
 
+def test_a_candidate_that_takes_the_alarm_is_still_held_to_its_deadline():
+    """A call that sets SIGALRM's handler (to ignore it, as a library owning the alarm might)
+    left the deadline deaf: a later call that hung hung the run. Each call takes it back."""
+    import signal
+
+    def takes_the_alarm(t, mean, std, a, b, generator):
+        takes_the_alarm.calls += 1
+        if takes_the_alarm.calls == 1:
+            signal.signal(signal.SIGALRM, signal.SIG_IGN)
+        if takes_the_alarm.calls == 3:
+            time.sleep(120)
+        return t.normal_(generator=generator).clamp_(a, b)
+
+    takes_the_alarm.calls = 0
+    before = signal.getsignal(signal.SIGALRM)
+    case = Case("c", 0.0, 1.0, -2.0, 2.0, (64,))
+    t0 = time.monotonic()
+    with pytest.raises(CandidateFailure) as failure:
+        engine.run_engine(takes_the_alarm, case, torch.float32, "cpu",
+                          _law(case, torch.float32), 64 * 8, 3, families=(), call_timeout=0.5)
+    assert failure.value.kind == "hang" and "call 3 did not return" in str(failure.value)
+    assert time.monotonic() - t0 < 60  # about the deadline: ~seconds, not the call's 120 s
+    assert signal.getsignal(signal.SIGALRM) is before  # the draw puts back what it found
+
+
 def test_a_raising_candidate_is_reported_not_propagated():
     def broken(t, *args):
         raise RuntimeError("boom")
