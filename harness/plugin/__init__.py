@@ -8,7 +8,8 @@ plugin objects that drive it, as pytest-xdist registers its DSession:
 * in every process: `grid.GridPlugin` (parametrization, collection, the ``verify`` fixture),
   `terminal.SummaryScan`, `terminal.CandidateOutput` (a candidate's output trimmed in the
   reports), the header of `terminal.RunHeader`, and `lingering.LingeringThreads`
-  (a candidate's threads do not keep the process alive once the run is over);
+  (a candidate's threads and child processes do not keep the process alive once the run is
+  over);
 * in the process that owns the run (the xdist controller, or the one process of a run without
   -n): `controller.ControllerPlugin` (start-up checks, the scheduler, rows, crashes, the report)
   and `terminal.RunTerminal` (the header, lines said during the run, the conformance summary);

@@ -8,10 +8,10 @@ helper process, a pool's worker) does the same: multiprocessing joins them at ex
 `LingeringThreads`, registered in every process of a run, looks at the end of it (its
 pytest_unconfigure runs after every other plugin's: the report, the JUnit XML and the terminal
 summary are written) for non-daemon threads and child processes started since the run began;
-where there are any, it names them in one line, ends those children (they served a run that is
-over) and ends the process with the run's exit status, without waiting for the threads. Only in
-a process that ends with the run (`ends_with_the_run`): ``pytest.main()`` called from a program
-that goes on returns as before.
+where there are any, it names them in one line and ends those children (they served a run that
+is over), and where threads are left it ends the process with the run's exit status, without
+waiting for them. Only in a process that ends with the run (`ends_with_the_run`):
+``pytest.main()`` called from a program that goes on returns as before.
 """
 
 from __future__ import annotations
@@ -111,8 +111,9 @@ class LingeringThreads:
         if children:
             print(children_line(children), file=sys.stderr)
             end_children(children)
-        if left:
-            print(lingering_line(left), file=sys.stderr)
+            if not left:
+                return  # nothing else to wait for: the interpreter ends as usual (atexit too)
+        print(lingering_line(left), file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(int(self.session.exitstatus))

@@ -66,8 +66,8 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
                      "overrides the profile")
     g.addoption("--seed", default=str(default_seed), metavar="S", help="run seed (0 <= S < 2^63)")
     g.addoption("--dtypes", **LIST_OPTION,
-                help=f"comma-separated dtypes, repeatable (default {','.join(DEFAULT_DTYPES)}; sharded: "
-                     f"{','.join(SHARDED_DTYPES)}; also "
+                help=f"comma-separated dtypes, repeatable (default {','.join(DEFAULT_DTYPES)}; "
+                     f"sharded: {','.join(SHARDED_DTYPES)}; also "
                      f"{', '.join(d for d in known_dtypes if d not in DEFAULT_DTYPES)})")
     g.addoption("--devices", **LIST_OPTION,
                 help="comma-separated devices, repeatable (default: cpu and every cuda device "

@@ -108,8 +108,9 @@ def _rank_law(task: DrawTask):
 
 
 class RankFailure(Exception):
-    """A rank's draw stopped: its candidate failed (kind raised, hang or broke its tensor), or a peer's did ("peer"),
-    or the harness failed ("error"). `clean`: every rank left the collectives together."""
+    """A rank's draw stopped: its candidate failed (kind raised, hang or broke its tensor), or
+    a peer's did ("peer"), or the harness failed ("error"). `clean`: every rank left the
+    collectives together."""
 
     def __init__(self, kind: str, message: str, clean: bool = True, candidate_s: float = 0.0):
         super().__init__(message)
