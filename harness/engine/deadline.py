@@ -219,9 +219,11 @@ def _on_sigint(signum, frame):
 
 class _Handlers:
     """How many `held_handlers` contexts the main thread is in: the outermost installs our
-    SIGALRM handler and SIGINT note, the inner ones find them installed."""
+    SIGALRM handler and SIGINT note, the inner ones find them installed. `sigint`: whether the
+    SIGINT note is ours to keep (the handler found was Python's default)."""
 
     depth = 0
+    sigint = False
 
 
 @contextmanager
@@ -245,11 +247,11 @@ def held_handlers():
     own_sigint = interrupt is signal.default_int_handler  # ignored, or someone else's: left alone
     if own_sigint:
         signal.signal(signal.SIGINT, _on_sigint)
-    _Handlers.depth = 1
+    _Handlers.depth, _Handlers.sigint = 1, own_sigint
     try:
         yield
     finally:
-        _Handlers.depth = 0
+        _Handlers.depth, _Handlers.sigint = 0, False
         _Backstop.release()
         if own_sigint:
             signal.signal(signal.SIGINT, interrupt)
@@ -312,10 +314,13 @@ class candidate_call:
         seconds = self.seconds
         if _Handlers.depth and threading.current_thread() is threading.main_thread():
             _SIGINTS.clear()
+            # An earlier call may have taken a signal (a library that times itself out, or
+            # that handles Ctrl-C): each call takes it back, or the next call that hangs would
+            # hang the run and a Ctrl-C would not stop it.
+            if _Handlers.sigint and signal.getsignal(signal.SIGINT) is not _on_sigint:
+                signal.signal(signal.SIGINT, _on_sigint)
             if seconds and seconds > 0 and hasattr(signal, "setitimer"):
                 if signal.getsignal(signal.SIGALRM) is not _on_alarm:
-                    # an earlier call took the alarm (a library that times itself out): the
-                    # deadline takes it back, or the next call that hangs would hang the run
                     signal.signal(signal.SIGALRM, _on_alarm)
                 self._watch(seconds)
                 signal.setitimer(signal.ITIMER_REAL, seconds)

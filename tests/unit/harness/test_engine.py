@@ -301,6 +301,32 @@ def test_a_candidate_that_takes_the_alarm_is_still_held_to_its_deadline():
     assert signal.getsignal(signal.SIGALRM) is before  # the draw puts back what it found
 
 
+def test_a_ctrl_c_stops_a_draw_whose_candidate_took_sigint():
+    """A call that ignores SIGINT (as a library that handles Ctrl-C its own way might) made a
+    user's Ctrl-C during the draw's later calls do nothing. Each call takes it back: the Ctrl-C
+    of call 3 (sent here by the call itself) stops the draw as the user's."""
+    import os
+    import signal
+
+    def takes_sigint(t, mean, std, a, b, generator):
+        takes_sigint.calls += 1
+        if takes_sigint.calls == 1:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if takes_sigint.calls == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.1)  # the handler runs at the next bytecode
+        return t.normal_(generator=generator).clamp_(a, b)
+
+    takes_sigint.calls = 0
+    before = signal.getsignal(signal.SIGINT)
+    case = Case("c", 0.0, 1.0, -2.0, 2.0, (64,))
+    with pytest.raises(KeyboardInterrupt):
+        engine.run_engine(takes_sigint, case, torch.float32, "cpu", _law(case, torch.float32),
+                          64 * 8, 3, families=(), call_timeout=30.0)
+    assert takes_sigint.calls == 3
+    assert signal.getsignal(signal.SIGINT) is before  # the draw puts back what it found
+
+
 def test_a_raising_candidate_is_reported_not_propagated():
     def broken(t, *args):
         raise RuntimeError("boom")
