@@ -245,6 +245,20 @@ def typed_list(value) -> list:
     return out
 
 
+def _once(specs) -> tuple:
+    """The candidates in the order given, a spec named twice once (the same draws would run
+    twice for one set of rows); the API's objects as given."""
+    seen: set = set()
+    out = []
+    for spec in specs:
+        if isinstance(spec, str):
+            if spec in seen:
+                continue
+            seen.add(spec)
+        out.append(spec)
+    return tuple(out)
+
+
 def _joined(value):
     """A text option given once or more (a list of texts: ``--harm-thresholds`` repeated) as one
     comma-separated text; anything else (the API's mapping) as it is."""
@@ -313,8 +327,9 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
     seed = _number("--seed", opt.seed, integer=True)
     _require("--seed", opt.seed, 0 <= seed < 2**63, "an integer in [0, 2^63)")
 
-    dtypes = (tuple(v if isinstance(v, str) else dtype_name(v) for v in typed_list(opt.dtypes))
-              if opt.dtypes is not None else DEFAULT_DTYPES)
+    dtypes = (tuple(dict.fromkeys(v if isinstance(v, str) else dtype_name(v)
+                                  for v in typed_list(opt.dtypes)))
+              if opt.dtypes is not None else DEFAULT_DTYPES)  # a dtype named twice runs once
     unknown = [d for d in dtypes if d not in known_dtypes]
     if unknown:
         raise OptionError(f"--dtypes: unknown {', '.join(unknown)}; known: {', '.join(known_dtypes)}")
@@ -372,7 +387,7 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
         sharded_cases = tuple(case_by_id(c) for c in SHARDED_CASES)
     sharded_dtypes = dtypes if opt.dtypes is not None else tuple(
         d for d in SHARDED_DTYPES if d in known_dtypes)
-    return Options(candidates=tuple(opt.candidate or [DEFAULT_CANDIDATE]),
+    return Options(candidates=_once(opt.candidate or [DEFAULT_CANDIDATE]),
                    candidates_given=bool(opt.candidate), profile=profile, samples=samples,
                    seed=seed, dtypes=dtypes, devices=devices, cases=tuple(cases), bounds=bounds,
                    case_timeout=case_timeout, case_budget=case_budget,

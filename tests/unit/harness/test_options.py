@@ -173,6 +173,11 @@ def test_a_list_option_given_twice_takes_both(parse):
         parse(placements=[""])
 
 
+def test_a_dtype_or_candidate_named_twice_runs_once(parse):
+    opt = parse(dtypes=["float32", "float16,float32"], candidate=["exact", "torch", "exact"])
+    assert opt.dtypes == ("float32", "float16") and opt.candidates == ("exact", "torch")
+
+
 def test_typed_cases_and_dtypes_are_taken_as_given(parse):
     """`harness.check` hands its typed values on: a `Case` object (the grid's or one of the
     caller's own) is the run's case as it is, a torch dtype is named by its name."""
