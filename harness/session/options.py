@@ -336,7 +336,7 @@ def parse_options(opt, known_dtypes, environ=None) -> Options:
     if not dtypes:
         raise OptionError("--dtypes: empty list")
     cases, explore, explore_seed = _cases(opt, seed, dtypes, known_dtypes)
-    devices = tuple(csv_list(opt.devices)) if opt.devices else None
+    devices = tuple(dict.fromkeys(csv_list(opt.devices))) if opt.devices else None
     if opt.devices is not None and not devices:
         raise OptionError("--devices: empty list")
 

@@ -173,9 +173,11 @@ def test_a_list_option_given_twice_takes_both(parse):
         parse(placements=[""])
 
 
-def test_a_dtype_or_candidate_named_twice_runs_once(parse):
-    opt = parse(dtypes=["float32", "float16,float32"], candidate=["exact", "torch", "exact"])
+def test_a_dtype_candidate_or_device_named_twice_runs_once(parse):
+    opt = parse(dtypes=["float32", "float16,float32"], candidate=["exact", "torch", "exact"],
+                devices=["cpu", "cpu"])
     assert opt.dtypes == ("float32", "float16") and opt.candidates == ("exact", "torch")
+    assert opt.devices == ("cpu",)
 
 
 def test_typed_cases_and_dtypes_are_taken_as_given(parse):
