@@ -14,8 +14,8 @@ import warnings
 import torch
 
 from ..engine import (INT_VIEW, SLOW_CALL_FACTOR, CallTimeout, CandidateRaised, Pace,
-                      candidate_call, changed_settings, changed_tensor, dtype_bits, poison_,
-                      poison_value, raised_text, restore_settings, tensor_facts, torch_settings)
+                      candidate_call, changed_tensor, dtype_bits, kept_settings, poison_,
+                      poison_value, raised_text, tensor_facts)
 from ..result import Result
 from ..declaration import CANDIDATE, calling
 
@@ -38,12 +38,14 @@ class _Probe:
         end the user's program: never a proper way to refuse an argument. `limit`: this call's
         deadline, where not the pace's."""
         self.last_limit = limit or self.pace.limit()
-        settings = torch_settings()
+        kept = None
         t0 = time.perf_counter()
         try:
-            with candidate_call(self.last_limit, self.pace.watched()), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                returned = self.candidate(tensor, mean, std, a, b, generator)
+            deadline = candidate_call(self.last_limit, self.pace.watched())
+            with kept_settings() as kept:  # set back, and said in `contract`, if changed
+                with deadline, warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    returned = self.candidate(tensor, mean, std, a, b, generator)
             self.pace.record(time.perf_counter() - t0)
             return "ok", returned
         except CallTimeout:
@@ -54,10 +56,8 @@ class _Probe:
             return "raised", exc
         finally:
             self.seconds += time.perf_counter() - t0
-            changed = changed_settings(settings)
-            if changed is not None:
-                self.changed_settings = self.changed_settings or changed
-                restore_settings(settings)
+            if kept is not None and kept.changed is not None:
+                self.changed_settings = self.changed_settings or kept.changed
 
     def charge(self, result: Result) -> Result:
         result.candidate_s = self.seconds

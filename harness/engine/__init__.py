@@ -32,7 +32,7 @@ from .family import Accumulator, Family, FamilyState
 from .fold import (Box, Chunk, Fold, fixed_sum, fixed_sum_each, fixed_sum_squares, fold_order,
                    new_summary, raw_main_bins, row_hash_coefficients, standard_scale,
                    summarize_samples)
-from .settings import changed_settings, restore_settings, torch_settings
+from .settings import changed_settings, kept_settings, restore_settings, torch_settings
 from .throughput import normal_throughput
 
 __all__ = ["INT_VIEW", "dtype_bits", "hist_bits_for", "poison_", "poison_value",
@@ -45,4 +45,4 @@ __all__ = ["INT_VIEW", "dtype_bits", "hist_bits_for", "poison_", "poison_value",
            "Family", "FamilyState", "Box", "Chunk", "Fold", "fixed_sum", "fixed_sum_each",
            "fixed_sum_squares", "fold_order", "new_summary", "raw_main_bins",
            "row_hash_coefficients", "standard_scale", "summarize_samples", "normal_throughput",
-           "changed_settings", "restore_settings", "torch_settings"]
+           "changed_settings", "kept_settings", "restore_settings", "torch_settings"]

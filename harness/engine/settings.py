@@ -60,12 +60,23 @@ def restore_settings(before: tuple) -> None:
         torch.set_num_threads(threads)
 
 
+class Kept:
+    """What the calls inside `kept_settings` changed of torch's settings (`changed_settings`'s
+    text, None where nothing), known once they end."""
+
+    changed: str | None = None
+
+
 @contextmanager
 def kept_settings():
     """torch's process-wide settings as they are now, set back when the enclosed calls end,
-    however they end: the candidate's next group, and the harness, see them as they were."""
+    however they end: the candidate's next group, and the harness, see them as they were. Yields
+    a `Kept` that says what they had changed."""
     settings = torch_settings()
+    kept = Kept()
     try:
-        yield
+        yield kept
     finally:
-        restore_settings(settings)
+        kept.changed = changed_settings(settings)
+        if kept.changed is not None:
+            restore_settings(settings)
