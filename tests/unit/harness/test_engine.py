@@ -318,13 +318,20 @@ def test_a_ctrl_c_stops_a_draw_whose_candidate_took_sigint():
         return t.normal_(generator=generator).clamp_(a, b)
 
     takes_sigint.calls = 0
-    before = signal.getsignal(signal.SIGINT)
-    case = Case("c", 0.0, 1.0, -2.0, 2.0, (64,))
-    with pytest.raises(KeyboardInterrupt):
-        engine.run_engine(takes_sigint, case, torch.float32, "cpu", _law(case, torch.float32),
-                          64 * 8, 3, families=(), call_timeout=30.0)
-    assert takes_sigint.calls == 3
-    assert signal.getsignal(signal.SIGINT) is before  # the draw puts back what it found
+    # The draw takes SIGINT where it finds Python's own handler (a pytest run's process); an
+    # xdist worker, or an earlier test, may hold another: set it for the test, put it back after.
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        case = Case("c", 0.0, 1.0, -2.0, 2.0, (64,))
+        with pytest.raises(KeyboardInterrupt):
+            engine.run_engine(takes_sigint, case, torch.float32, "cpu",
+                              _law(case, torch.float32), 64 * 8, 3, families=(),
+                              call_timeout=30.0)
+        assert takes_sigint.calls == 3
+        # the draw puts back what it found
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, outer)
 
 
 def test_a_raising_candidate_is_reported_not_propagated():
