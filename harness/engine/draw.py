@@ -69,10 +69,6 @@ def is_budget_stop(calls: int) -> bool:
     return odd in (1, 3)
 
 
-#: Calls whose rows of the chunk buffer are made as views at once: a view costs ~1.4 KB, so the
-#: 2^20 rows of a chunk of one-element calls would hold ~1.4 GB of them; a block at a time they
-#: still cost nothing per call, and the memory is bounded whatever the chunk.
-SLOT_BLOCK = 4096
 #: Elements folded at a time on CPU: the fold's working set (the chunk, its integer keys, z, z^2,
 #: a scratch tensor and the pending mass counters: ~6 x 4 MB at 2^20 float32 elements) then stays
 #: in the last-level cache, and the fold is ~20% faster than at 2^22 (benchmarks/engine.py).
@@ -176,8 +172,11 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     fold = Fold(summary, dtype, device, law, families=families, watch=watch)
     generator = torch.Generator(device=device).manual_seed(seed)
     target, base, others = make_target(case, dtype, device)
-    buffer = torch.empty((per_chunk, *shape), dtype=dtype, device=device)
-    slots: tuple = ()  # the calls' rows of the chunk, as views made a block at a time
+    # A call that fills a chunk on its own is folded from the tensor it filled: copying it into a
+    # buffer first would be one more pass over the largest tensors, and twice their memory.
+    direct = per_chunk == 1 and target.is_contiguous()
+    buffer = None if direct else torch.empty((per_chunk, *shape), dtype=dtype, device=device)
+    is_cuda = device.type == "cuda"
     prepare_candidate(candidate, call_timeout, fold)
     pace = Pace(call_timeout)
     warm_up(candidate, case, dtype, device, call_timeout, fold, pace)
@@ -201,7 +200,8 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
                     # the candidate's own time: the deadline's arming is the harness's
                     t0 = time.perf_counter()
                     returned = candidate(target, case.mean, case.std, case.a, case.b, generator)
-                    _synchronize(device)
+                    if is_cuda:
+                        torch.cuda.synchronize(device)
                     seconds = time.perf_counter() - t0
             except CallTimeout:
                 summary.candidate_s = t_candidate + (time.perf_counter() - t0)
@@ -224,16 +224,15 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
                 summary.n_returned_other += 1
             for part in outside:
                 summary.n_written_outside += int(torch.count_nonzero(part != poison))
-            if filled % SLOT_BLOCK == 0:
-                slots = buffer[filled:filled + SLOT_BLOCK].unbind(0)
-            slots[filled % SLOT_BLOCK].copy_(target)
+            if not direct:
+                buffer[filled].copy_(target)  # a view a call: a block of them at once costs more
             filled += 1
             done += 1
             over_budget = (time_budget is not None and done >= min_calls and done < calls_total
                            and t_candidate > time_budget and is_budget_stop(done))
             if filled == per_chunk or done == calls_total or over_budget:
                 release_native_backstop()  # the fold's time is the harness's, not a call's
-                fold.fold(buffer[:filled])
+                fold.fold(target.unsqueeze(0) if direct else buffer[:filled])
                 filled = 0
                 if progress is not None:
                     progress(done * numel, calls_total * numel)

@@ -230,10 +230,10 @@ def test_memory_does_not_grow_with_n():
 
 
 def test_a_chunk_of_many_tiny_calls_holds_a_bounded_number_of_row_views():
-    """A chunk of 2^16 one-element calls: the rows the calls are copied into are made as views a
-    block at a time, so the draw holds a few thousand tensors, not one per call of the chunk
-    (~1.4 KB each with their C++ part: a GB at a chunk of 2^20 calls). What Python allocated
-    and still holds at the last call (tracemalloc: ~0.35 MB; one view per call: ~5.5 MB)."""
+    """A chunk of 2^16 one-element calls: the row a call is copied into is a view made for that
+    call and dropped, so the draw does not hold one tensor per call of the chunk (~1.4 KB each
+    with their C++ part: a GB at a chunk of 2^20 calls). What Python allocated and still holds
+    at the last call (tracemalloc: ~0.35 MB; one view per call kept: ~5.5 MB)."""
     import tracemalloc
 
     calls = 1 << 16
