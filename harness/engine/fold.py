@@ -34,6 +34,10 @@ from .family import Family
 #: Below this share of the continuous law's std, the rounded law's std (a law that is one atom
 #: up to masses like 1e-127) would make z astronomically large: z is scaled by the continuous std.
 MIN_SCALE_SHARE = 1e-6
+#: Elements a family's scratch covers at a time where its work is element by element or row by
+#: row: a big call (2^24 elements and more) is then worked a slice at a time, its scratch stays in
+#: the cache, and the fold's memory grows with the call by what it keeps, not by its scratch.
+SLICE_ELEMENTS = 1 << 18
 
 
 def fold_order(families) -> tuple:

@@ -53,7 +53,7 @@ import torch
 from scipy import special, stats
 
 from ..declaration import statistical
-from ..engine import Family, fixed_sum, fixed_sum_each, row_hash_coefficients
+from ..engine import SLICE_ELEMENTS, Family, fixed_sum, fixed_sum_each, row_hash_coefficients
 from ..result import Outcome
 from ..summary import Summary
 from . import atoms, binned, resolution
@@ -285,11 +285,19 @@ class IndependenceFold:
         s.rows_kept += taken
         whole_calls = taken // rows_per_call
         if m >= 2 and rows_per_call >= 2 and whole_calls:
-            shape = (whole_calls, rows_per_call, m)
-            r = f.buffer("row_bits", shape, torch.int64)
-            r.copy_(ib[:whole_calls].reshape(shape))
-            coef = row_hash_coefficients(m, r.device)
-            h = hash_rows(r, coef, f.buffer("row_high", shape, torch.int64))
+            rows = ib[:whole_calls].reshape(whole_calls * rows_per_call, m)
+            coef = row_hash_coefficients(m, rows.device)
+            h = torch.empty(rows.shape[0], dtype=torch.int64, device=rows.device)
+            # A slice of rows at a time: the int64 scratch of a whole big call would take 16
+            # bytes an element and leave the cache; a row's hash reads its own row only.
+            step = max(1, SLICE_ELEMENTS // m)
+            for start in range(0, rows.shape[0], step):
+                part = rows[start:start + step]
+                shape = (1, *part.shape)
+                r = f.buffer("row_bits", shape, torch.int64).copy_(part.unsqueeze(0))
+                h[start:start + part.shape[0]] = hash_rows(
+                    r, coef, f.buffer("row_high", shape, torch.int64))[0]
+            h = h.view(whole_calls, rows_per_call)
             h = (h ^ (h >> 29)) * 0x5851F42D4C957F2D
             hs, _ = torch.sort(h, dim=1)
             s.n_duplicate_rows += int(torch.count_nonzero(hs[:, 1:] == hs[:, :-1]))

@@ -20,7 +20,7 @@ import torch
 from scipy import stats
 
 from ..declaration import statistical
-from ..engine import Family, row_hash_coefficients
+from ..engine import SLICE_ELEMENTS, Family, row_hash_coefficients
 from ..result import Outcome
 from ..summary import Summary
 from . import atoms, binned, independence, resolution
@@ -38,8 +38,10 @@ REPEAT_SCAN = 1 << 24
 #: A repetition test is made only where the law's own expected number of equal windows is below
 #: this (an output of a few values has equal windows by chance).
 REPEAT_MAX_EXPECTED = 1e-2
-_ANCHOR_MULT32 = 0x9E3779B1 - (1 << 32)  # Knuth's multiplicative hash, as a signed int32
-_ANCHOR_MULT64 = 0x9E3779B97F4A7C15 - (1 << 64)
+#: The multiplier of an element's anchor key (Knuth's multiplicative hash, as a signed integer of
+#: the key's width): an anchor is an element whose key has its top REPEAT_SPACING_BITS bits zero.
+ANCHOR_MULT32 = 0x9E3779B1 - (1 << 32)
+ANCHOR_MULT64 = 0x9E3779B97F4A7C15 - (1 << 64)
 _MIX = 0x5851F42D4C957F2D
 
 
@@ -88,48 +90,85 @@ class RepetitionFold:
         self.left -= calls * numel
         self.calls += calls
         x = ints[:calls].reshape(calls, numel)
-        if f.bits < 32:
-            x = x.to(torch.int32)
-        shift = (64 if f.bits == 64 else 32) - REPEAT_SPACING_BITS
-        mult = _ANCHOR_MULT64 if f.bits == 64 else _ANCHOR_MULT32
-        heads = x[:, : numel - REPEAT_WINDOW + 1]
-        key = torch.mul(heads, mult, out=f.buffer("rep_key", tuple(heads.shape), x.dtype))
-        # The arithmetic shift leaves the top REPEAT_SPACING_BITS bits of the hash, sign-extended:
-        # zero exactly when they all are, i.e. with probability 1 / REPEAT_SPACING.
-        key.bitwise_right_shift_(shift)
-        anchor = torch.eq(key, 0, out=f.buffer("rep_anchor", tuple(heads.shape), torch.bool))
-        call, pos = anchor.nonzero(as_tuple=True)
-        if call.numel():
-            start = call * numel + pos
-            # Each anchor's window, a row of the view of every REPEAT_WINDOW consecutive elements,
-            # into scratch tensors kept for the scan (fresh ones of a few MB cost page faults).
-            shape = (start.numel(), REPEAT_WINDOW)
-            windows = torch.index_select(x.reshape(-1).unfold(0, REPEAT_WINDOW, 1), 0, start,
-                                         out=f.buffer("rep_windows", shape, x.dtype))
-            if windows.dtype != torch.int64:
-                windows = f.buffer("rep_bits", shape, torch.int64).copy_(windows)
-            windows = independence.spread_bits(windows, f.buffer("rep_high", shape, torch.int64))
-            h = windows.mul_(row_hash_coefficients(REPEAT_WINDOW, f.device)).sum(dim=1)
-            h = (h ^ (h >> 31)) * _MIX
-        else:
-            h = torch.zeros(0, dtype=torch.int64, device=f.device)
+        starts = anchor_starts(f, x)
+        call = torch.div(starts, numel, rounding_mode="floor")
+        h = window_hashes(f, x.reshape(-1), starts)
         s = self.state
         s.windows += int(h.numel())
         s.pairs += h.numel() * (h.numel() - 1) / 2.0
         s.equal += equal_pairs(h)
-        first, last = (h[call == 0], h[call == calls - 1]) if call.numel() else (h, h)
+        first, last = h[call == 0], h[call == calls - 1]
         if self.prev_hashes is not None and first.numel() and self.prev_hashes.numel():
             s.pairs += float(first.numel()) * float(self.prev_hashes.numel())
             s.equal += int(torch.isin(first, self.prev_hashes).sum())
         self.prev_hashes = last if calls == ints.shape[0] else None
         if self.left <= 0 and self.calls >= 2:  # done scanning: give the scratch back
-            for name, dtype in (("rep_key", x.dtype), ("rep_anchor", torch.bool),
+            for name, dtype in (("rep_key", key_dtype(f.bits)), ("rep_anchor", torch.bool),
                                 ("rep_windows", x.dtype), ("rep_bits", torch.int64),
                                 ("rep_high", torch.int64)):
                 f.release(name, dtype)
 
     def finish(self, whole: Summary) -> RepetitionState:
         return self.state
+
+
+def key_dtype(bits: int) -> torch.dtype:
+    """The integer type an element's anchor key is worked in: int64 for 64-bit formats, int32
+    otherwise (a 16-bit pattern sign-extended)."""
+    return torch.int64 if bits == 64 else torch.int32
+
+
+def anchor_starts(fold, x: torch.Tensor) -> torch.Tensor:
+    """The flat offsets (int64, ascending) of the anchors of `x` (calls, numel), the integer
+    views of whole calls: the elements that start a window and whose bit pattern hashes to 0
+    modulo REPEAT_SPACING. Worked a slice of SLICE_ELEMENTS at a time: the keys are element by
+    element, so the anchors do not depend on the slices."""
+    calls, numel = x.shape
+    heads = numel - REPEAT_WINDOW + 1
+    kind = key_dtype(fold.bits)
+    shift = (64 if fold.bits == 64 else 32) - REPEAT_SPACING_BITS
+    mult = ANCHOR_MULT64 if fold.bits == 64 else ANCHOR_MULT32
+    # Slices of whole calls' heads where a call is small, of one call's heads where it is big.
+    calls_at_once = max(1, SLICE_ELEMENTS // numel)
+    heads_at_once = heads if calls_at_once > 1 else SLICE_ELEMENTS
+    found = []
+    for first in range(0, calls, calls_at_once):
+        for lo in range(0, heads, heads_at_once):
+            part = x[first:first + calls_at_once, lo:min(lo + heads_at_once, heads)]
+            key = fold.buffer("rep_key", tuple(part.shape), kind)
+            if part.dtype == kind:
+                torch.mul(part, mult, out=key)
+            else:
+                key.copy_(part).mul_(mult)
+            # The arithmetic shift leaves the top REPEAT_SPACING_BITS bits of the hash,
+            # sign-extended: zero exactly when they all are, i.e. with probability
+            # 1 / REPEAT_SPACING.
+            key.bitwise_right_shift_(shift)
+            anchor = torch.eq(key, 0, out=fold.buffer("rep_anchor", tuple(part.shape), torch.bool))
+            call, pos = anchor.nonzero(as_tuple=True)
+            found.append(call.add_(first).mul_(numel).add_(pos).add_(lo))
+    return torch.cat(found) if found else torch.zeros(0, dtype=torch.int64, device=fold.device)
+
+
+def window_hashes(fold, flat: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
+    """The mixed hash (int64) of the REPEAT_WINDOW-element window of `flat` (an integer view)
+    at each of `starts`, a slice of windows at a time into scratch tensors kept for the scan
+    (fresh ones of a few MB cost page faults): a window's hash reads its own elements only."""
+    h = torch.empty(starts.numel(), dtype=torch.int64, device=fold.device)
+    windows_of = flat.unfold(0, REPEAT_WINDOW, 1)
+    coef = row_hash_coefficients(REPEAT_WINDOW, fold.device)
+    step = max(1, SLICE_ELEMENTS // REPEAT_WINDOW)
+    for lo in range(0, starts.numel(), step):
+        part = starts[lo:lo + step]
+        shape = (part.numel(), REPEAT_WINDOW)
+        windows = torch.index_select(windows_of, 0, part,
+                                     out=fold.buffer("rep_windows", shape, flat.dtype))
+        if windows.dtype != torch.int64:
+            windows = fold.buffer("rep_bits", shape, torch.int64).copy_(windows)
+        windows = independence.spread_bits(windows, fold.buffer("rep_high", shape, torch.int64))
+        mixed = windows.mul_(coef).sum(dim=1)
+        h[lo:lo + part.numel()] = (mixed ^ (mixed >> 31)) * _MIX
+    return h
 
 
 def equal_pairs(h: torch.Tensor) -> int:

@@ -47,10 +47,11 @@ def default_devices() -> list[str]:
 
 
 #: Bytes of device memory one element of a call's tensor needs while it is drawn and folded: the
-#: tensor, its chunk copy and the fold's int64 key temporaries, with the exact sampler's float64
-#: work. Measured on CPU: peak RSS grows by 51 B per element of a float32 call between 2^24 and
-#: 2^25 elements (`--case ...,shape=4096x4096` and `8192x4096` under /usr/bin/time -f %M, exact
-#: sampler); 64 leaves headroom.
+#: tensor, the fold's float and integer scratch (a big call's hashes are worked a slice at a
+#: time) and the previous call kept for the successive pairs, with the sampler's own work.
+#: Measured on CPU, float32: peak RSS grows by 28 B per element between 2^24 and 2^25 elements
+#: with the exact sampler (float64 work); torch 2.13's sampler adds ~13 B of its own
+#: temporaries; 64 leaves headroom for a sampler that needs more.
 BYTES_PER_ELEMENT = 64
 
 
