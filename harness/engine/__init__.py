@@ -29,9 +29,9 @@ from .draw import (PREPARE_TIMEOUT_S, CandidateFailure, changed_facts,
                    changed_tensor, chunk_elements_for, is_budget_stop, prepare_candidate,
                    run_engine, tensor_facts)
 from .family import Accumulator, Family, FamilyState
-from .fold import (SLICE_ELEMENTS, Box, Chunk, Fold, fixed_sum, fixed_sum_each, fixed_sum_squares, fold_order,
-                   new_summary, raw_main_bins, row_hash_coefficients, standard_scale,
-                   summarize_samples)
+from .fold import (SLICE_ELEMENTS, Box, Chunk, Fold, fixed_sum, fixed_sum_each,
+                   fixed_sum_squares, fold_order, new_summary, raw_main_bins,
+                   row_hash_coefficients, standard_scale, summarize_samples)
 from .settings import changed_settings, kept_settings, restore_settings, torch_settings
 from .throughput import normal_throughput
 
@@ -42,7 +42,7 @@ __all__ = ["INT_VIEW", "dtype_bits", "hist_bits_for", "poison_", "poison_value",
            "PREPARE_TIMEOUT_S", "CandidateFailure", "chunk_elements_for", "is_budget_stop",
            "prepare_candidate", "run_engine", "changed_facts", "changed_tensor",
            "tensor_facts", "Accumulator",
-           "Family", "FamilyState", "SLICE_ELEMENTS", "Box", "Chunk", "Fold", "fixed_sum", "fixed_sum_each",
-           "fixed_sum_squares", "fold_order", "new_summary", "raw_main_bins",
+           "Family", "FamilyState", "SLICE_ELEMENTS", "Box", "Chunk", "Fold", "fixed_sum",
+           "fixed_sum_each", "fixed_sum_squares", "fold_order", "new_summary", "raw_main_bins",
            "row_hash_coefficients", "standard_scale", "summarize_samples", "normal_throughput",
            "changed_settings", "kept_settings", "restore_settings", "torch_settings"]
