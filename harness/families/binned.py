@@ -16,6 +16,7 @@ summed from them (`BinnedFold.refine`: one bincount for a few chunks instead of 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -179,8 +180,10 @@ def gof_groups(probs: np.ndarray, n: float, min_expected: float = MIN_EXPECTED):
     return pos, np.flatnonzero(start)
 
 
+@functools.lru_cache(maxsize=4096)
 def _ncx2_lambda_for_power_half(crit: float, df: int) -> float:
-    """Noncentrality at which a chi-square(df) test with critical value crit has power 0.5."""
+    """Noncentrality at which a chi-square(df) test with critical value crit has power 0.5.
+    Cached: it does not depend on n, and a run asks it again for each n, stage and check."""
     if df <= 0 or not math.isfinite(crit):
         return math.nan
 
