@@ -176,7 +176,6 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
     # buffer first would be one more pass over the largest tensors, and twice their memory.
     direct = per_chunk == 1 and target.is_contiguous()
     buffer = None if direct else torch.empty((per_chunk, *shape), dtype=dtype, device=device)
-    is_cuda = device.type == "cuda"
     prepare_candidate(candidate, call_timeout, fold)
     pace = Pace(call_timeout)
     warm_up(candidate, case, dtype, device, call_timeout, fold, pace)
@@ -200,8 +199,7 @@ def run_engine(candidate, case, dtype: torch.dtype, device, law, n: int, seed: i
                     # the candidate's own time: the deadline's arming is the harness's
                     t0 = time.perf_counter()
                     returned = candidate(target, case.mean, case.std, case.a, case.b, generator)
-                    if is_cuda:
-                        torch.cuda.synchronize(device)
+                    _synchronize(device)
                     seconds = time.perf_counter() - t0
             except CallTimeout:
                 summary.candidate_s = t_candidate + (time.perf_counter() - t0)

@@ -126,7 +126,7 @@ def hash_rows(bits: torch.Tensor, coefficients: torch.Tensor,
     place, `spread_bits`, with `scratch` for the high halves where given): linear in the
     columns, so a part's columns' hashes add up to the row's; equal rows hash equal, different
     ones collide with probability ~2^-64."""
-    return spread_bits(bits, scratch).mul_(coefficients).sum(dim=2)
+    return spread_bits(bits, scratch).mul_(coefficients).sum(dim=-1)
 
 
 def _as_lag(sums) -> LagSums:
@@ -293,10 +293,9 @@ class IndependenceFold:
             step = max(1, SLICE_ELEMENTS // m)
             for start in range(0, rows.shape[0], step):
                 part = rows[start:start + step]
-                shape = (1, *part.shape)
-                r = f.buffer("row_bits", shape, torch.int64).copy_(part.unsqueeze(0))
+                r = f.buffer("row_bits", tuple(part.shape), torch.int64).copy_(part)
                 h[start:start + part.shape[0]] = hash_rows(
-                    r, coef, f.buffer("row_high", shape, torch.int64))[0]
+                    r, coef, f.buffer("row_high", tuple(part.shape), torch.int64))
             h = h.view(whole_calls, rows_per_call)
             h = (h ^ (h >> 29)) * 0x5851F42D4C957F2D
             hs, _ = torch.sort(h, dim=1)

@@ -165,8 +165,7 @@ def window_hashes(fold, flat: torch.Tensor, starts: torch.Tensor) -> torch.Tenso
                                      out=fold.buffer("rep_windows", shape, flat.dtype))
         if windows.dtype != torch.int64:
             windows = fold.buffer("rep_bits", shape, torch.int64).copy_(windows)
-        windows = independence.spread_bits(windows, fold.buffer("rep_high", shape, torch.int64))
-        mixed = windows.mul_(coef).sum(dim=1)
+        mixed = independence.hash_rows(windows, coef, fold.buffer("rep_high", shape, torch.int64))
         h[lo:lo + part.numel()] = (mixed ^ (mixed >> 31)) * _MIX
     return h
 

@@ -72,7 +72,7 @@ def add_options(parser, default_seed: int, known_dtypes) -> None:
     g.addoption("--devices", **LIST_OPTION,
                 help="comma-separated devices, repeatable (default: cpu and every cuda device "
                      "present)")
-    g.addoption("--cases", action="append", default=None, metavar="IDS",
+    g.addoption("--cases", **dict(LIST_OPTION, metavar="IDS"),
                 help="comma-separated case ids, repeatable (default: all); id:SHAPE names one "
                      "shape-axis group, id+PATH one path group")
     g.addoption("--case", action="append", default=[], metavar="SPEC",
